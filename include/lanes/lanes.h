@@ -1,0 +1,185 @@
+/* Lanes: collective communication for PCIe-only GPU boxes.
+ *
+ * NCCL's shape and semantics: same argument order, same in-place rules, same
+ * meaning of result codes. Every failure leaves a sentence for
+ * lanesGetLastError(comm). Buffers may live in host memory (stream may be
+ * NULL) or, with the CUDA data path, in device memory of the communicator's
+ * GPU (enqueued on `stream`). */
+#ifndef LANES_LANES_H_
+#define LANES_LANES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LANES_MAJOR 0
+#define LANES_MINOR 1
+#define LANES_PATCH 0
+#define LANES_VERSION_CODE (LANES_MAJOR * 10000 + LANES_MINOR * 100 + LANES_PATCH)
+
+/* Same type as CUDA's cudaStream_t; redeclaring an identical typedef is legal
+ * in C11 and C++, so this header works with or without cuda_runtime.h. */
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+
+typedef struct lanesComm* lanesComm_t;
+
+#define LANES_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[LANES_UNIQUE_ID_BYTES];
+} lanesUniqueId;
+
+typedef enum {
+  lanesSuccess = 0,
+  lanesUnhandledCudaError = 1,
+  lanesSystemError = 2,
+  lanesInternalError = 3,
+  lanesInvalidArgument = 4,
+  lanesInvalidUsage = 5,
+  lanesRemoteError = 6,
+  lanesInProgress = 7,
+  lanesTimeout = 8,
+  lanesNumResults = 9
+} lanesResult_t;
+
+typedef enum {
+  lanesInt8 = 0,
+  lanesChar = 0,
+  lanesUint8 = 1,
+  lanesInt32 = 2,
+  lanesInt = 2,
+  lanesUint32 = 3,
+  lanesInt64 = 4,
+  lanesUint64 = 5,
+  lanesFloat16 = 6,
+  lanesHalf = 6,
+  lanesFloat32 = 7,
+  lanesFloat = 7,
+  lanesFloat64 = 8,
+  lanesDouble = 8,
+  lanesBfloat16 = 9,
+  lanesFloat8e4m3 = 10,
+  lanesFloat8e5m2 = 11,
+  lanesNumTypes = 12
+} lanesDataType_t;
+
+/* Built-in ops; values from lanesNumOps up are handles returned by
+ * lanesRedOpCreatePreMulSum. */
+typedef enum {
+  lanesSum = 0,
+  lanesProd = 1,
+  lanesMax = 2,
+  lanesMin = 3,
+  lanesAvg = 4,
+  lanesNumOps = 5,
+  lanesMaxRedOp = 0x7fffffff
+} lanesRedOp_t;
+
+/* Where lanesRedOpCreatePreMulSum reads its scalar. */
+typedef enum {
+  lanesScalarDevice = 0,
+  lanesScalarHostImmediate = 1
+} lanesScalarResidence_t;
+
+/* Communicator options. Always start from LANES_CONFIG_INITIALIZER: `size`,
+ * `magic` and `version` let later releases add fields without breaking the
+ * ABI. A field left at LANES_CONFIG_UNDEF_INT takes its default. */
+#define LANES_CONFIG_UNDEF_INT INT32_MIN
+typedef struct {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;       /* 1 (default): calls return when done or failed. 0: init may return lanesInProgress. */
+  int timeoutSeconds; /* every wait fails after this many seconds; default LANES_TIMEOUT or 300 */
+  const char* commName; /* shown in logs; may be NULL */
+  int reserved[12];
+} lanesConfig_t;
+
+#define LANES_CONFIG_MAGIC 0x4c414e45u /* "LANE" */
+#define LANES_CONFIG_INITIALIZER                                                              \
+  {                                                                                           \
+    sizeof(lanesConfig_t), LANES_CONFIG_MAGIC, LANES_VERSION_CODE, LANES_CONFIG_UNDEF_INT,    \
+        LANES_CONFIG_UNDEF_INT, NULL,                                                         \
+    {                                                                                         \
+      0                                                                                       \
+    }                                                                                         \
+  }
+
+/* Used as `color` in lanesCommSplit for ranks that want no new communicator. */
+#define LANES_SPLIT_NOCOLOR (-1)
+
+lanesResult_t lanesGetVersion(int* version);
+const char* lanesGetErrorString(lanesResult_t result);
+/* The last error this thread saw on `comm` (or outside any communicator when
+ * comm is NULL), as a sentence naming what happened and what to do. Never NULL. */
+const char* lanesGetLastError(lanesComm_t comm);
+
+lanesResult_t lanesGetUniqueId(lanesUniqueId* uniqueId);
+lanesResult_t lanesCommInitRank(lanesComm_t* comm, int nranks, lanesUniqueId commId, int rank);
+lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUniqueId commId,
+                                      int rank, lanesConfig_t* config);
+/* ndev ranks as threads of this process; devlist may be NULL (devices 0..ndev-1
+ * where GPUs exist, host-only ranks otherwise). */
+lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist);
+/* Joins the job a launcher started: lanes-run (LANES_RANK, LANES_WORLD_SIZE,
+ * LANES_ROOT_ADDR), torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+ * Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS). No id
+ * needs passing: every rank derives it from the environment. config may be NULL. */
+lanesResult_t lanesCommInitFromEnv(lanesComm_t* comm, lanesConfig_t* config);
+lanesResult_t lanesCommSplit(lanesComm_t comm, int color, int key, lanesComm_t* newcomm,
+                             lanesConfig_t* config);
+lanesResult_t lanesCommFinalize(lanesComm_t comm);
+lanesResult_t lanesCommDestroy(lanesComm_t comm);
+lanesResult_t lanesCommAbort(lanesComm_t comm);
+lanesResult_t lanesCommGetAsyncError(lanesComm_t comm, lanesResult_t* asyncError);
+lanesResult_t lanesCommCount(const lanesComm_t comm, int* count);
+lanesResult_t lanesCommCuDevice(const lanesComm_t comm, int* device);
+lanesResult_t lanesCommUserRank(const lanesComm_t comm, int* rank);
+
+lanesResult_t lanesRedOpCreatePreMulSum(lanesRedOp_t* op, void* scalar, lanesDataType_t datatype,
+                                        lanesScalarResidence_t residence, lanesComm_t comm);
+lanesResult_t lanesRedOpDestroy(lanesRedOp_t op, lanesComm_t comm);
+
+lanesResult_t lanesAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
+                             cudaStream_t stream);
+lanesResult_t lanesBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             lanesDataType_t datatype, int root, lanesComm_t comm,
+                             cudaStream_t stream);
+lanesResult_t lanesReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          lanesDataType_t datatype, lanesRedOp_t op, int root, lanesComm_t comm,
+                          cudaStream_t stream);
+/* sendcount elements from each rank; recvbuff holds nranks*sendcount. */
+lanesResult_t lanesAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             lanesDataType_t datatype, lanesComm_t comm, cudaStream_t stream);
+/* sendbuff holds nranks*recvcount; each rank receives its recvcount block. */
+lanesResult_t lanesReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
+                                 cudaStream_t stream);
+/* count elements to and from each peer; buffers hold nranks*count. */
+lanesResult_t lanesAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                            lanesDataType_t datatype, lanesComm_t comm, cudaStream_t stream);
+/* recvbuff (nranks*count, significant at root only) gets every rank's sendbuff. */
+lanesResult_t lanesGather(const void* sendbuff, void* recvbuff, size_t count,
+                          lanesDataType_t datatype, int root, lanesComm_t comm,
+                          cudaStream_t stream);
+/* sendbuff (nranks*count, significant at root only) is split over the ranks. */
+lanesResult_t lanesScatter(const void* sendbuff, void* recvbuff, size_t count,
+                           lanesDataType_t datatype, int root, lanesComm_t comm,
+                           cudaStream_t stream);
+lanesResult_t lanesSend(const void* sendbuff, size_t count, lanesDataType_t datatype, int peer,
+                        lanesComm_t comm, cudaStream_t stream);
+lanesResult_t lanesRecv(void* recvbuff, size_t count, lanesDataType_t datatype, int peer,
+                        lanesComm_t comm, cudaStream_t stream);
+
+lanesResult_t lanesGroupStart(void);
+lanesResult_t lanesGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LANES_LANES_H_ */

@@ -1,0 +1,57 @@
+// Algorithms turn one collective call into a Schedule for one rank. They know
+// ranks, not transports. Each algorithm states which collectives it serves;
+// the planner (src/planner) picks among them.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/datatype.h"
+#include "core/status.h"
+#include "exec/schedule.h"
+
+namespace lanes {
+
+enum class CollType : uint8_t {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AlltoAll,
+  Gather,
+  Scatter,
+};
+const char* collTypeName(CollType t);
+
+enum class AlgoId : uint8_t {
+  Ring,               // pipelined ring: reduce-scatter + all-gather
+  RecursiveDoubling,  // latency: log2(n) exchange rounds (non-powers of two fold in)
+  Chain,              // pipelined chain for broadcast / reduce
+  Pairwise,           // pairwise exchange for all-to-all
+  Direct,             // root talks to every rank (gather, scatter)
+};
+const char* algoName(AlgoId a);
+bool parseAlgoName(const char* text, AlgoId* out);
+
+// One collective as this rank sees it. Buffers are already validated; for
+// PreMulSum the input has been pre-multiplied into `send` and redop is Sum;
+// Avg arrives as Sum (the caller divides afterwards).
+struct CollArgs {
+  CollType coll = CollType::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements as the API counts them (per rank for AllGather etc.)
+  lanesDataType_t type = lanesFloat32;
+  RedOpKind redop = RedOpKind::Sum;
+  int root = 0;
+  int rank = 0;
+  int nranks = 1;
+};
+
+// Whether `algo` implements `coll` (the planner's capability table).
+bool algoSupports(AlgoId algo, CollType coll);
+// Builds the schedule; InvalidUsage if the algorithm does not serve the collective.
+Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out);
+
+}  // namespace lanes

@@ -1,0 +1,98 @@
+// Bootstrap: the out-of-band TCP channel between the ranks of a communicator.
+//
+// lanesGetUniqueId starts a root listener in the calling process; each rank
+// connects to it presenting the id's secret, the root hands every rank the
+// table of all ranks' listen addresses and exits, and the ranks then build a
+// full mesh of control connections (secret-checked, framed messages). A
+// monitor thread per communicator reads that mesh: tagged messages land in a
+// mailbox for recv(); a closed or reset connection, or a failure notice a
+// peer spread, marks that peer dead and calls the failure handler, so every
+// survivor learns which rank died, not only the neighbour it waited on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/deadline.h"
+#include "core/status.h"
+#include "lanes/lanes.h"
+#include "transport/transport.h"
+
+namespace lanes {
+
+// Decoded lanesUniqueId.
+struct UniqueIdData {
+  uint8_t family = 0;  // AF_INET or AF_INET6
+  uint16_t port = 0;   // host byte order
+  uint8_t addr[16] = {};
+  uint8_t secret[32] = {};
+  uint64_t commId = 0;  // random, names OS objects of this communicator
+};
+
+Status encodeUniqueId(const UniqueIdData& data, lanesUniqueId* out);
+Status decodeUniqueId(const lanesUniqueId& id, UniqueIdData* out);
+
+// Creates an id for a new communicator and starts the root listener thread
+// (it serves one rendezvous, then exits; it gives up after
+// LANES_BOOTSTRAP_TIMEOUT). `bindAddr` ("host:port") pins the address, as a
+// launcher does with LANES_ROOT_ADDR; empty picks an interface by
+// LANES_SOCKET_IFNAME and a free port. `secret` (32 bytes) may be null for a
+// random one.
+Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
+                             lanesUniqueId* out);
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+
+  // Joins the communicator named by `id` as `self.rank` of `nranks`.
+  static Status create(const UniqueIdData& id, int nranks, const RankInfo& self, Deadline deadline,
+                       std::unique_ptr<Bootstrap>* out);
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  virtual const std::vector<RankInfo>& ranks() const = 0;
+  virtual const UniqueIdData& id() const = 0;
+
+  // Out-of-band collectives and point-to-point, all bounded by `deadline`.
+  // allGather: `data` holds nranks slots of `bytes`; this rank's slot is filled.
+  virtual Status allGather(void* data, size_t bytes, Deadline deadline) = 0;
+  virtual Status barrier(Deadline deadline) = 0;
+  virtual Status send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
+  virtual Status recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline) = 0;
+
+  // Called from the monitor thread when a peer is found dead (its control
+  // connection closed or reset, or another rank reported it), with a
+  // sentence saying what was seen. Set once, before any collective.
+  using FailureHandler = std::function<void(int deadRank, const std::string& why)>;
+  virtual void setFailureHandler(FailureHandler handler) = 0;
+  // Tells every live peer that `deadRank` failed (or this rank is aborting
+  // when deadRank == rank()), so they fail fast instead of timing out.
+  virtual void spreadFailure(int deadRank, const std::string& why) = 0;
+  // Latest progress counter each peer reported (watchdog hints); -1 unknown.
+  virtual void reportProgress(uint64_t completedSeq) = 0;
+  virtual int64_t peerProgress(int peer) const = 0;
+  // Stops the monitor and closes the mesh; idempotent.
+  virtual void shutdown() = 0;
+};
+
+// Fills rank/size/root from a launcher's environment: LANES_RANK,
+// LANES_WORLD_SIZE, LANES_ROOT_ADDR (+ LANES_BOOTSTRAP_SECRET); torchrun's
+// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI's OMPI_COMM_WORLD_*;
+// Slurm's SLURM_PROCID, SLURM_NTASKS. Rank 0 starts the root at the address.
+struct LaunchEnv {
+  int rank = -1;
+  int worldSize = -1;
+  int localRank = -1;
+  std::string rootAddr;  // host:port
+  std::string source;    // which launcher's variables were used
+};
+Status readLaunchEnv(LaunchEnv* out);
+// Rank 0 creates the id (root at env.rootAddr); every rank derives the same
+// id from the environment, so no id needs to be passed around.
+Status uniqueIdFromLaunchEnv(const LaunchEnv& env, lanesUniqueId* out);
+
+}  // namespace lanes

@@ -1,0 +1,121 @@
+#include "core/log.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+namespace lanes {
+namespace {
+
+struct LogConfig {
+  LogLevel level = LogLevel::Warn;
+  unsigned mask = static_cast<unsigned>(LogSubsys::All);
+  FILE* out = stderr;
+  char host[64] = {};
+};
+
+unsigned subsysBit(const std::string& name) {
+  static const struct {
+    const char* name;
+    LogSubsys bit;
+  } kNames[] = {{"INIT", LogSubsys::Init},         {"BOOTSTRAP", LogSubsys::Bootstrap},
+                {"TRANSPORT", LogSubsys::Transport}, {"NET", LogSubsys::Transport},
+                {"COLL", LogSubsys::Coll},         {"PLAN", LogSubsys::Plan},
+                {"TUNING", LogSubsys::Plan},       {"TOPO", LogSubsys::Topo},
+                {"GRAPH", LogSubsys::Topo},        {"ENV", LogSubsys::Env},
+                {"ALL", LogSubsys::All}};
+  for (const auto& n : kNames)
+    if (strcasecmp(n.name, name.c_str()) == 0) return static_cast<unsigned>(n.bit);
+  return 0;
+}
+
+std::string expandPath(const char* pattern, const char* host) {
+  std::string out;
+  for (const char* p = pattern; *p; ++p) {
+    if (p[0] == '%' && p[1] == 'h') {
+      out += host;
+      ++p;
+    } else if (p[0] == '%' && p[1] == 'p') {
+      out += std::to_string(getpid());
+      ++p;
+    } else {
+      out += *p;
+    }
+  }
+  return out;
+}
+
+std::mutex gLogMutex;  // C API logging state: process-wide by nature
+LogConfig gConfig;
+std::atomic<bool> gLoaded{false};
+
+void loadLocked() {
+  LogConfig c;
+  gethostname(c.host, sizeof(c.host) - 1);
+  if (const char* d = std::getenv("LANES_DEBUG")) {
+    if (strcasecmp(d, "NONE") == 0) c.level = LogLevel::None;
+    else if (strcasecmp(d, "WARN") == 0) c.level = LogLevel::Warn;
+    else if (strcasecmp(d, "INFO") == 0) c.level = LogLevel::Info;
+    else if (strcasecmp(d, "TRACE") == 0) c.level = LogLevel::Trace;
+  }
+  if (const char* s = std::getenv("LANES_DEBUG_SUBSYS"); s && *s) {
+    std::string list(s);
+    bool exclude = list[0] == '^';
+    if (exclude) list.erase(0, 1);
+    unsigned mask = 0;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      mask |= subsysBit(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+    c.mask = exclude ? ~mask : mask;
+  }
+  if (gConfig.out != stderr && gConfig.out != nullptr) fclose(gConfig.out);
+  c.out = stderr;
+  if (const char* f = std::getenv("LANES_DEBUG_FILE"); f && *f) {
+    std::string path = expandPath(f, c.host);
+    if (FILE* fp = fopen(path.c_str(), "a")) {
+      setvbuf(fp, nullptr, _IOLBF, 0);
+      c.out = fp;
+    }
+  }
+  gConfig = c;
+  gLoaded.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+void logReloadConfig() {
+  std::lock_guard<std::mutex> lock(gLogMutex);
+  loadLocked();
+}
+
+bool logEnabled(LogLevel level, LogSubsys subsys) {
+  if (!gLoaded.load(std::memory_order_acquire)) logReloadConfig();
+  return static_cast<int>(level) <= static_cast<int>(gConfig.level) &&
+         (gConfig.mask & static_cast<unsigned>(subsys)) != 0;
+}
+
+void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...) {
+  if (!logEnabled(level, subsys)) return;
+  char body[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(body, sizeof(body), fmt, ap);
+  va_end(ap);
+  const char* tag = level == LogLevel::Warn ? "WARN" : level == LogLevel::Info ? "INFO" : "TRACE";
+  std::lock_guard<std::mutex> lock(gLogMutex);
+  if (rank >= 0)
+    fprintf(gConfig.out, "%s:%d:%d [lanes] %s %s\n", gConfig.host, getpid(), rank, tag, body);
+  else
+    fprintf(gConfig.out, "%s:%d:- [lanes] %s %s\n", gConfig.host, getpid(), tag, body);
+}
+
+}  // namespace lanes

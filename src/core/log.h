@@ -1,0 +1,43 @@
+// Logging: LANES_DEBUG=WARN|INFO|TRACE, LANES_DEBUG_SUBSYS=INIT,COLL,...
+// (or ^INIT to exclude), LANES_DEBUG_FILE with %h (host) and %p (pid).
+// Lines start with host:pid:rank so interleaved output of many ranks sorts out.
+#pragma once
+
+#include <cstdarg>
+
+namespace lanes {
+
+enum class LogLevel : int { None = 0, Warn = 1, Info = 2, Trace = 3 };
+
+enum class LogSubsys : unsigned {
+  Init = 1u << 0,
+  Bootstrap = 1u << 1,
+  Transport = 1u << 2,
+  Coll = 1u << 3,
+  Plan = 1u << 4,
+  Topo = 1u << 5,
+  Env = 1u << 6,
+  All = ~0u,
+};
+
+bool logEnabled(LogLevel level, LogSubsys subsys);
+// rank < 0 prints "-" in the rank field.
+void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+// Re-reads the LANES_DEBUG* variables (tests change them between cases).
+void logReloadConfig();
+
+}  // namespace lanes
+
+#define LANES_WARN(subsys, rank, ...) \
+  ::lanes::logMessage(::lanes::LogLevel::Warn, ::lanes::LogSubsys::subsys, rank, __VA_ARGS__)
+#define LANES_INFO(subsys, rank, ...)                                              \
+  do {                                                                             \
+    if (::lanes::logEnabled(::lanes::LogLevel::Info, ::lanes::LogSubsys::subsys))  \
+      ::lanes::logMessage(::lanes::LogLevel::Info, ::lanes::LogSubsys::subsys, rank, __VA_ARGS__); \
+  } while (0)
+#define LANES_TRACE(subsys, rank, ...)                                             \
+  do {                                                                             \
+    if (::lanes::logEnabled(::lanes::LogLevel::Trace, ::lanes::LogSubsys::subsys)) \
+      ::lanes::logMessage(::lanes::LogLevel::Trace, ::lanes::LogSubsys::subsys, rank, __VA_ARGS__); \
+  } while (0)

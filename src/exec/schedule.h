@@ -1,0 +1,59 @@
+// Schedule: what an algorithm hands the executor. Steps run one after the
+// other; the ops of a step run at once. Each op streams: a forwarding op
+// sends on what it has received (and reduced) so far, so a ring or a chain
+// pipelines at the transport's granularity without explicit chunk loops.
+//
+// Ops addressed to the same peer in the same direction are carried in the
+// order they appear in the step (per-port FIFO), on both sides alike.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/datatype.h"
+
+namespace lanes {
+
+enum class OpKind : uint8_t {
+  Send,            // src -> sendPeer
+  Recv,            // recvPeer -> dst
+  RecvReduce,      // dst = src (op) incoming from recvPeer
+  RecvSend,        // recvPeer -> dst, forwarded to sendPeer as it arrives (dst may be null)
+  RecvReduceSend,  // dst = src (op) incoming; dst forwarded to sendPeer as it is produced
+  Copy,            // dst = src, local
+};
+
+const char* opKindName(OpKind k);
+
+struct Op {
+  OpKind kind = OpKind::Copy;
+  int sendPeer = -1;
+  int recvPeer = -1;
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t bytes = 0;
+};
+
+struct Step {
+  std::vector<Op> ops;
+};
+
+struct Schedule {
+  std::string name;  // "allreduce/ring", for logs and timeouts
+  lanesDataType_t type = lanesUint8;
+  RedOpKind redop = RedOpKind::Sum;  // combine used by *Reduce* ops
+  std::vector<Step> steps;
+  // Scratch the schedule's ops point into; lives as long as the schedule.
+  std::vector<std::unique_ptr<std::byte[]>> scratch;
+
+  std::byte* allocScratch(size_t bytes) {
+    scratch.push_back(std::make_unique<std::byte[]>(bytes == 0 ? 1 : bytes));
+    return scratch.back().get();
+  }
+  Step& addStep() { return steps.emplace_back(); }
+};
+
+}  // namespace lanes

@@ -1,0 +1,90 @@
+// The transport seam. A Connection links this rank with one peer and offers
+// `nlanes` independent ordered byte streams in each direction. Ports never
+// block: the executor polls them, so one thread can drive many peers and many
+// ops at once, and every wait stays under the executor's deadline.
+//
+// A transport never knows which collective it serves; an algorithm never
+// knows which transport carries a step (Gloo's algorithm/Pair split).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace lanes {
+
+class SendPort {
+ public:
+  virtual ~SendPort() = default;
+  // Takes up to `bytes` from `src` and returns how many it took in *taken
+  // (a multiple of kRingGranule unless it took all of `bytes`, which the
+  // executor always pads to the granule). Error once the connection failed.
+  virtual Status post(const void* src, size_t bytes, size_t* taken) = 0;
+};
+
+class RecvPort {
+ public:
+  virtual ~RecvPort() = default;
+  // The contiguous bytes received and not yet consumed (a multiple of
+  // kRingGranule), possibly empty. Error once the connection failed and
+  // nothing is left to read.
+  virtual Status peek(std::span<const std::byte>* view) = 0;
+  // Frees the first `bytes` of the last view for the sender.
+  virtual void consume(size_t bytes) = 0;
+};
+
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual int peer() const = 0;
+  virtual const char* transportName() const = 0;  // "shm", "tcp", ...
+  virtual int lanes() const = 0;
+  virtual SendPort& sendPort(int lane) = 0;
+  virtual RecvPort& recvPort(int lane) = 0;
+  // Wakes and fails every port (abort, or a peer declared dead).
+  virtual void close() = 0;
+};
+
+// What every rank knows of every other after the bootstrap.
+struct RankInfo {
+  int rank = -1;
+  uint64_t hostHash = 0;  // same value <=> same host (hostname + boot id)
+  int pid = 0;
+  int cudaDev = -1;
+  char hostname[64] = {};
+};
+
+class Bootstrap;
+
+// Everything a transport needs to connect: the out-of-band channel, who is
+// who, and a name unique to this communicator for OS objects (shm segments).
+struct TransportContext {
+  Bootstrap* bootstrap = nullptr;
+  int rank = -1;
+  int nranks = 0;
+  const std::vector<RankInfo>* ranks = nullptr;
+  std::string commTag;  // e.g. "lanes-<hex id>", safe for shm names
+  int lanes = 2;
+  double timeoutSeconds = 300;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual bool canConnect(const RankInfo& self, const RankInfo& peer) const = 0;
+  // Collective over all ranks of the communicator (every rank calls it, with
+  // the peers it will reach through this transport, possibly none).
+  // Fills out[i] with the connection to peers[i].
+  virtual Status connect(const TransportContext& ctx, const std::vector<int>& peers,
+                         std::vector<std::unique_ptr<Connection>>* out) = 0;
+};
+
+std::unique_ptr<Transport> makeShmTransport();
+std::unique_ptr<Transport> makeSocketTransport();
+
+}  // namespace lanes
