@@ -4,9 +4,12 @@
 // rounded back (round-to-nearest-even) after every binary op, as NCCL's
 // kernels do, so a given reduction order gives the same bits everywhere.
 // max/min: see reduce.cc for NaN handling (matches NCCL).
+// Pointers must be aligned to the element size; dst may alias a or b exactly
+// but must not overlap them partially.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/datatype.h"
 

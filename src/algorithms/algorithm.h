@@ -51,6 +51,9 @@ struct CollArgs {
 
 // Whether `algo` implements `coll` (the planner's capability table).
 bool algoSupports(AlgoId algo, CollType coll);
+// Same, for a communicator of `nranks` (recursive-doubling all-gather needs a
+// power of two). buildSchedule fails exactly where this says false.
+bool algoSupports(AlgoId algo, CollType coll, int nranks);
 // Builds the schedule; InvalidUsage if the algorithm does not serve the collective.
 Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out);
 

@@ -43,6 +43,10 @@ Status decodeUniqueId(const lanesUniqueId& id, UniqueIdData* out);
 // random one.
 Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
                              lanesUniqueId* out);
+// Same, with a fixed commId (launchers derive it so every rank agrees
+// without exchanging the id); null picks a random one.
+Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
+                             const uint64_t* commId, lanesUniqueId* out);
 
 class Bootstrap {
  public:

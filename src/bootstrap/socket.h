@@ -42,12 +42,14 @@ Status findInterfaces(const std::string& ifnameSpec, std::vector<InterfaceAddres
 // Whether interface `name` matches `spec` (exposed for tests).
 bool interfaceMatches(const std::string& spec, const std::string& name);
 
+// Sockets made by listen/connect/accept are non-blocking and close-on-exec;
+// sendAll/recvAll wait in poll() until the deadline. Writes use MSG_NOSIGNAL.
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { reset(); }
-  Socket(Socket&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  Socket(Socket&& o) noexcept : fd_(o.fd_), peer_(o.peer_) { o.fd_ = -1; }
   Socket& operator=(Socket&& o) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -74,9 +76,14 @@ class Socket {
   Status setNonBlocking(bool on) const;
   Status setNoDelay() const;
   Status localAddress(SocketAddress* out) const;
+  // The remote end, remembered at connect/accept so errors can name it even
+  // after a reset (getpeername fails then). Empty for listening sockets.
+  const SocketAddress& peerAddress() const { return peer_; }
+  std::string peerName() const;  // peer_.toString(), or "an unknown peer"
 
  private:
   int fd_ = -1;
+  SocketAddress peer_;
 };
 
 // Framed messages: magic, version, type, length, payload. A frame with a
@@ -99,5 +106,24 @@ Status recvFrame(const Socket& s, uint16_t* type, uint32_t* tag, std::vector<uin
                  size_t maxPayload, Deadline deadline);
 // Parses a header already received; checks magic/version/length.
 Status checkFrameHeader(const FrameHeader& h, size_t maxPayload);
+
+// Assembles one frame at a time from a non-blocking socket without blocking,
+// so one thread can read many sockets (the root, the monitor).
+class FrameReader {
+ public:
+  // Reads what is available; *complete once a whole frame is buffered (then
+  // stops reading). Errors: closed/reset connection, bad header.
+  Status readSome(const Socket& s, size_t maxPayload, bool* complete);
+  const FrameHeader& header() const { return header_; }
+  std::vector<uint8_t>& payload() { return payload_; }
+  void reset();
+
+ private:
+  FrameHeader header_{};
+  size_t headerDone_ = 0;
+  bool headerChecked_ = false;
+  std::vector<uint8_t> payload_;
+  size_t payloadDone_ = 0;
+};
 
 }  // namespace lanes

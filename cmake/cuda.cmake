@@ -1,0 +1,80 @@
+# CUDA data path: reduction/copy kernels (kernels/cuda), their GPU tests (tests/gpu)
+# and the kernel bandwidth tool (bench/gpu). Included from the top-level CMakeLists.txt
+# before the tools/bench/tests subdirectories; builds nothing when nvcc is absent.
+
+include(CheckLanguage)
+
+# nvcc is often installed outside PATH; look in the toolkit's usual home before
+# deciding there is no CUDA (an explicit CMAKE_CUDA_COMPILER or CUDACXX wins).
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
+  find_program(LANES_NVCC nvcc)
+  if(NOT LANES_NVCC AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")
+  endif()
+endif()
+check_language(CUDA)
+
+if(CMAKE_CUDA_COMPILER)
+  set(LANES_CUDA_DEFAULT ON)
+else()
+  set(LANES_CUDA_DEFAULT OFF)
+endif()
+option(LANES_ENABLE_CUDA "Build the CUDA data path (needs nvcc)" ${LANES_CUDA_DEFAULT})
+if(NOT LANES_ENABLE_CUDA)
+  message(STATUS "Lanes: CUDA data path disabled (LANES_ENABLE_CUDA=OFF or nvcc not found)")
+  return()
+endif()
+
+# Every architecture Lanes supports, plus PTX of the newest for later GPUs. Set it
+# before enable_language(CUDA), which would otherwise fill in nvcc's default; a
+# -DCMAKE_CUDA_ARCHITECTURES=... given by the user is defined already and kept.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;120-real;120-virtual"
+      CACHE STRING "CUDA architectures to build the kernels for")
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+set(CMAKE_CUDA_STANDARD 20)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+set(CMAKE_CUDA_EXTENSIONS OFF)
+message(STATUS "Lanes: CUDA ${CUDAToolkit_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+
+# The top-level add_compile_options() flags are host-compiler flags that nvcc does not
+# accept; targets built here replace them with per-language equivalents.
+function(lanes_cuda_target_flags target)
+  set_property(TARGET ${target} PROPERTY COMPILE_OPTIONS "")
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
+endfunction()
+
+file(GLOB LANES_CUDA_KERNEL_SOURCES CONFIGURE_DEPENDS
+  ${CMAKE_CURRENT_LIST_DIR}/../kernels/cuda/*.cu)
+add_library(lanes_cuda_kernels STATIC ${LANES_CUDA_KERNEL_SOURCES})
+lanes_cuda_target_flags(lanes_cuda_kernels)
+set_target_properties(lanes_cuda_kernels PROPERTIES
+  POSITION_INDEPENDENT_CODE ON
+  CUDA_SEPARABLE_COMPILATION OFF)
+target_include_directories(lanes_cuda_kernels
+  PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include>
+         $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src>
+         $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}>)
+target_compile_definitions(lanes_cuda_kernels PUBLIC LANES_HAVE_CUDA=1)
+# Bit-exact agreement with the CPU reductions: no FMA contraction, no flush-to-zero,
+# IEEE division (the kernels also use explicit _rn intrinsics). -Xptxas -v is cheap
+# and shows register use/spills in verbose builds.
+target_compile_options(lanes_cuda_kernels PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false --ftz=false --prec-div=true --prec-sqrt=true>)
+target_link_libraries(lanes_cuda_kernels PUBLIC CUDA::cudart_static)
+
+if(LANES_BUILD_TESTS AND EXISTS ${CMAKE_SOURCE_DIR}/tests/gpu/CMakeLists.txt)
+  # The top level calls enable_testing() after this file; a directory only gets a
+  # CTestTestfile if testing is on when it is added, so switch it on here.
+  enable_testing()
+  add_subdirectory(${CMAKE_SOURCE_DIR}/tests/gpu ${CMAKE_BINARY_DIR}/tests/gpu)
+endif()
+if(LANES_BUILD_BENCH AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/reduce_bandwidth.cu)
+  add_executable(lanes_reduce_bandwidth ${CMAKE_SOURCE_DIR}/bench/gpu/reduce_bandwidth.cu)
+  lanes_cuda_target_flags(lanes_reduce_bandwidth)
+  target_link_libraries(lanes_reduce_bandwidth PRIVATE lanes_cuda_kernels)
+endif()

@@ -1,0 +1,201 @@
+#include "bootstrap/rendezvous.h"
+
+#include "bootstrap/wire.h"
+#include "core/env.h"
+#include "core/log.h"
+
+namespace lanes {
+namespace {
+
+Status listenAddressFor(const UniqueIdData& id, const Socket& rootConn, SocketAddress* out) {
+  if (auto spec = envString("LANES_SOCKET_IFNAME")) {
+    std::vector<InterfaceAddress> ifs;
+    LANES_RETURN_IF_ERROR(findInterfaces(*spec, &ifs));
+    for (const auto& ia : ifs)
+      if (ia.address.family() == id.family) {
+        *out = ia.address;
+        return Status::ok();
+      }
+    return invalidArgument("no interface matching LANES_SOCKET_IFNAME=" + *spec +
+                           " has an address of the root's family (" +
+                           (id.family == AF_INET ? "IPv4" : "IPv6") + ")");
+  }
+  // The address this host used to reach the root is one the others can reach.
+  LANES_RETURN_IF_ERROR(rootConn.localAddress(out));
+  out->setPort(0);
+  return Status::ok();
+}
+
+Status parseTable(const std::vector<uint8_t>& payload, int nranks, std::vector<RankInfo>* ranks,
+                  std::vector<SocketAddress>* listens) {
+  wire::Reader r(payload);
+  int32_t n = 0;
+  if (!r.get(&n) || n != nranks)
+    return internalError("the bootstrap root sent a table for " + std::to_string(n) +
+                         " ranks, but this rank expected " + std::to_string(nranks));
+  ranks->assign(static_cast<size_t>(n), RankInfo{});
+  listens->assign(static_cast<size_t>(n), SocketAddress{});
+  for (int i = 0; i < n; ++i) {
+    auto& info = (*ranks)[static_cast<size_t>(i)];
+    if (!wire::getRankInfo(r, &info) || !wire::getAddress(r, &(*listens)[static_cast<size_t>(i)]) ||
+        info.rank != i)
+      return internalError("the bootstrap root sent a malformed rank table");
+  }
+  if (!r.atEnd()) return internalError("the bootstrap root sent a rank table with trailing bytes");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadline deadline,
+                Socket* listener, std::vector<RankInfo>* ranks,
+                std::vector<SocketAddress>* listens) {
+  const SocketAddress root = wire::rootAddress(id);
+  const std::string who = "rank " + std::to_string(self.rank);
+  Socket conn;
+  Status st = Socket::connect(root, deadline, &conn);
+  if (!st.isOk())
+    return Status(st.code(), who + " could not reach the bootstrap root at " + root.toString() +
+                                 ": " + st.message() +
+                                 " (the root runs in the process that created the unique id)");
+
+  SocketAddress listenAddr;
+  LANES_RETURN_IF_ERROR(listenAddressFor(id, conn, &listenAddr));
+  LANES_RETURN_IF_ERROR(Socket::listen(&listenAddr, SOMAXCONN, listener));
+
+  wire::Hello h;
+  std::copy(id.secret, id.secret + sizeof(id.secret), h.secret);
+  h.commId = id.commId;
+  h.nranks = nranks;
+  h.rank = self.rank;
+  h.info = self;
+  h.listen = listenAddr;
+  auto hello = wire::encodeHello(h, /*toRoot=*/true);
+  st = sendFrame(conn, wire::kHello, 0, hello.data(), hello.size(), deadline);
+  if (!st.isOk()) return Status(st.code(), who + " could not greet the bootstrap root: " + st.message());
+
+  uint16_t type = 0;
+  uint32_t tag = 0;
+  std::vector<uint8_t> payload;
+  const size_t maxTable = 64 + static_cast<size_t>(nranks) * 128;
+  st = recvFrame(conn, &type, &tag, &payload, std::max(maxTable, wire::kMaxErrorBytes), deadline);
+  if (!st.isOk())
+    return Status(st.code(), who + " did not get the rank table from the bootstrap root at " +
+                                 root.toString() + ": " + st.message() +
+                                 (st.code() == lanesTimeout
+                                      ? " (not every rank arrived: check that all " +
+                                            std::to_string(nranks) +
+                                            " ranks started with the same unique id)"
+                                      : ""));
+  if (type == wire::kError) {
+    Status err = wire::decodeError(payload);
+    return Status(err.code(), who + " was refused by the bootstrap root: " + err.message());
+  }
+  if (type != wire::kTable)
+    return internalError(who + " got an unexpected frame of type " + std::to_string(type) +
+                         " from the bootstrap root");
+  LANES_RETURN_IF_ERROR(parseTable(payload, nranks, ranks, listens));
+  LANES_INFO(Bootstrap, self.rank, "rendezvous done: %d ranks, listening on %s", nranks,
+             listenAddr.toString().c_str());
+  return Status::ok();
+}
+
+namespace {
+
+wire::Hello meshHello(const UniqueIdData& id, int nranks, int rank) {
+  wire::Hello h;
+  std::copy(id.secret, id.secret + sizeof(id.secret), h.secret);
+  h.commId = id.commId;
+  h.nranks = nranks;
+  h.rank = rank;
+  return h;
+}
+
+// Checks a mesh hello; an error says why the connection is refused.
+Status checkMeshHello(const UniqueIdData& id, int nranks, const std::vector<uint8_t>& payload,
+                      uint16_t type, wire::Hello* h) {
+  if (type != wire::kHello)
+    return invalidArgument("its first frame was of type " + std::to_string(type) +
+                           ", not a hello");
+  LANES_RETURN_IF_ERROR(wire::decodeHello(payload, /*toRoot=*/false, h));
+  if (!wire::constantTimeEqual(h->secret, id.secret, sizeof(id.secret)))
+    return invalidArgument("it presented the wrong secret");
+  if (h->commId != id.commId || h->nranks != nranks)
+    return invalidArgument("it belongs to another communicator");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status buildMesh(const UniqueIdData& id, int rank, const std::vector<RankInfo>& ranks,
+                 const std::vector<SocketAddress>& listens, const Socket& listener,
+                 Deadline deadline, std::vector<Socket>* peers) {
+  const int nranks = static_cast<int>(ranks.size());
+  peers->clear();
+  peers->resize(static_cast<size_t>(nranks));
+  const auto mine = wire::encodeHello(meshHello(id, nranks, rank), false);
+
+  // Lower ranks are already accepting (they connected to theirs first).
+  for (int j = 0; j < rank; ++j) {
+    const std::string peer = wire::describeRank(ranks[static_cast<size_t>(j)]);
+    Socket s;
+    Status st = Socket::connect(listens[static_cast<size_t>(j)], deadline, &s);
+    if (st.isOk()) st = sendFrame(s, wire::kHello, 0, mine.data(), mine.size(), deadline);
+    uint16_t type = 0;
+    uint32_t tag = 0;
+    std::vector<uint8_t> reply;
+    if (st.isOk()) st = recvFrame(s, &type, &tag, &reply, wire::kMaxHelloBytes, deadline);
+    wire::Hello h;
+    if (st.isOk()) st = checkMeshHello(id, nranks, reply, type, &h);
+    if (st.isOk() && h.rank != j)
+      st = invalidArgument("the process there says it is rank " + std::to_string(h.rank));
+    if (!st.isOk())
+      return Status(st.code() == lanesInvalidArgument ? lanesRemoteError : st.code(),
+                    "rank " + std::to_string(rank) + " could not open its control connection to " +
+                        peer + " at " + listens[static_cast<size_t>(j)].toString() + ": " +
+                        st.message());
+    (*peers)[static_cast<size_t>(j)] = std::move(s);
+  }
+
+  int missing = nranks - 1 - rank;
+  while (missing > 0) {
+    Socket s;
+    Status st = listener.accept(deadline, &s);
+    if (!st.isOk()) {
+      std::string list;
+      for (int j = rank + 1; j < nranks; ++j)
+        if (!(*peers)[static_cast<size_t>(j)].valid())
+          list += (list.empty() ? "" : ", ") + std::to_string(j);
+      return Status(st.code(), "rank " + std::to_string(rank) +
+                                   " timed out waiting for control connections from ranks " +
+                                   list + ": " + st.message());
+    }
+    Deadline helloBy = Deadline::after(wire::kHelloTimeoutSeconds);
+    if (deadline.at() < helloBy.at()) helloBy = deadline;
+    uint16_t type = 0;
+    uint32_t tag = 0;
+    std::vector<uint8_t> payload;
+    wire::Hello h;
+    st = recvFrame(s, &type, &tag, &payload, wire::kMaxHelloBytes, helloBy);
+    if (st.isOk()) st = checkMeshHello(id, nranks, payload, type, &h);
+    if (st.isOk() && (h.rank <= rank || h.rank >= nranks))
+      st = invalidArgument("it claims rank " + std::to_string(h.rank) +
+                           ", which does not connect to this rank");
+    if (st.isOk() && (*peers)[static_cast<size_t>(h.rank)].valid())
+      st = invalidArgument("rank " + std::to_string(h.rank) + " is already connected");
+    if (st.isOk()) {
+      const auto reply = wire::encodeHello(meshHello(id, nranks, rank), false);
+      st = sendFrame(s, wire::kHello, 0, reply.data(), reply.size(), helloBy);
+    }
+    if (!st.isOk()) {
+      LANES_WARN(Bootstrap, rank, "dropped control connection from %s: %s", s.peerName().c_str(),
+                 st.message().c_str());
+      continue;
+    }
+    (*peers)[static_cast<size_t>(h.rank)] = std::move(s);
+    --missing;
+  }
+  return Status::ok();
+}
+
+}  // namespace lanes

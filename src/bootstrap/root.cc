@@ -1,0 +1,243 @@
+// The bootstrap root: a detached thread that serves one rendezvous. Every
+// rank connects, proves it knows the id's secret and says who it is; once all
+// ranks arrived the root hands each the table of everyone, then exits.
+// Strangers (garbage, wrong secret, silence) are dropped without disturbing
+// the real ranks.
+#include <poll.h>
+
+#include <algorithm>
+#include <optional>
+#include <thread>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
+#include "core/env.h"
+#include "core/log.h"
+
+namespace lanes {
+namespace {
+
+constexpr size_t kMaxPendingConnections = 4096;
+
+struct Pending {
+  Socket sock;
+  FrameReader reader;
+  Deadline helloBy = Deadline::after(wire::kHelloTimeoutSeconds);
+};
+
+struct Arrived {
+  Socket sock;
+  RankInfo info;
+  SocketAddress listen;
+};
+
+class RootServer {
+ public:
+  RootServer(Socket listener, const UniqueIdData& id, double timeoutSeconds)
+      : listener_(std::move(listener)), id_(id), timeoutSeconds_(timeoutSeconds) {}
+
+  void run() {
+    Deadline overall = Deadline::after(timeoutSeconds_);
+    while (nranks_ < 0 || count_ < nranks_) {
+      if (overall.expired()) return giveUp();
+      pollOnce(overall);
+    }
+    sendTables(overall);
+  }
+
+ private:
+  void pollOnce(Deadline overall) {
+    std::vector<pollfd> fds;
+    fds.push_back({listener_.fd(), POLLIN, 0});
+    int waitMs = overall.remainingMs();
+    for (const Pending& p : pending_) {
+      fds.push_back({p.sock.fd(), POLLIN, 0});
+      waitMs = std::min(waitMs, p.helloBy.remainingMs());
+    }
+    int n = ::poll(fds.data(), fds.size(), waitMs);
+    if (n < 0) return;  // EINTR: loop again
+    // Pending entries first (indices match fds), newest accepts after.
+    for (size_t i = pending_.size(); i-- > 0;) {
+      if (fds[i + 1].revents != 0) {
+        serve(i);
+      } else if (pending_[i].helloBy.expired()) {
+        drop(i, "it sent no hello within " + std::to_string(int(wire::kHelloTimeoutSeconds)) +
+                    " s");
+      }
+    }
+    if (fds[0].revents & POLLIN) acceptAll();
+  }
+
+  void acceptAll() {
+    for (;;) {
+      Socket s;
+      if (!listener_.accept(Deadline::after(0), &s).isOk()) return;
+      if (pending_.size() >= kMaxPendingConnections) {
+        LANES_WARN(Bootstrap, -1, "bootstrap root: too many unidentified connections; dropping %s",
+                   s.peerName().c_str());
+        continue;
+      }
+      pending_.push_back(Pending{std::move(s), {}, Deadline::after(wire::kHelloTimeoutSeconds)});
+    }
+  }
+
+  void drop(size_t i, const std::string& why) {
+    LANES_WARN(Bootstrap, -1,
+               "bootstrap root at %s: dropped connection from %s because %s (not a rank of this "
+               "communicator, or a rank started with another unique id)",
+               listenName().c_str(),
+               pending_[i].sock.peerName().c_str(), why.c_str());
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+  }
+
+  std::string listenName() const {
+    SocketAddress a;
+    return listener_.localAddress(&a).isOk() ? a.toString() : std::string("?");
+  }
+
+  // Tells a rank why it was refused, then forgets it.
+  void refuse(size_t i, const Status& why) {
+    LANES_WARN(Bootstrap, -1, "bootstrap root: refused %s: %s",
+               pending_[i].sock.peerName().c_str(), why.message().c_str());
+    auto payload = wire::encodeError(why);
+    (void)sendFrame(pending_[i].sock, wire::kError, 0, payload.data(), payload.size(),
+                    Deadline::after(1.0));
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+  }
+
+  void serve(size_t i) {
+    Pending& p = pending_[i];
+    bool complete = false;
+    Status st = p.reader.readSome(p.sock, wire::kMaxHelloBytes, &complete);
+    if (!st.isOk()) return drop(i, st.message());
+    if (!complete) return;
+    if (p.reader.header().type != wire::kHello)
+      return drop(i, "its first frame was of type " + std::to_string(p.reader.header().type) +
+                         ", not a hello");
+    wire::Hello h;
+    st = wire::decodeHello(p.reader.payload(), /*toRoot=*/true, &h);
+    if (!st.isOk()) return drop(i, st.message());
+    if (!wire::constantTimeEqual(h.secret, id_.secret, sizeof(h.secret)))
+      return drop(i, "it presented the wrong secret");
+    if (h.commId != id_.commId) return drop(i, "it names another communicator");
+    if (h.nranks <= 0 || h.rank < 0 || h.rank >= h.nranks)
+      return refuse(i, invalidArgument("rank " + std::to_string(h.rank) + " of " +
+                                       std::to_string(h.nranks) +
+                                       " is not a valid rank: ranks run from 0 to nranks-1"));
+    if (nranks_ >= 0 && h.nranks != nranks_)
+      return refuse(i, invalidUsage("rank " + std::to_string(h.rank) + " says the communicator has " +
+                                    std::to_string(h.nranks) + " ranks but rank " +
+                                    std::to_string(firstRank_) + " said " +
+                                    std::to_string(nranks_) +
+                                    ": every rank must pass the same nranks"));
+    if (nranks_ < 0) {
+      nranks_ = h.nranks;
+      firstRank_ = h.rank;
+      arrived_.resize(static_cast<size_t>(nranks_));
+    }
+    auto& slot = arrived_[static_cast<size_t>(h.rank)];
+    if (slot)
+      return refuse(i, invalidUsage("rank " + std::to_string(h.rank) +
+                                    " joined twice (first from " + slot->sock.peerName() +
+                                    ", again from " + p.sock.peerName() +
+                                    "): two processes were given the same rank; check the "
+                                    "launcher's rank assignment"));
+    h.info.rank = h.rank;
+    slot = Arrived{std::move(p.sock), h.info, h.listen};
+    ++count_;
+    pending_.erase(pending_.begin() + static_cast<long>(i));
+    LANES_TRACE(Bootstrap, -1, "bootstrap root: rank %d of %d arrived (%d so far)", h.rank,
+                nranks_, count_);
+  }
+
+  void sendTables(Deadline overall) {
+    wire::Writer w;
+    w.put<int32_t>(nranks_);
+    for (const auto& a : arrived_) {
+      wire::putRankInfo(w, a->info);
+      wire::putAddress(w, a->listen);
+    }
+    Deadline d = Deadline::after(std::max(5.0, std::min(30.0, overall.remainingMs() / 1000.0)));
+    for (const auto& a : arrived_) {
+      Status st = sendFrame(a->sock, wire::kTable, 0, w.data().data(), w.data().size(), d);
+      if (!st.isOk())
+        LANES_WARN(Bootstrap, -1, "bootstrap root: could not send the rank table to rank %d: %s",
+                   a->info.rank, st.message().c_str());
+    }
+    LANES_INFO(Bootstrap, -1, "bootstrap root: all %d ranks arrived; rank table sent", nranks_);
+  }
+
+  void giveUp() {
+    std::string missing;
+    int nmissing = 0;
+    for (int r = 0; r < nranks_; ++r) {
+      if (arrived_[static_cast<size_t>(r)]) continue;
+      if (nmissing < 32) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      ++nmissing;
+    }
+    if (nmissing > 32) missing += ", ...";
+    std::string msg =
+        nranks_ < 0
+            ? "no rank arrived"
+            : std::to_string(nmissing) + " of " + std::to_string(nranks_) +
+                  " ranks never arrived (ranks " + missing + ")";
+    msg = "the bootstrap root at " + listenName() + " gave up after " +
+          std::to_string(static_cast<int>(timeoutSeconds_)) + " s (LANES_BOOTSTRAP_TIMEOUT): " +
+          msg + "; check that every rank started, got the same unique id, and can reach this "
+          "address";
+    LANES_WARN(Bootstrap, -1, "%s", msg.c_str());
+    auto payload = wire::encodeError(timeoutError(msg));
+    for (const auto& a : arrived_)
+      if (a)
+        (void)sendFrame(a->sock, wire::kError, 0, payload.data(), payload.size(),
+                        Deadline::after(1.0));
+  }
+
+  Socket listener_;
+  UniqueIdData id_;
+  double timeoutSeconds_;
+  std::vector<Pending> pending_;
+  std::vector<std::optional<Arrived>> arrived_;
+  int nranks_ = -1;
+  int firstRank_ = -1;
+  int count_ = 0;
+};
+
+}  // namespace
+
+Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
+                             lanesUniqueId* out) {
+  return createUniqueIdAndRoot(bindAddr, secret, nullptr, out);
+}
+
+Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
+                             const uint64_t* commId, lanesUniqueId* out) {
+  SocketAddress addr;
+  if (bindAddr.empty()) {
+    std::vector<InterfaceAddress> ifs;
+    LANES_RETURN_IF_ERROR(findInterfaces(envString("LANES_SOCKET_IFNAME").value_or(""), &ifs));
+    addr = ifs.front().address;
+    LANES_INFO(Bootstrap, -1, "bootstrap root listens on interface %s", ifs.front().name.c_str());
+  } else {
+    LANES_RETURN_IF_ERROR(SocketAddress::parse(bindAddr, &addr));
+  }
+  Socket listener;
+  LANES_RETURN_IF_ERROR(Socket::listen(&addr, SOMAXCONN, &listener));
+
+  UniqueIdData id;
+  LANES_RETURN_IF_ERROR(wire::setRootAddress(addr, &id));
+  if (secret) std::copy(secret, secret + sizeof(id.secret), id.secret);
+  else LANES_RETURN_IF_ERROR(wire::randomBytes(id.secret, sizeof(id.secret)));
+  if (commId) id.commId = *commId;
+  else LANES_RETURN_IF_ERROR(wire::randomBytes(&id.commId, sizeof(id.commId)));
+  LANES_RETURN_IF_ERROR(encodeUniqueId(id, out));
+
+  // The thread owns the listener; it ends after one rendezvous or the timeout.
+  std::thread([server = RootServer(std::move(listener), id, bootstrapTimeoutSeconds())]() mutable {
+    server.run();
+  }).detach();
+  LANES_INFO(Bootstrap, -1, "bootstrap root started at %s", addr.toString().c_str());
+  return Status::ok();
+}
+
+}  // namespace lanes

@@ -1,0 +1,176 @@
+#include "bootstrap/wire.h"
+
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace lanes::wire {
+
+void Writer::bytes(const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  buf_.insert(buf_.end(), b, b + n);
+}
+
+void Writer::str(const std::string& s) {
+  put<uint32_t>(static_cast<uint32_t>(s.size()));
+  bytes(s.data(), s.size());
+}
+
+bool Reader::bytes(void* out, size_t n) {
+  if (n > left_) return false;
+  std::memcpy(out, p_, n);
+  p_ += n;
+  left_ -= n;
+  return true;
+}
+
+bool Reader::str(std::string* s, size_t maxLen) {
+  uint32_t n = 0;
+  if (!get(&n) || n > maxLen || n > left_) return false;
+  s->assign(reinterpret_cast<const char*>(p_), n);
+  p_ += n;
+  left_ -= n;
+  return true;
+}
+
+void putAddress(Writer& w, const SocketAddress& a) {
+  UniqueIdData tmp;
+  (void)setRootAddress(a, &tmp);  // family 0 for an unset address
+  w.put<uint8_t>(tmp.family == AF_INET6 ? 6 : tmp.family == AF_INET ? 4 : 0);
+  w.put<uint16_t>(tmp.port);
+  w.bytes(tmp.addr, sizeof(tmp.addr));
+}
+
+bool getAddress(Reader& r, SocketAddress* a) {
+  uint8_t fam = 0;
+  UniqueIdData tmp;
+  if (!r.get(&fam) || !r.get(&tmp.port) || !r.bytes(tmp.addr, sizeof(tmp.addr))) return false;
+  if (fam != 4 && fam != 6) return false;
+  tmp.family = fam == 4 ? AF_INET : AF_INET6;
+  *a = rootAddress(tmp);
+  return true;
+}
+
+void putRankInfo(Writer& w, const RankInfo& info) {
+  w.put<int32_t>(info.rank);
+  w.put<uint64_t>(info.hostHash);
+  w.put<int32_t>(info.pid);
+  w.put<int32_t>(info.cudaDev);
+  w.bytes(info.hostname, sizeof(info.hostname));
+}
+
+bool getRankInfo(Reader& r, RankInfo* info) {
+  int32_t rank, pid, dev;
+  if (!r.get(&rank) || !r.get(&info->hostHash) || !r.get(&pid) || !r.get(&dev) ||
+      !r.bytes(info->hostname, sizeof(info->hostname)))
+    return false;
+  info->rank = rank;
+  info->pid = pid;
+  info->cudaDev = dev;
+  info->hostname[sizeof(info->hostname) - 1] = '\0';
+  return true;
+}
+
+SocketAddress rootAddress(const UniqueIdData& id) {
+  SocketAddress a;
+  if (id.family == AF_INET) {
+    auto& in = reinterpret_cast<sockaddr_in&>(a.storage);
+    in.sin_family = AF_INET;
+    std::memcpy(&in.sin_addr, id.addr, 4);
+    a.length = sizeof(sockaddr_in);
+  } else if (id.family == AF_INET6) {
+    auto& in6 = reinterpret_cast<sockaddr_in6&>(a.storage);
+    in6.sin6_family = AF_INET6;
+    std::memcpy(&in6.sin6_addr, id.addr, 16);
+    a.length = sizeof(sockaddr_in6);
+  }
+  a.setPort(id.port);
+  return a;
+}
+
+Status setRootAddress(const SocketAddress& a, UniqueIdData* id) {
+  std::memset(id->addr, 0, sizeof(id->addr));
+  id->family = 0;
+  id->port = 0;
+  if (a.family() == AF_INET) {
+    std::memcpy(id->addr, &reinterpret_cast<const sockaddr_in&>(a.storage).sin_addr, 4);
+  } else if (a.family() == AF_INET6) {
+    std::memcpy(id->addr, &reinterpret_cast<const sockaddr_in6&>(a.storage).sin6_addr, 16);
+  } else {
+    return invalidArgument("address family " + std::to_string(a.family()) +
+                           " is neither IPv4 nor IPv6");
+  }
+  id->family = static_cast<uint8_t>(a.family());
+  id->port = a.port();
+  return Status::ok();
+}
+
+std::vector<uint8_t> encodeHello(const Hello& h, bool toRoot) {
+  Writer w;
+  w.bytes(h.secret, sizeof(h.secret));
+  w.put<uint64_t>(h.commId);
+  w.put<int32_t>(h.nranks);
+  w.put<int32_t>(h.rank);
+  if (toRoot) {
+    putRankInfo(w, h.info);
+    putAddress(w, h.listen);
+  }
+  return std::move(w.data());
+}
+
+Status decodeHello(const std::vector<uint8_t>& payload, bool toRoot, Hello* out) {
+  Reader r(payload);
+  bool ok = r.bytes(out->secret, sizeof(out->secret)) && r.get(&out->commId) &&
+            r.get(&out->nranks) && r.get(&out->rank);
+  if (ok && toRoot) ok = getRankInfo(r, &out->info) && getAddress(r, &out->listen);
+  if (!ok || !r.atEnd())
+    return invalidArgument("malformed hello (" + std::to_string(payload.size()) + " bytes)");
+  return Status::ok();
+}
+
+std::vector<uint8_t> encodeError(const Status& s) {
+  Writer w;
+  w.put<int32_t>(s.code());
+  w.str(s.message().substr(0, kMaxErrorBytes - 16));
+  return std::move(w.data());
+}
+
+Status decodeError(const std::vector<uint8_t>& payload) {
+  Reader r(payload);
+  int32_t code = 0;
+  std::string msg;
+  if (!r.get(&code) || !r.str(&msg, kMaxErrorBytes) || code <= 0 || code > lanesTimeout)
+    return remoteError("the bootstrap root refused this rank with a malformed error frame");
+  return Status(static_cast<lanesResult_t>(code), msg);
+}
+
+bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < n; ++i) diff |= a[i] ^ b[i];
+  // volatile read keeps the compiler from short-circuiting the loop
+  volatile uint8_t v = diff;
+  return v == 0;
+}
+
+Status randomBytes(void* out, size_t n) {
+  auto* p = static_cast<uint8_t*>(out);
+  while (n > 0) {
+    ssize_t got = getrandom(p, n, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return systemError("getrandom failed: " + errnoText(errno));
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  return Status::ok();
+}
+
+std::string describeRank(const RankInfo& info) {
+  return "rank " + std::to_string(info.rank) + " (host " +
+         (info.hostname[0] ? std::string(info.hostname) : std::string("?")) + ", pid " +
+         std::to_string(info.pid) + ")";
+}
+
+}  // namespace lanes::wire

@@ -1,0 +1,189 @@
+// The collective and point-to-point entry points: check, then submit.
+#include "core/args_check.h"
+#include "core/comm_registry.h"
+#include "core/errors.h"
+#include "core/group.h"
+
+using namespace lanes;
+
+namespace {
+
+Status notLive(const char* fn) {
+  return invalidArgument(std::string(fn) +
+                         ": comm is NULL, was already destroyed, or is not a Lanes communicator");
+}
+
+struct CollCall {
+  const char* fn;
+  CollType coll;
+  const void* send;
+  void* recv;
+  size_t count;
+  lanesDataType_t type;
+  lanesRedOp_t op;  // lanesSum for collectives without one
+  int root;         // 0 for rootless collectives
+};
+
+// Bytes of the send and receive buffers of this rank, and the in-place offset.
+struct Layout {
+  size_t sendBytes = 0, recvBytes = 0, inPlaceOffset = 0;
+  bool inPlaceAllowed = true;
+};
+
+Status layoutOf(const CollCall& c, int rank, int nranks, Layout* out) {
+  size_t one = 0, all = 0;
+  size_t elem = datatypeSize(c.type);
+  LANES_RETURN_IF_ERROR(checkByteCount(c.fn, c.count, elem, 1, &one));
+  LANES_RETURN_IF_ERROR(checkByteCount(c.fn, c.count, elem, static_cast<size_t>(nranks), &all));
+  Layout l;
+  bool isRoot = rank == c.root;
+  switch (c.coll) {
+    case CollType::AllReduce: l.sendBytes = one; l.recvBytes = one; break;
+    case CollType::Broadcast:
+      l.sendBytes = isRoot ? one : 0;
+      l.recvBytes = one;
+      break;
+    case CollType::Reduce:
+      l.sendBytes = one;
+      l.recvBytes = isRoot ? one : 0;
+      break;
+    case CollType::AllGather:
+      l.sendBytes = one; l.recvBytes = all; l.inPlaceOffset = one * rank;
+      break;
+    case CollType::ReduceScatter:
+      l.sendBytes = all; l.recvBytes = one; l.inPlaceOffset = one * rank;
+      break;
+    case CollType::AlltoAll:
+      l.sendBytes = all; l.recvBytes = all; l.inPlaceAllowed = false;
+      break;
+    case CollType::Gather:
+      l.sendBytes = one; l.recvBytes = isRoot ? all : 0; l.inPlaceOffset = one * rank;
+      break;
+    case CollType::Scatter:
+      l.sendBytes = isRoot ? all : 0; l.recvBytes = one; l.inPlaceOffset = one * rank;
+      break;
+  }
+  *out = l;
+  return Status::ok();
+}
+
+lanesResult_t collective(const CollCall& c, lanesComm_t comm) {
+  CommRef ref(comm);
+  if (!ref) return report(nullptr, notLive(c.fn));
+  Status status = [&]() -> Status {
+    LANES_RETURN_IF_ERROR(checkDatatype(c.type));
+    RedOp op;
+    LANES_RETURN_IF_ERROR(resolveRedOp(comm, c.op, &op));
+    bool rooted = c.coll == CollType::Broadcast || c.coll == CollType::Reduce ||
+                  c.coll == CollType::Gather || c.coll == CollType::Scatter;
+    if (rooted) LANES_RETURN_IF_ERROR(checkRank("root", c.root, comm->nranks));
+    Layout l;
+    LANES_RETURN_IF_ERROR(layoutOf(c, comm->rank, comm->nranks, &l));
+    LANES_RETURN_IF_ERROR(checkBuffer(c.fn, "sendbuff", c.send, l.sendBytes));
+    LANES_RETURN_IF_ERROR(checkBuffer(c.fn, "recvbuff", c.recv, l.recvBytes));
+    LANES_RETURN_IF_ERROR(
+        checkAliasing(c.fn, c.send, l.sendBytes, c.recv, l.recvBytes, l.inPlaceOffset,
+                      l.inPlaceAllowed));
+    Request r;
+    r.comm = comm;
+    r.args.coll = c.coll;
+    r.args.send = c.send;
+    r.args.recv = c.recv;
+    r.args.count = c.count;
+    r.args.type = c.type;
+    r.args.redop = op.kind;
+    r.args.root = rooted ? c.root : 0;
+    r.args.rank = comm->rank;
+    r.args.nranks = comm->nranks;
+    r.op = op;
+    return submit(std::move(r));
+  }();
+  return report(comm, status);
+}
+
+lanesResult_t pointToPoint(const char* fn, bool isSend, const void* sendbuf, void* recvbuf,
+                           size_t count, lanesDataType_t type, int peer, lanesComm_t comm) {
+  CommRef ref(comm);
+  if (!ref) return report(nullptr, notLive(fn));
+  Status status = [&]() -> Status {
+    LANES_RETURN_IF_ERROR(checkDatatype(type));
+    LANES_RETURN_IF_ERROR(checkRank("peer", peer, comm->nranks));
+    size_t bytes = 0;
+    LANES_RETURN_IF_ERROR(checkByteCount(fn, count, datatypeSize(type), 1, &bytes));
+    LANES_RETURN_IF_ERROR(checkBuffer(fn, isSend ? "sendbuff" : "recvbuff",
+                                      isSend ? sendbuf : recvbuf, bytes));
+    if (peer == comm->rank && !inGroup())
+      return invalidUsage(std::string(fn) +
+                          " to this rank itself outside a group would wait forever; put the "
+                          "matching lanesSend and lanesRecv inside lanesGroupStart/End");
+    Request r;
+    r.comm = comm;
+    r.isP2p = true;
+    r.isSend = isSend;
+    r.peer = peer;
+    r.sendbuf = sendbuf;
+    r.recvbuf = recvbuf;
+    r.bytes = bytes;
+    return submit(std::move(r));
+  }();
+  return report(comm, status);
+}
+
+}  // namespace
+
+extern "C" {
+
+lanesResult_t lanesAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
+                             cudaStream_t) {
+  return collective({"lanesAllReduce", CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, 0}, comm);
+}
+
+lanesResult_t lanesBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t) {
+  return collective({"lanesBroadcast", CollType::Broadcast, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm);
+}
+
+lanesResult_t lanesReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          lanesDataType_t datatype, lanesRedOp_t op, int root, lanesComm_t comm,
+                          cudaStream_t) {
+  return collective({"lanesReduce", CollType::Reduce, sendbuff, recvbuff, count, datatype, op, root}, comm);
+}
+
+lanesResult_t lanesAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             lanesDataType_t datatype, lanesComm_t comm, cudaStream_t) {
+  return collective({"lanesAllGather", CollType::AllGather, sendbuff, recvbuff, sendcount, datatype, lanesSum, 0}, comm);
+}
+
+lanesResult_t lanesReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
+                                 cudaStream_t) {
+  return collective({"lanesReduceScatter", CollType::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0}, comm);
+}
+
+lanesResult_t lanesAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                            lanesDataType_t datatype, lanesComm_t comm, cudaStream_t) {
+  return collective({"lanesAlltoAll", CollType::AlltoAll, sendbuff, recvbuff, count, datatype, lanesSum, 0}, comm);
+}
+
+lanesResult_t lanesGather(const void* sendbuff, void* recvbuff, size_t count,
+                          lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t) {
+  return collective({"lanesGather", CollType::Gather, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm);
+}
+
+lanesResult_t lanesScatter(const void* sendbuff, void* recvbuff, size_t count,
+                           lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t) {
+  return collective({"lanesScatter", CollType::Scatter, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm);
+}
+
+lanesResult_t lanesSend(const void* sendbuff, size_t count, lanesDataType_t datatype, int peer,
+                        lanesComm_t comm, cudaStream_t) {
+  return pointToPoint("lanesSend", true, sendbuff, nullptr, count, datatype, peer, comm);
+}
+
+lanesResult_t lanesRecv(void* recvbuff, size_t count, lanesDataType_t datatype, int peer,
+                        lanesComm_t comm, cudaStream_t) {
+  return pointToPoint("lanesRecv", false, nullptr, recvbuff, count, datatype, peer, comm);
+}
+
+}  // extern "C"

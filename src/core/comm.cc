@@ -1,0 +1,34 @@
+#include "core/comm.h"
+
+#include "core/log.h"
+
+void lanesComm::fail(lanesResult_t code, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(failureMutex);
+    if (asyncError.load() != lanesSuccess) return;  // the first failure is the one to report
+    failureMessage = message;
+    asyncError.store(code);
+  }
+  LANES_WARN(Init, rank, "%s", message.c_str());
+  for (auto& c : connections)
+    if (c) c->close();
+}
+
+lanes::Status lanesComm::checkAbort() {
+  if (aborted.load(std::memory_order_relaxed))
+    return lanes::Status(lanesInvalidUsage, "communicator " + describe() +
+                                                " was aborted (lanesCommAbort) while the "
+                                                "operation waited; destroy it and create a new one");
+  int err = asyncError.load(std::memory_order_acquire);
+  if (err != lanesSuccess) {
+    std::lock_guard<std::mutex> lock(failureMutex);
+    return lanes::Status(static_cast<lanesResult_t>(err), failureMessage);
+  }
+  return lanes::Status::ok();
+}
+
+std::string lanesComm::describe() const {
+  std::string s = "rank " + std::to_string(rank) + " of " + std::to_string(nranks);
+  if (!options.name.empty()) s += " (" + options.name + ")";
+  return s;
+}

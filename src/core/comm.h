@@ -1,0 +1,65 @@
+// The communicator behind the public lanesComm_t handle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "core/datatype.h"
+#include "core/status.h"
+#include "exec/host_executor.h"
+#include "transport/transport.h"
+
+namespace lanes {
+
+struct CommOptions {
+  bool blocking = true;
+  double timeoutSeconds = 300;
+  std::string name;
+};
+
+// Lane 0 carries point-to-point traffic; collectives use lanes 1..n-1, so the
+// relative order of sends/recvs and collectives inside a group never matters.
+inline constexpr int kP2pLane = 0;
+
+}  // namespace lanes
+
+struct lanesComm {
+  static constexpr uint64_t kMagic = 0x4c414e4553434f4dull;  // "LANESCOM"
+  uint64_t magic = kMagic;
+
+  int rank = -1;
+  int nranks = 0;
+  int cudaDev = -1;
+  lanes::CommOptions options;
+  std::unique_ptr<lanes::Bootstrap> bootstrap;
+  std::vector<std::unique_ptr<lanes::Connection>> connections;  // by peer
+  lanes::ConnectionTable table;                                 // raw view for the executor
+  int lanes = 2;
+  uint64_t seq = 0;     // collectives and groups issued so far
+  uint64_t splitSeq = 0;
+
+  // Pre-multiplied-sum ops created on this communicator (index = op - lanesNumOps).
+  std::mutex opsMutex;
+  std::vector<lanes::RedOp> userOps;
+  std::vector<bool> userOpLive;
+
+  // Failure state, written by the bootstrap monitor thread or by abort.
+  std::atomic<bool> aborted{false};
+  std::atomic<int> asyncError{lanesSuccess};
+  std::mutex failureMutex;
+  std::string failureMessage;
+
+  std::mutex errorMutex;
+  std::string lastError;
+
+  // Records the first fatal failure and wakes every port.
+  void fail(lanesResult_t code, const std::string& message);
+  // What a waiting op should return now, or OK.
+  lanes::Status checkAbort();
+  std::string describe() const;  // "rank 2 of 4 (comm name)"
+};

@@ -1,0 +1,43 @@
+#include "core/errors.h"
+
+#include <string>
+
+#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "core/log.h"
+
+namespace lanes {
+namespace {
+thread_local std::string tlsLastError;
+}
+
+lanesResult_t report(lanesComm_t comm, const Status& status) {
+  if (status.isOk()) return lanesSuccess;
+  tlsLastError = status.message();
+  int rank = -1;
+  if (comm != nullptr) {
+    CommRef ref(comm);
+    if (ref) {
+      std::lock_guard<std::mutex> lock(comm->errorMutex);
+      comm->lastError = status.message();
+      rank = comm->rank;
+    }
+  }
+  LANES_WARN(Coll, rank, "%s: %s", lanesGetErrorString(status.code()), status.message().c_str());
+  return status.code();
+}
+
+const char* lastErrorText(lanesComm_t comm) {
+  CommRef ref(comm);
+  if (comm != nullptr && ref) {
+    std::lock_guard<std::mutex> lock(comm->errorMutex);
+    if (!comm->lastError.empty()) {
+      thread_local std::string copy;
+      copy = comm->lastError;
+      return copy.c_str();
+    }
+  }
+  return tlsLastError.empty() ? "no error" : tlsLastError.c_str();
+}
+
+}  // namespace lanes

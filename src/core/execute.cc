@@ -1,0 +1,194 @@
+// Turns queued requests into schedules, runs them, and finishes them (Avg).
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "core/request.h"
+#include "exec/host_executor.h"
+#include "kernels/cpu/reduce.h"
+#include "planner/size_rule.h"
+
+namespace lanes {
+namespace {
+
+// Elements of the result each rank divides for Avg.
+size_t avgCount(const CollArgs& a) {
+  switch (a.coll) {
+    case CollType::AllReduce: return a.count;
+    case CollType::ReduceScatter: return a.count;
+    case CollType::Reduce: return a.rank == a.root ? a.count : 0;
+    default: return 0;
+  }
+}
+
+// Bytes of input a rank contributes (what PreMulSum scales).
+size_t inputCount(const CollArgs& a) {
+  switch (a.coll) {
+    case CollType::ReduceScatter: return a.count * static_cast<size_t>(a.nranks);
+    default: return a.count;
+  }
+}
+
+struct Prepared {
+  std::unique_ptr<Schedule> schedule;
+  int lane = 0;
+  lanesComm* comm = nullptr;
+  std::string label;
+  std::unique_ptr<std::byte[]> scaledInput;  // PreMulSum's pre-multiplied copy
+};
+
+Status prepareCollective(Request& r, int lane, Prepared* out) {
+  CollArgs args = r.args;
+  size_t elem = datatypeSize(args.type);
+  if (r.op.kind == RedOpKind::PreMulSum) {
+    size_t n = inputCount(args);
+    out->scaledInput = std::make_unique<std::byte[]>(std::max<size_t>(1, n * elem));
+    if (n > 0) cpu::premultiply(out->scaledInput.get(), args.send, n, args.type, r.op.scalar);
+    args.send = out->scaledInput.get();
+  }
+  args.redop = (r.op.kind == RedOpKind::Avg || r.op.kind == RedOpKind::PreMulSum) ? RedOpKind::Sum
+                                                                                   : r.op.kind;
+  size_t bytes = inputCount(args) * elem;
+  AlgoChoice choice = chooseAlgorithm(args.coll, bytes, args.nranks);
+  out->schedule = std::make_unique<Schedule>();
+  LANES_RETURN_IF_ERROR(buildSchedule(choice.algo, args, out->schedule.get()));
+  out->lane = lane;
+  out->comm = r.comm;
+  out->label = std::string(collTypeName(args.coll)) + " #" + std::to_string(r.comm->seq);
+  LANES_TRACE(Plan, r.comm->rank, "%s: %zu bytes %s %s, %s (%s)", out->label.c_str(), bytes,
+              datatypeName(args.type), redOpName(r.op.kind), algoName(choice.algo),
+              choice.why.c_str());
+  return Status::ok();
+}
+
+// All sends/recvs of one communicator in a group become one step on the p2p
+// lane: per-peer FIFO keeps them matched in call order. Sends and receives to
+// self are paired in order and become local copies.
+Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
+  out->schedule = std::make_unique<Schedule>();
+  out->schedule->name = "send/recv";
+  out->schedule->type = lanesUint8;
+  out->lane = kP2pLane;
+  out->comm = comm;
+  out->label = "send/recv group #" + std::to_string(comm->seq);
+  Step& step = out->schedule->addStep();
+  std::vector<Request*> selfSends, selfRecvs;
+  for (Request* r : reqs) {
+    if (r->peer == comm->rank) {
+      (r->isSend ? selfSends : selfRecvs).push_back(r);
+      continue;
+    }
+    Op op;
+    op.bytes = r->bytes;
+    if (r->isSend) {
+      op.kind = OpKind::Send;
+      op.sendPeer = r->peer;
+      op.src = r->sendbuf;
+    } else {
+      op.kind = OpKind::Recv;
+      op.recvPeer = r->peer;
+      op.dst = r->recvbuf;
+    }
+    step.ops.push_back(op);
+  }
+  if (selfSends.size() != selfRecvs.size())
+    return invalidUsage("rank " + std::to_string(comm->rank) + " posted " +
+                        std::to_string(selfSends.size()) + " send(s) to itself but " +
+                        std::to_string(selfRecvs.size()) +
+                        " receive(s) from itself in one group; they must pair up");
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    if (selfSends[i]->bytes != selfRecvs[i]->bytes)
+      return invalidUsage("send to self of " + std::to_string(selfSends[i]->bytes) +
+                          " bytes is paired with a receive of " +
+                          std::to_string(selfRecvs[i]->bytes) + " bytes");
+    Op op;
+    op.kind = OpKind::Copy;
+    op.src = selfSends[i]->sendbuf;
+    op.dst = selfRecvs[i]->recvbuf;
+    op.bytes = selfSends[i]->bytes;
+    step.ops.insert(step.ops.begin(), op);
+  }
+  return Status::ok();
+}
+
+// The error a failed run reports: a recorded peer failure names the rank
+// that died, which beats whatever neighbour the executor was waiting on.
+Status explainFailure(lanesComm* comm, const Status& status) {
+  Status recorded = comm->checkAbort();
+  if (!recorded.isOk() && status.code() != lanesInvalidUsage &&
+      status.code() != lanesInvalidArgument) {
+    return Status(recorded.code(), recorded.message() + " (while running: " + status.message() + ")");
+  }
+  if (status.code() == lanesTimeout || status.code() == lanesRemoteError) {
+    // The streams of this communicator are out of step now; later calls must fail too.
+    comm->fail(status.code(), status.message());
+  }
+  return status;
+}
+
+}  // namespace
+
+Status executeRequests(std::vector<Request>& requests) {
+  if (requests.empty()) return Status::ok();
+  // Per communicator: its p2p requests, and its collectives in call order.
+  std::vector<lanesComm*> comms;
+  std::map<lanesComm*, std::vector<Request*>> p2pOf;
+  std::map<lanesComm*, int> collIndex;
+  std::vector<Prepared> prepared;
+  for (Request& r : requests) {
+    if (std::find(comms.begin(), comms.end(), r.comm) == comms.end()) comms.push_back(r.comm);
+    if (r.isP2p) {
+      p2pOf[r.comm].push_back(&r);
+      continue;
+    }
+    // Collectives spread over lanes 1..lanes-1 so several progress at once.
+    int i = collIndex[r.comm]++;
+    int lane = 1 + i % (r.comm->lanes - 1);
+    Prepared p;
+    LANES_RETURN_IF_ERROR(prepareCollective(r, lane, &p));
+    prepared.push_back(std::move(p));
+  }
+  for (auto& [comm, reqs] : p2pOf) {
+    Prepared p;
+    LANES_RETURN_IF_ERROR(prepareP2p(comm, reqs, &p));
+    prepared.push_back(std::move(p));
+  }
+  for (lanesComm* comm : comms) {
+    LANES_RETURN_IF_ERROR(comm->checkAbort());
+    ++comm->seq;
+  }
+
+  double timeout = 0;
+  for (lanesComm* comm : comms) timeout = std::max(timeout, comm->options.timeoutSeconds);
+  std::vector<ExecWork> work;
+  for (Prepared& p : prepared) {
+    ExecWork w;
+    w.schedule = p.schedule.get();
+    w.lane = p.lane;
+    w.connections = &p.comm->table;
+    w.rank = p.comm->rank;
+    lanesComm* comm = p.comm;
+    w.checkAbort = [comm] { return comm->checkAbort(); };
+    w.label = p.label;
+    work.push_back(std::move(w));
+  }
+  Status status = runWork(work, Deadline::after(timeout));
+  if (!status) {
+    // Attribute the failure to the communicator whose op failed (the first, if unclear).
+    lanesComm* failed = comms.front();
+    for (Prepared& p : prepared)
+      if (status.message().find(p.label) != std::string::npos) failed = p.comm;
+    return explainFailure(failed, status);
+  }
+  for (Request& r : requests) {
+    if (r.isP2p || r.op.kind != RedOpKind::Avg) continue;
+    size_t n = avgCount(r.args);
+    if (n > 0) cpu::finishAvg(r.args.recv, n, r.args.type, r.args.nranks);
+  }
+  return Status::ok();
+}
+
+}  // namespace lanes

@@ -1,0 +1,234 @@
+#include "core/init.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "core/comm_registry.h"
+#include "core/env.h"
+#include "core/errors.h"
+#include "core/host_id.h"
+#include "core/log.h"
+
+namespace lanes {
+
+Status parseConfig(const lanesConfig_t* config, CommOptions* out) {
+  CommOptions o;
+  o.timeoutSeconds = defaultTimeoutSeconds();
+  if (config != nullptr) {
+    if (config->magic != LANES_CONFIG_MAGIC || config->size < offsetof(lanesConfig_t, reserved))
+      return invalidArgument(
+          "config was not initialised with LANES_CONFIG_INITIALIZER (bad magic or size); start "
+          "from `lanesConfig_t config = LANES_CONFIG_INITIALIZER;`");
+    if (config->blocking != LANES_CONFIG_UNDEF_INT) {
+      if (config->blocking != 0 && config->blocking != 1)
+        return invalidArgument("config.blocking must be 0 or 1, got " +
+                               std::to_string(config->blocking));
+      o.blocking = config->blocking == 1;
+    }
+    if (config->timeoutSeconds != LANES_CONFIG_UNDEF_INT) {
+      if (config->timeoutSeconds <= 0)
+        return invalidArgument("config.timeoutSeconds must be positive, got " +
+                               std::to_string(config->timeoutSeconds));
+      o.timeoutSeconds = config->timeoutSeconds;
+    }
+    if (config->commName != nullptr) o.name = config->commName;
+  }
+  *out = o;
+  return Status::ok();
+}
+
+namespace {
+
+std::string hexId(uint64_t v) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// Connects every peer through the first transport that can reach it.
+Status connectPeers(lanesComm* comm, double timeoutSeconds) {
+  const auto& ranks = comm->bootstrap->ranks();
+  const RankInfo& self = ranks[comm->rank];
+  bool shmDisabled = envBool("LANES_SHM_DISABLE", false);
+  std::vector<std::unique_ptr<Transport>> transports;
+  transports.push_back(makeShmTransport());
+  transports.push_back(makeSocketTransport());
+
+  std::vector<std::vector<int>> peersOf(transports.size());
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank) continue;
+    for (size_t t = 0; t < transports.size(); ++t) {
+      if (t == 0 && shmDisabled) continue;
+      if (transports[t]->canConnect(self, ranks[p])) {
+        peersOf[t].push_back(p);
+        break;
+      }
+    }
+  }
+  TransportContext ctx;
+  ctx.bootstrap = comm->bootstrap.get();
+  ctx.rank = comm->rank;
+  ctx.nranks = comm->nranks;
+  ctx.ranks = &ranks;
+  ctx.commTag = "lanes-" + hexId(comm->bootstrap->id().commId);
+  ctx.lanes = comm->lanes;
+  ctx.timeoutSeconds = timeoutSeconds;
+  comm->connections.resize(comm->nranks);
+  // Every rank runs every transport's connect (collective), even with no peers.
+  for (size_t t = 0; t < transports.size(); ++t) {
+    std::vector<std::unique_ptr<Connection>> conns;
+    LANES_RETURN_IF_ERROR(transports[t]->connect(ctx, peersOf[t], &conns));
+    if (conns.size() != peersOf[t].size())
+      return internalError(std::string("transport ") + transports[t]->name() +
+                           " returned the wrong number of connections");
+    for (size_t i = 0; i < conns.size(); ++i) comm->connections[peersOf[t][i]] = std::move(conns[i]);
+  }
+  comm->table.assign(comm->nranks, nullptr);
+  for (int p = 0; p < comm->nranks; ++p) comm->table[p] = comm->connections[p].get();
+  return Status::ok();
+}
+
+void logTopology(const lanesComm* comm) {
+  if (!logEnabled(LogLevel::Info, LogSubsys::Init)) return;
+  const auto& ranks = comm->bootstrap->ranks();
+  LANES_INFO(Init, comm->rank, "comm %p%s%s: rank %d of %d, %d lanes, timeout %.0f s",
+             static_cast<const void*>(comm), comm->options.name.empty() ? "" : " ",
+             comm->options.name.c_str(), comm->rank, comm->nranks, comm->lanes,
+             comm->options.timeoutSeconds);
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank) continue;
+    const Connection* c = comm->connections[p].get();
+    LANES_INFO(Init, comm->rank, "  peer %d (%s pid %d): transport %s", p, ranks[p].hostname,
+               ranks[p].pid, c ? c->transportName() : "none");
+  }
+}
+
+}  // namespace
+
+Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions& options,
+                lanesComm_t* out) {
+  if (nranks < 1)
+    return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
+  if (rank < 0 || rank >= nranks)
+    return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
+                           std::to_string(nranks) + ")");
+  UniqueIdData idData;
+  LANES_RETURN_IF_ERROR(decodeUniqueId(id, &idData));
+
+  auto comm = std::make_unique<lanesComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->options = options;
+  comm->lanes = static_cast<int>(std::max<int64_t>(2, envInt("LANES_NLANES", 2)));
+
+  RankInfo self;
+  self.rank = rank;
+  self.hostHash = hostHash();
+  self.pid = getpid();
+  self.cudaDev = comm->cudaDev;
+  std::string host = hostName();
+  std::strncpy(self.hostname, host.c_str(), sizeof(self.hostname) - 1);
+
+  Deadline deadline = Deadline::after(std::max(options.timeoutSeconds, bootstrapTimeoutSeconds()));
+  LANES_RETURN_IF_ERROR(Bootstrap::create(idData, nranks, self, deadline, &comm->bootstrap));
+  lanesComm* raw = comm.get();
+  comm->bootstrap->setFailureHandler([raw](int deadRank, const std::string& why) {
+    raw->fail(lanesRemoteError, "rank " + std::to_string(deadRank) + " failed: " + why +
+                                    ". Every rank of this communicator is affected; destroy it "
+                                    "(lanesCommAbort) and restart the job or recreate the "
+                                    "communicator among the survivors.");
+  });
+  Status status = connectPeers(comm.get(), options.timeoutSeconds);
+  if (!status) {
+    comm->bootstrap->spreadFailure(rank, "rank " + std::to_string(rank) +
+                                             " could not connect its transports: " +
+                                             status.message());
+    return status;
+  }
+  // Nobody may use a connection before every rank finished connecting.
+  LANES_RETURN_IF_ERROR(comm->bootstrap->barrier(Deadline::after(options.timeoutSeconds)));
+  logTopology(comm.get());
+  *out = comm.release();
+  registerComm(*out);
+  return Status::ok();
+}
+
+}  // namespace lanes
+
+using namespace lanes;
+
+extern "C" {
+
+lanesResult_t lanesGetVersion(int* version) {
+  if (version == nullptr) return report(nullptr, invalidArgument("version is NULL"));
+  *version = LANES_VERSION_CODE;
+  return lanesSuccess;
+}
+
+lanesResult_t lanesGetUniqueId(lanesUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return report(nullptr, invalidArgument("uniqueId is NULL"));
+  return report(nullptr, createUniqueIdAndRoot("", nullptr, uniqueId));
+}
+
+lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUniqueId commId,
+                                      int rank, lanesConfig_t* config) {
+  if (comm == nullptr) return report(nullptr, invalidArgument("comm (the output pointer) is NULL"));
+  *comm = nullptr;
+  CommOptions options;
+  Status status = parseConfig(config, &options);
+  if (status) status = initComm(commId, nranks, rank, options, comm);
+  return report(nullptr, status);
+}
+
+lanesResult_t lanesCommInitRank(lanesComm_t* comm, int nranks, lanesUniqueId commId, int rank) {
+  return lanesCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist) {
+  if (comms == nullptr) return report(nullptr, invalidArgument("comms is NULL"));
+  if (ndev < 1) return report(nullptr, invalidArgument("ndev must be at least 1, got " + std::to_string(ndev)));
+  lanesUniqueId id;
+  Status status = createUniqueIdAndRoot("", nullptr, &id);
+  if (!status) return report(nullptr, status);
+  CommOptions options;
+  options.timeoutSeconds = defaultTimeoutSeconds();
+  std::vector<Status> results(ndev);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ndev; ++r) {
+    comms[r] = nullptr;
+    threads.emplace_back([&, r] { results[r] = initComm(id, ndev, r, options, &comms[r]); });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ndev; ++r) {
+    if (!results[r]) {
+      for (int k = 0; k < ndev; ++k) {
+        if (comms[k] != nullptr) {
+          lanesCommAbort(comms[k]);
+          comms[k] = nullptr;
+        }
+      }
+      return report(nullptr, Status(results[r].code(), "lanesCommInitAll: rank " +
+                                                           std::to_string(r) + ": " +
+                                                           results[r].message()));
+    }
+  }
+  (void)devlist;  // host ranks; the CUDA data path binds devices
+  return lanesSuccess;
+}
+
+lanesResult_t lanesCommInitFromEnv(lanesComm_t* comm, lanesConfig_t* config) {
+  if (comm == nullptr) return report(nullptr, invalidArgument("comm (the output pointer) is NULL"));
+  *comm = nullptr;
+  CommOptions options;
+  Status status = parseConfig(config, &options);
+  LaunchEnv env;
+  if (status) status = readLaunchEnv(&env);
+  lanesUniqueId id;
+  if (status) status = uniqueIdFromLaunchEnv(env, &id);
+  if (status) status = initComm(id, env.worldSize, env.rank, options, comm);
+  return report(nullptr, status);
+}
+
+}  // extern "C"

@@ -1,0 +1,118 @@
+// Finalize, destroy, abort and the queries on a communicator.
+#include <memory>
+
+#include "core/comm.h"
+#include "core/comm_registry.h"
+#include "core/errors.h"
+#include "core/log.h"
+
+using namespace lanes;
+
+namespace {
+
+Status notLive(const char* what) {
+  return invalidArgument(std::string(what) +
+                         ": comm is NULL, was already destroyed, or is not a Lanes communicator");
+}
+
+// Frees a retired communicator: stops the monitor, closes every connection.
+void release(lanesComm_t comm, bool graceful) {
+  std::unique_ptr<lanesComm> owned(comm);
+  if (!graceful) {
+    for (auto& c : owned->connections)
+      if (c) c->close();
+  }
+  owned->connections.clear();
+  if (owned->bootstrap) owned->bootstrap->shutdown();
+  owned->magic = 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+lanesResult_t lanesCommFinalize(lanesComm_t comm) {
+  CommRef ref(comm);
+  if (!ref) return report(nullptr, notLive("lanesCommFinalize"));
+  // Host-memory operations complete before their call returns, so nothing is
+  // pending here; a failed communicator reports its failure.
+  Status status = comm->checkAbort();
+  return report(comm, status);
+}
+
+lanesResult_t lanesCommDestroy(lanesComm_t comm) {
+  if (!isLiveComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
+  bool healthy = comm->asyncError.load() == lanesSuccess && !comm->aborted.load();
+  if (!retireComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
+  LANES_INFO(Init, comm->rank, "comm %p destroyed", static_cast<void*>(comm));
+  release(comm, healthy);
+  return lanesSuccess;
+}
+
+lanesResult_t lanesCommAbort(lanesComm_t comm) {
+  {
+    CommRef ref(comm);
+    if (!ref) return report(nullptr, notLive("lanesCommAbort"));
+    comm->aborted.store(true);
+    if (comm->bootstrap)
+      comm->bootstrap->spreadFailure(comm->rank, "rank " + std::to_string(comm->rank) +
+                                                     " aborted its communicator (lanesCommAbort)");
+    for (auto& c : comm->connections)
+      if (c) c->close();
+  }
+  // Calls blocked in this communicator see the abort and return; then free it.
+  if (!retireComm(comm)) return lanesSuccess;  // another thread won the race
+  release(comm, false);
+  return lanesSuccess;
+}
+
+lanesResult_t lanesCommGetAsyncError(lanesComm_t comm, lanesResult_t* asyncError) {
+  CommRef ref(comm);
+  if (!ref) return report(nullptr, notLive("lanesCommGetAsyncError"));
+  if (asyncError == nullptr) return report(comm, invalidArgument("asyncError is NULL"));
+  *asyncError = static_cast<lanesResult_t>(comm->asyncError.load());
+  return lanesSuccess;
+}
+
+lanesResult_t lanesCommCount(const lanesComm_t comm, int* count) {
+  CommRef ref(comm);
+  if (!ref) return report(nullptr, notLive("lanesCommCount"));
+  if (count == nullptr) return report(comm, invalidArgument("count is NULL"));
+  *count = comm->nranks;
+  return lanesSuccess;
+}
+
+lanesResult_t lanesCommCuDevice(const lanesComm_t comm, int* device) {
+  CommRef ref(comm);
+  if (!ref) return report(nullptr, notLive("lanesCommCuDevice"));
+  if (device == nullptr) return report(comm, invalidArgument("device is NULL"));
+  *device = comm->cudaDev;
+  return lanesSuccess;
+}
+
+lanesResult_t lanesCommUserRank(const lanesComm_t comm, int* rank) {
+  CommRef ref(comm);
+  if (!ref) return report(nullptr, notLive("lanesCommUserRank"));
+  if (rank == nullptr) return report(comm, invalidArgument("rank is NULL"));
+  *rank = comm->rank;
+  return lanesSuccess;
+}
+
+const char* lanesGetErrorString(lanesResult_t result) {
+  switch (result) {
+    case lanesSuccess: return "no error";
+    case lanesUnhandledCudaError: return "unhandled cuda error (run with LANES_DEBUG=INFO for details)";
+    case lanesSystemError: return "unhandled system error (run with LANES_DEBUG=INFO for details)";
+    case lanesInternalError: return "internal error - please report this issue to the Lanes developers";
+    case lanesInvalidArgument: return "invalid argument (run with LANES_DEBUG=WARN for details)";
+    case lanesInvalidUsage: return "invalid usage (run with LANES_DEBUG=WARN for details)";
+    case lanesRemoteError: return "remote process exited or there was a network error";
+    case lanesInProgress: return "operation in progress";
+    case lanesTimeout: return "operation timed out (LANES_TIMEOUT)";
+    default: return "unknown result code";
+  }
+}
+
+const char* lanesGetLastError(lanesComm_t comm) { return lastErrorText(comm); }
+
+}  // extern "C"

@@ -1,0 +1,300 @@
+#include "exec/host_executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/log.h"
+#include "kernels/cpu/reduce.h"
+#include "transport/common/byte_ring.h"
+
+namespace lanes {
+namespace {
+
+bool hasRecv(OpKind k) {
+  return k == OpKind::Recv || k == OpKind::RecvReduce || k == OpKind::RecvSend ||
+         k == OpKind::RecvReduceSend;
+}
+bool hasSend(OpKind k) {
+  return k == OpKind::Send || k == OpKind::RecvSend || k == OpKind::RecvReduceSend;
+}
+bool isForward(OpKind k) { return k == OpKind::RecvSend || k == OpKind::RecvReduceSend; }
+bool isReduce(OpKind k) { return k == OpKind::RecvReduce || k == OpKind::RecvReduceSend; }
+
+// Progress of one op. Byte counts on the wire are padded to the ring granule.
+struct OpState {
+  const Op* op = nullptr;
+  size_t padded = 0;
+  size_t received = 0;   // payload bytes received and processed
+  size_t recvWire = 0;   // wire bytes consumed
+  size_t sentWire = 0;   // wire bytes posted
+  bool recvDone() const { return !hasRecv(op->kind) || recvWire == padded; }
+  bool sendDone() const { return !hasSend(op->kind) || sentWire == padded; }
+};
+
+// The ops of one step, queued per peer in each direction (FIFO as in the step).
+struct StepState {
+  std::vector<OpState> ops;
+  std::map<int, std::vector<size_t>> sendQueue;  // peer -> op indices
+  std::map<int, std::vector<size_t>> recvQueue;
+  std::map<int, size_t> sendHead, recvHead;
+  size_t remaining = 0;
+};
+
+// One chain of work items that share a (connections, lane) stream.
+struct Track {
+  std::vector<ExecWork*> items;
+  size_t item = 0;
+  size_t step = 0;
+  bool stepLoaded = false;
+  StepState state;
+  bool done() const { return item >= items.size(); }
+};
+
+void loadStep(const Step& step, StepState* s) {
+  *s = StepState{};
+  s->ops.reserve(step.ops.size());
+  for (const Op& op : step.ops) {
+    OpState st;
+    st.op = &op;
+    st.padded = padToGranule(op.bytes);
+    s->ops.push_back(st);
+  }
+  // Local copies first: transfers of the step may read what they produce.
+  for (OpState& st : s->ops) {
+    if (st.op->kind == OpKind::Copy && st.op->bytes > 0 && st.op->dst != st.op->src)
+      std::memmove(st.op->dst, st.op->src, st.op->bytes);
+  }
+  for (size_t i = 0; i < s->ops.size(); ++i) {
+    const Op& op = *s->ops[i].op;
+    if (op.kind == OpKind::Copy || op.bytes == 0) continue;
+    bool pending = false;
+    if (hasSend(op.kind)) {
+      s->sendQueue[op.sendPeer].push_back(i);
+      pending = true;
+    }
+    if (hasRecv(op.kind)) {
+      s->recvQueue[op.recvPeer].push_back(i);
+      pending = true;
+    }
+    if (pending) ++s->remaining;
+  }
+  for (auto& [peer, q] : s->sendQueue) s->sendHead[peer] = 0;
+  for (auto& [peer, q] : s->recvQueue) s->recvHead[peer] = 0;
+}
+
+std::string describe(const ExecWork& w) {
+  return w.label.empty() ? w.schedule->name : w.label + " (" + w.schedule->name + ")";
+}
+
+Status missingConnection(const ExecWork& w, int peer) {
+  return internalError(describe(w) + " on rank " + std::to_string(w.rank) +
+                       " needs a connection to rank " + std::to_string(peer) +
+                       " that this communicator does not have; this is a bug in Lanes");
+}
+
+// Moves as many bytes as the ports allow for one step. Sets *progressed.
+Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
+  const ConnectionTable& conns = *w.connections;
+  const Schedule& sched = *w.schedule;
+  const size_t elem = std::max<size_t>(1, datatypeSize(sched.type));
+
+  for (auto& [peer, queue] : s.recvQueue) {
+    size_t& head = s.recvHead[peer];
+    while (head < queue.size()) {
+      OpState& st = s.ops[queue[head]];
+      if (peer < 0 || peer >= static_cast<int>(conns.size()) || conns[peer] == nullptr)
+        return missingConnection(w, peer);
+      RecvPort& port = conns[peer]->recvPort(w.lane);
+      std::span<const std::byte> view;
+      Status status = port.peek(&view);
+      if (!status) return status;
+      size_t wire = std::min(view.size(), st.padded - st.recvWire);
+      if (wire == 0) break;
+      size_t payload = std::min(wire, st.op->bytes - st.received);
+      const Op& op = *st.op;
+      if (payload > 0) {
+        auto* dst = static_cast<std::byte*>(op.dst) + st.received;
+        if (isReduce(op.kind)) {
+          const auto* local = static_cast<const std::byte*>(op.src) + st.received;
+          cpu::reduce(dst, local, view.data(), payload / elem, sched.type, sched.redop);
+        } else if (op.dst != nullptr) {
+          std::memcpy(dst, view.data(), payload);
+        }
+      }
+      port.consume(wire);
+      st.received += payload;
+      st.recvWire += wire;
+      *progressed = true;
+      if (st.recvWire < st.padded) break;
+      if (st.sendDone()) --s.remaining;
+      ++head;
+    }
+  }
+
+  for (auto& [peer, queue] : s.sendQueue) {
+    size_t& head = s.sendHead[peer];
+    while (head < queue.size()) {
+      OpState& st = s.ops[queue[head]];
+      if (peer < 0 || peer >= static_cast<int>(conns.size()) || conns[peer] == nullptr)
+        return missingConnection(w, peer);
+      SendPort& port = conns[peer]->sendPort(w.lane);
+      const Op& op = *st.op;
+      const auto* base = static_cast<const std::byte*>(isForward(op.kind) ? op.dst : op.src);
+      size_t ready = isForward(op.kind) ? st.received : op.bytes;
+      size_t alignedReady = ready & ~(kRingGranule - 1);
+      if (st.sentWire < alignedReady) {
+        size_t taken = 0;
+        Status status = port.post(base + st.sentWire, alignedReady - st.sentWire, &taken);
+        if (!status) return status;
+        if (taken > 0) *progressed = true;
+        st.sentWire += taken;
+      }
+      // The ragged tail crosses the wire padded to a full granule.
+      if (st.sentWire == alignedReady && ready == op.bytes && st.sentWire < st.padded) {
+        std::byte tail[kRingGranule] = {};
+        std::memcpy(tail, base + st.sentWire, op.bytes - st.sentWire);
+        size_t taken = 0;
+        Status status = port.post(tail, kRingGranule, &taken);
+        if (!status) return status;
+        if (taken == kRingGranule) {
+          st.sentWire += kRingGranule;
+          *progressed = true;
+        }
+      }
+      if (st.sentWire < st.padded) break;
+      if (st.recvDone()) --s.remaining;
+      ++head;
+    }
+  }
+  return Status::ok();
+}
+
+// Names what a stuck step still waits for, for the timeout message.
+std::string pendingDescription(const StepState& s) {
+  std::string out;
+  for (const auto& [peer, queue] : s.recvQueue) {
+    auto it = s.recvHead.find(peer);
+    if (it->second >= queue.size()) continue;
+    const OpState& st = s.ops[queue[it->second]];
+    out += (out.empty() ? "" : "; ") + std::string("receiving from rank ") + std::to_string(peer) +
+           " (" + std::to_string(st.received) + " of " + std::to_string(st.op->bytes) +
+           " bytes arrived)";
+  }
+  for (const auto& [peer, queue] : s.sendQueue) {
+    auto it = s.sendHead.find(peer);
+    if (it->second >= queue.size()) continue;
+    const OpState& st = s.ops[queue[it->second]];
+    out += (out.empty() ? "" : "; ") + std::string("sending to rank ") + std::to_string(peer) +
+           " (" + std::to_string(std::min(st.sentWire, st.op->bytes)) + " of " +
+           std::to_string(st.op->bytes) + " bytes taken)";
+  }
+  return out.empty() ? "nothing (it was about to finish)" : out;
+}
+
+}  // namespace
+
+Status runWork(std::span<ExecWork> work, Deadline deadline) {
+  // Group items into tracks by their (connections, lane) stream.
+  std::vector<Track> tracks;
+  for (ExecWork& w : work) {
+    auto it = std::find_if(tracks.begin(), tracks.end(), [&](const Track& t) {
+      return t.items[0]->connections == w.connections && t.items[0]->lane == w.lane;
+    });
+    if (it == tracks.end()) {
+      tracks.emplace_back();
+      it = tracks.end() - 1;
+    }
+    it->items.push_back(&w);
+  }
+
+  Backoff backoff;
+  unsigned iteration = 0;
+  for (;;) {
+    bool allDone = true;
+    bool progressed = false;
+    for (Track& t : tracks) {
+      while (!t.done()) {
+        ExecWork& w = *t.items[t.item];
+        if (t.step >= w.schedule->steps.size()) {
+          ++t.item;
+          t.step = 0;
+          t.stepLoaded = false;
+          continue;
+        }
+        if (!t.stepLoaded) {
+          loadStep(w.schedule->steps[t.step], &t.state);
+          t.stepLoaded = true;
+          progressed = true;
+        }
+        Status status = progressStep(w, t.state, &progressed);
+        if (!status) {
+          return Status(status.code(), describe(w) + " failed on rank " + std::to_string(w.rank) +
+                                           ": " + status.message());
+        }
+        if (t.state.remaining > 0) break;
+        ++t.step;
+        t.stepLoaded = false;
+      }
+      if (!t.done()) allDone = false;
+    }
+    if (allDone) return Status::ok();
+    if (progressed) {
+      backoff.reset();
+      continue;
+    }
+    if ((++iteration & 15) == 0) {
+      for (Track& t : tracks) {
+        if (t.done()) continue;
+        ExecWork& w = *t.items[t.item];
+        if (w.checkAbort) {
+          Status status = w.checkAbort();
+          if (!status) return status;
+        }
+      }
+      if (deadline.expired()) {
+        for (Track& t : tracks) {
+          if (t.done()) continue;
+          ExecWork& w = *t.items[t.item];
+          return timeoutError(describe(w) + " timed out on rank " + std::to_string(w.rank) +
+                              " at step " + std::to_string(t.step) + ": still " +
+                              pendingDescription(t.state) +
+                              ". Check that every rank calls the same collectives in the same "
+                              "order with matching counts; LANES_TIMEOUT sets the limit.");
+        }
+      }
+    }
+    backoff.pause();
+  }
+}
+
+Status runSchedules(std::span<const LaneSchedule> schedules, const ConnectionTable& connections,
+                    const ExecContext& ctx) {
+  std::vector<ExecWork> work;
+  work.reserve(schedules.size());
+  for (const LaneSchedule& ls : schedules) {
+    ExecWork w;
+    w.schedule = ls.schedule;
+    w.lane = ls.lane;
+    w.connections = &connections;
+    w.rank = ctx.rank;
+    w.checkAbort = ctx.checkAbort;
+    w.label = ctx.opLabel;
+    work.push_back(std::move(w));
+  }
+  return runWork(work, ctx.deadline);
+}
+
+const char* opKindName(OpKind k) {
+  switch (k) {
+    case OpKind::Send: return "send";
+    case OpKind::Recv: return "recv";
+    case OpKind::RecvReduce: return "recv-reduce";
+    case OpKind::RecvSend: return "recv-send";
+    case OpKind::RecvReduceSend: return "recv-reduce-send";
+    case OpKind::Copy: return "copy";
+  }
+  return "unknown";
+}
+
+}  // namespace lanes

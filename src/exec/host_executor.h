@@ -1,0 +1,53 @@
+// Host executor: runs Schedules on host memory by polling transport ports.
+// One thread drives every op of every schedule handed to it — of one
+// communicator or of several (a group spanning communicators) — so grouped
+// operations progress together and a ring never deadlocks on full slots.
+// Each wait is bounded by the deadline and broken by the abort checks.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/deadline.h"
+#include "core/status.h"
+#include "exec/schedule.h"
+#include "transport/transport.h"
+
+namespace lanes {
+
+// Connections by peer rank (nullptr for self and for unconnected peers).
+using ConnectionTable = std::vector<Connection*>;
+
+// One schedule to run: on which lane, over which connections, for whom.
+// Work items sharing (connections, lane) run one after the other in the order
+// given; all others run concurrently.
+struct ExecWork {
+  Schedule* schedule = nullptr;
+  int lane = 0;
+  const ConnectionTable* connections = nullptr;
+  int rank = 0;
+  // Polled while waiting: a non-OK status stops the run (abort, dead peer).
+  std::function<Status()> checkAbort;
+  // Names the operation in errors, e.g. "allreduce #42".
+  std::string label;
+};
+
+Status runWork(std::span<ExecWork> work, Deadline deadline);
+
+// Convenience for a single communicator.
+struct LaneSchedule {
+  Schedule* schedule = nullptr;
+  int lane = 0;
+};
+struct ExecContext {
+  int rank = 0;
+  Deadline deadline = Deadline::never();
+  std::function<Status()> checkAbort;
+  std::string opLabel;
+};
+Status runSchedules(std::span<const LaneSchedule> schedules, const ConnectionTable& connections,
+                    const ExecContext& ctx);
+
+}  // namespace lanes

@@ -1,0 +1,644 @@
+// Algorithms: the capability table, a static check that every rank's sends
+// match its peers' receives byte for byte, and real runs of every (algorithm,
+// collective) pair on N thread-ranks over a loopback mesh, compared with a
+// reference computed here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "core/deadline.h"
+#include "exec/host_executor.h"
+#include "transport/common/loopback.h"
+
+namespace lanes {
+namespace {
+
+constexpr AlgoId kAlgos[] = {AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain,
+                             AlgoId::Pairwise, AlgoId::Direct};
+constexpr CollType kColls[] = {CollType::AllReduce, CollType::Broadcast,     CollType::Reduce,
+                               CollType::AllGather, CollType::ReduceScatter, CollType::AlltoAll,
+                               CollType::Gather,    CollType::Scatter};
+constexpr int kRankCounts[] = {1, 2, 3, 4, 5, 7, 8};
+constexpr size_t kCounts[] = {0, 1, 7, 1023, 1025, 300000};
+
+bool isReduction(CollType c) {
+  return c == CollType::AllReduce || c == CollType::Reduce || c == CollType::ReduceScatter;
+}
+bool isRooted(CollType c) {
+  return c == CollType::Broadcast || c == CollType::Reduce || c == CollType::Gather ||
+         c == CollType::Scatter;
+}
+
+// ---------------------------------------------------------------------------
+// Buffers of one rank laid out per NCCL semantics. Buffers a rank must not
+// touch (a non-root's recvbuff in reduce, ...) are null, so an algorithm that
+// touches them crashes the test instead of passing by luck.
+
+struct RankBuffers {
+  std::vector<std::byte> sendStore, recvStore;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t sendBytes = 0, recvBytes = 0;  // sizes of the regions send/recv point at
+};
+
+// Elements in the send and recv buffers of `rank` (0 where the buffer is unused).
+std::pair<size_t, size_t> bufferCounts(CollType c, size_t count, int n, int rank, int root) {
+  const size_t all = count * size_t(n);
+  const bool isRoot = rank == root;
+  switch (c) {
+    case CollType::AllReduce:
+      return {count, count};
+    case CollType::Broadcast:
+      return {isRoot ? count : 0, count};
+    case CollType::Reduce:
+      return {count, isRoot ? count : 0};
+    case CollType::AllGather:
+      return {count, all};
+    case CollType::ReduceScatter:
+      return {all, count};
+    case CollType::AlltoAll:
+      return {all, all};
+    case CollType::Gather:
+      return {count, isRoot ? all : 0};
+    case CollType::Scatter:
+      return {isRoot ? all : 0, count};
+  }
+  return {0, 0};
+}
+
+RankBuffers makeBuffers(CollType c, size_t count, size_t esz, int n, int rank, int root,
+                        bool inPlace) {
+  RankBuffers b;
+  auto [sc, rc] = bufferCounts(c, count, n, rank, root);
+  b.sendBytes = sc * esz;
+  b.recvBytes = rc * esz;
+  // In place as NCCL defines it: the smaller buffer is block `rank` (or `root`'s
+  // block for gather/scatter) of the larger one, or both are the same buffer.
+  const bool rootOnlyInPlace = c == CollType::Gather || c == CollType::Scatter;
+  const bool canInPlace = inPlace && sc > 0 && rc > 0 && (!rootOnlyInPlace || rank == root);
+  if (canInPlace) {
+    const size_t block = rootOnlyInPlace ? size_t(root) : size_t(rank);
+    if (sc == rc) {
+      b.recvStore.resize(b.recvBytes + 1);
+      b.recv = b.recvStore.data();
+      b.send = b.recv;
+    } else if (rc > sc) {
+      b.recvStore.resize(b.recvBytes + 1);
+      b.recv = b.recvStore.data();
+      b.send = b.recvStore.data() + block * count * esz;
+    } else {
+      b.sendStore.resize(b.sendBytes + 1);
+      b.send = b.sendStore.data();
+      b.recv = b.sendStore.data() + block * count * esz;
+    }
+    return b;
+  }
+  // The +1 keeps zero-byte buffers distinct non-null pointers, as a user's would be.
+  if (sc > 0 || c == CollType::AllReduce) {
+    b.sendStore.resize(b.sendBytes + 1);
+    b.send = b.sendStore.data();
+  }
+  if (rc > 0 || c == CollType::AllReduce) {
+    b.recvStore.resize(b.recvBytes + 1);
+    b.recv = b.recvStore.data();
+  }
+  return b;
+}
+
+CollArgs argsFor(CollType c, size_t count, lanesDataType_t type, RedOpKind op, int n, int rank,
+                 int root, const RankBuffers& b) {
+  CollArgs a;
+  a.coll = c;
+  a.send = b.send;
+  a.recv = b.recv;
+  a.count = count;
+  a.type = type;
+  a.redop = op;
+  a.root = root;
+  a.rank = rank;
+  a.nranks = n;
+  return a;
+}
+
+// ---------------------------------------------------------------------------
+// Capability table and names.
+
+TEST(Algorithms, NamesRoundTrip) {
+  for (AlgoId a : kAlgos) {
+    AlgoId parsed{};
+    ASSERT_TRUE(parseAlgoName(algoName(a), &parsed)) << algoName(a);
+    EXPECT_EQ(parsed, a);
+  }
+  AlgoId parsed{};
+  EXPECT_TRUE(parseAlgoName("RING", &parsed));
+  EXPECT_EQ(parsed, AlgoId::Ring);
+  EXPECT_FALSE(parseAlgoName("tree-of-doom", &parsed));
+  EXPECT_FALSE(parseAlgoName(nullptr, &parsed));
+  for (CollType c : kColls) EXPECT_STRNE(collTypeName(c), "unknown");
+}
+
+TEST(Algorithms, UnsupportedPairsAreInvalidUsage) {
+  int supported = 0;
+  for (AlgoId a : kAlgos) {
+    for (CollType c : kColls) {
+      RankBuffers b = makeBuffers(c, 4, 4, 4, 0, 0, false);
+      Schedule s;
+      Status st = buildSchedule(a, argsFor(c, 4, lanesFloat32, RedOpKind::Sum, 4, 0, 0, b), &s);
+      if (algoSupports(a, c)) {
+        ++supported;
+        EXPECT_TRUE(st.isOk()) << algoName(a) << "/" << collTypeName(c) << ": " << st.message();
+        EXPECT_FALSE(s.steps.empty()) << algoName(a) << "/" << collTypeName(c);
+      } else {
+        EXPECT_EQ(st.code(), lanesInvalidUsage) << algoName(a) << "/" << collTypeName(c);
+        EXPECT_NE(st.message().find(algoName(a)), std::string::npos) << st.message();
+      }
+    }
+  }
+  EXPECT_EQ(supported, 12);
+  // Every collective has at least one algorithm.
+  for (CollType c : kColls) {
+    EXPECT_TRUE(std::any_of(std::begin(kAlgos), std::end(kAlgos), [&](AlgoId a) {
+      return algoSupports(a, c);
+    })) << collTypeName(c);
+  }
+}
+
+TEST(Algorithms, RecursiveDoublingAllGatherNeedsPowerOfTwo) {
+  EXPECT_TRUE(algoSupports(AlgoId::RecursiveDoubling, CollType::AllGather, 8));
+  EXPECT_FALSE(algoSupports(AlgoId::RecursiveDoubling, CollType::AllGather, 6));
+  EXPECT_TRUE(algoSupports(AlgoId::RecursiveDoubling, CollType::AllReduce, 6));
+  RankBuffers b = makeBuffers(CollType::AllGather, 4, 4, 6, 1, 0, false);
+  Schedule s;
+  Status st =
+      buildSchedule(AlgoId::RecursiveDoubling,
+                    argsFor(CollType::AllGather, 4, lanesFloat32, RedOpKind::Sum, 6, 1, 0, b), &s);
+  EXPECT_EQ(st.code(), lanesInvalidUsage);
+  EXPECT_NE(st.message().find("power-of-two"), std::string::npos) << st.message();
+}
+
+TEST(Algorithms, RejectsBadRankAndRoot) {
+  RankBuffers b = makeBuffers(CollType::Broadcast, 4, 4, 4, 0, 0, false);
+  Schedule s;
+  EXPECT_EQ(
+      buildSchedule(AlgoId::Chain,
+                    argsFor(CollType::Broadcast, 4, lanesFloat32, RedOpKind::Sum, 4, 0, 4, b), &s)
+          .code(),
+      lanesInvalidArgument);
+  EXPECT_EQ(
+      buildSchedule(AlgoId::Chain,
+                    argsFor(CollType::Broadcast, 4, lanesFloat32, RedOpKind::Sum, 4, 5, 0, b), &s)
+          .code(),
+      lanesInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------
+// Static check: without running anything, the byte counts rank a sends to b
+// (in step order, FIFO within a step) equal those b receives from a, every
+// peer is a real other rank, and every op that touches a user buffer stays
+// inside it and never writes the (const) send buffer of an out-of-place call.
+
+struct Range {
+  const std::byte* lo;
+  const std::byte* hi;
+  bool contains(const void* p, size_t bytes) const {
+    auto* b = static_cast<const std::byte*>(p);
+    return b >= lo && b + bytes <= hi;
+  }
+  bool overlaps(const void* p, size_t bytes) const {
+    auto* b = static_cast<const std::byte*>(p);
+    return b < hi && b + bytes > lo;
+  }
+};
+
+bool sends(OpKind k) {
+  return k == OpKind::Send || k == OpKind::RecvSend || k == OpKind::RecvReduceSend;
+}
+bool recvs(OpKind k) {
+  return k == OpKind::Recv || k == OpKind::RecvReduce || k == OpKind::RecvSend ||
+         k == OpKind::RecvReduceSend;
+}
+
+// Checks the schedules of all ranks against each other and against the user
+// buffers each rank passed; returns "" or what is wrong.
+std::string checkSchedules(const std::vector<Schedule>& scheds,
+                           const std::vector<RankBuffers>& bufs) {
+  const int n = int(scheds.size());
+  // sent[{a, b}] and got[{a, b}]: byte counts of transfers a -> b, in FIFO order.
+  std::map<std::pair<int, int>, std::vector<size_t>> sent, got;
+  for (int r = 0; r < n; ++r) {
+    const RankBuffers& b = bufs[r];
+    auto* sendLo = static_cast<const std::byte*>(b.send);
+    auto* recvLo = static_cast<const std::byte*>(b.recv);
+    const Range sendR{sendLo, sendLo + (sendLo ? b.sendBytes : 0)};
+    const Range recvR{recvLo, recvLo + (recvLo ? b.recvBytes : 0)};
+    const bool aliased =
+        b.send != nullptr && b.recv != nullptr &&
+        (b.send == b.recv || sendR.overlaps(b.recv, b.recvBytes) || recvR.overlaps(b.send, 1));
+    auto inUser = [&](const void* p, size_t bytes) {
+      return sendR.contains(p, bytes) || recvR.contains(p, bytes);
+    };
+    auto touchesUser = [&](const void* p, size_t bytes) {
+      return sendR.overlaps(p, bytes) || recvR.overlaps(p, bytes);
+    };
+    for (size_t si = 0; si < scheds[r].steps.size(); ++si) {
+      for (const Op& op : scheds[r].steps[si].ops) {
+        const std::string where =
+            "rank " + std::to_string(r) + " step " + std::to_string(si) + " " + opKindName(op.kind);
+        if (op.bytes == 0) return where + ": zero-byte op";
+        if (sends(op.kind)) {
+          if (op.sendPeer < 0 || op.sendPeer >= n || op.sendPeer == r)
+            return where + ": bad send peer " + std::to_string(op.sendPeer);
+          sent[{r, op.sendPeer}].push_back(op.bytes);
+        }
+        if (recvs(op.kind)) {
+          if (op.recvPeer < 0 || op.recvPeer >= n || op.recvPeer == r)
+            return where + ": bad recv peer " + std::to_string(op.recvPeer);
+          got[{op.recvPeer, r}].push_back(op.bytes);
+        }
+        const bool readsSrc = op.kind == OpKind::Send || op.kind == OpKind::Copy ||
+                              op.kind == OpKind::RecvReduce || op.kind == OpKind::RecvReduceSend;
+        if (readsSrc) {
+          if (op.src == nullptr) return where + ": null src";
+          if (touchesUser(op.src, op.bytes) && !inUser(op.src, op.bytes))
+            return where + ": src runs past a user buffer";
+        }
+        if (op.kind != OpKind::Send && op.kind != OpKind::RecvSend && op.dst == nullptr)
+          return where + ": null dst";
+        if (op.dst != nullptr) {
+          if (!aliased && sendR.overlaps(op.dst, op.bytes))
+            return where + ": writes the send buffer of an out-of-place call";
+          if (touchesUser(op.dst, op.bytes) && !inUser(op.dst, op.bytes))
+            return where + ": dst runs past a user buffer";
+        }
+      }
+    }
+  }
+  for (const auto& [pair, seq] : sent) {
+    auto it = got.find(pair);
+    if (it == got.end() || it->second != seq)
+      return "rank " + std::to_string(pair.first) + " sends " + std::to_string(seq.size()) +
+             " messages to rank " + std::to_string(pair.second) + " that it does not receive alike";
+  }
+  for (const auto& [pair, seq] : got) {
+    if (sent.find(pair) == sent.end())
+      return "rank " + std::to_string(pair.second) + " waits for rank " +
+             std::to_string(pair.first) + " that never sends";
+  }
+  return "";
+}
+
+std::string staticCheck(AlgoId algo, CollType c, int n, size_t count, bool inPlace) {
+  const int root = n > 1 ? n - 1 : 0;
+  std::vector<RankBuffers> bufs;
+  std::vector<Schedule> scheds(n);
+  for (int r = 0; r < n; ++r) bufs.push_back(makeBuffers(c, count, 4, n, r, root, inPlace));
+  for (int r = 0; r < n; ++r) {
+    Status st = buildSchedule(
+        algo, argsFor(c, count, lanesFloat32, RedOpKind::Sum, n, r, root, bufs[r]), &scheds[r]);
+    if (!st) return "rank " + std::to_string(r) + ": " + st.message();
+  }
+  return checkSchedules(scheds, bufs);
+}
+
+TEST(Algorithms, StaticSendRecvMatch) {
+  int checked = 0;
+  for (AlgoId a : kAlgos) {
+    for (CollType c : kColls) {
+      for (int n : kRankCounts) {
+        if (!algoSupports(a, c, n)) continue;
+        for (size_t count :
+             {size_t(0), size_t(1), size_t(3), size_t(7), size_t(1023), size_t(1025)}) {
+          for (bool inPlace : {false, true}) {
+            std::string err = staticCheck(a, c, n, count, inPlace);
+            EXPECT_EQ(err, "") << algoName(a) << "/" << collTypeName(c) << " n=" << n
+                               << " count=" << count << (inPlace ? " in-place" : "");
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 500);
+}
+
+// The static check itself must catch a mismatch, a missing sender and an op
+// that runs past a user buffer.
+TEST(Algorithms, StaticCheckCatchesBrokenSchedules) {
+  std::vector<RankBuffers> bufs(2);
+  for (int r = 0; r < 2; ++r) bufs[r] = makeBuffers(CollType::AllReduce, 8, 4, 2, r, 0, false);
+  auto twoRanks = [&](size_t sendBytes, size_t recvBytes) {
+    std::vector<Schedule> s(2);
+    if (sendBytes) {
+      s[0].addStep().ops.push_back(Op{OpKind::Send, 1, -1, bufs[0].send, nullptr, sendBytes});
+    }
+    s[1].addStep().ops.push_back(Op{OpKind::Recv, -1, 0, nullptr, bufs[1].recv, recvBytes});
+    return s;
+  };
+  EXPECT_EQ(checkSchedules(twoRanks(16, 16), bufs), "");
+  EXPECT_NE(checkSchedules(twoRanks(16, 12), bufs), "");  // byte counts differ
+  EXPECT_NE(checkSchedules(twoRanks(0, 16), bufs), "");   // nobody sends
+  EXPECT_NE(checkSchedules(twoRanks(40, 40), bufs), "");  // past the 32-byte buffers
+}
+
+// ---------------------------------------------------------------------------
+// Runs: N threads, one per rank, each running its own schedule over a
+// loopback mesh, then compared with a reference computed here.
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Test data kinds: exact floats (small integers, so any summation order gives the
+// same bits and the reference can be exact), inexact floats (order matters: the
+// ranks must agree bit for bit, the reference only within tolerance), int32 for
+// max and uint8 for prod (both exact in any order).
+enum class Data { ExactFloat, InexactFloat, Int32, Uint8 };
+
+struct Config {
+  Data data;
+  lanesDataType_t type;
+  RedOpKind op;
+};
+
+void fillElement(Data d, void* p, int rank, size_t i) {
+  const uint64_t h = mix((uint64_t(rank) << 40) ^ i);
+  switch (d) {
+    case Data::ExactFloat: {
+      float v = float(int(h % 33) - 16);
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case Data::InexactFloat: {
+      float v = float(double(h % 1000003) / 1000003.0 * 2.0 - 1.0) * 1e3f;
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case Data::Int32: {
+      int32_t v = int32_t(uint32_t(h));
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case Data::Uint8: {
+      uint8_t v = uint8_t(h | 1);  // odd, so products do not collapse to zero
+      if (h & 2) v = uint8_t(v + 1);
+      std::memcpy(p, &v, 1);
+      break;
+    }
+  }
+}
+
+// acc = acc (op) x for one element, in the reference's own arithmetic.
+void combine(const Config& cfg, std::byte* acc, const std::byte* x, double* wide) {
+  switch (cfg.data) {
+    case Data::ExactFloat:
+    case Data::InexactFloat: {
+      float a, b;
+      std::memcpy(&a, acc, 4);
+      std::memcpy(&b, x, 4);
+      *wide += double(b);
+      a = a + b;
+      std::memcpy(acc, &a, 4);
+      break;
+    }
+    case Data::Int32: {
+      int32_t a, b;
+      std::memcpy(&a, acc, 4);
+      std::memcpy(&b, x, 4);
+      a = std::max(a, b);
+      std::memcpy(acc, &a, 4);
+      break;
+    }
+    case Data::Uint8: {
+      uint8_t a = uint8_t(*acc), b = uint8_t(*x);
+      *acc = std::byte(uint8_t(unsigned(a) * unsigned(b)));
+      break;
+    }
+  }
+}
+
+// Element `i` of rank `src`'s input (the value it contributes).
+std::vector<std::byte> inputElement(const Config& cfg, size_t esz, int rank, size_t i) {
+  std::vector<std::byte> e(esz);
+  fillElement(cfg.data, e.data(), rank, i);
+  return e;
+}
+
+// Runs one case; returns "" or what went wrong.
+std::string runCase(AlgoId algo, CollType c, int n, size_t count, bool inPlace, Config cfg) {
+  const size_t esz = datatypeSize(cfg.type);
+  const int root = n > 1 ? int(count % size_t(n)) : 0;  // vary the root with the count
+  std::vector<RankBuffers> bufs;
+  for (int r = 0; r < n; ++r) {
+    bufs.push_back(makeBuffers(c, count, esz, n, r, root, inPlace));
+    RankBuffers& b = bufs[r];
+    // Inputs: element i of the send region. Outputs start as garbage (0xAB).
+    if (b.recv) std::memset(b.recv, 0xAB, b.recvBytes);
+    if (b.send) {
+      auto* s = const_cast<std::byte*>(static_cast<const std::byte*>(b.send));
+      for (size_t i = 0; i < b.sendBytes / esz; ++i) fillElement(cfg.data, s + i * esz, r, i);
+    }
+  }
+  // Keep copies of the inputs to check that out-of-place calls leave them alone.
+  std::vector<std::vector<std::byte>> inputs(n);
+  for (int r = 0; r < n; ++r) {
+    auto* s = static_cast<const std::byte*>(bufs[r].send);
+    if (s) inputs[r].assign(s, s + bufs[r].sendBytes);
+  }
+
+  LoopbackMesh mesh(n, 2, 64 * 1024);
+  std::vector<Status> results(n);
+  std::atomic<bool> failed{false};
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        Schedule sched;
+        CollArgs a = argsFor(c, count, cfg.type, cfg.op, n, r, root, bufs[r]);
+        Status st = buildSchedule(algo, a, &sched);
+        if (st) {
+          ExecContext ctx;
+          ctx.rank = r;
+          ctx.deadline = Deadline::after(60);
+          ctx.opLabel = "test";
+          ctx.checkAbort = [&] {
+            return failed.load() ? remoteError("another rank failed") : Status::ok();
+          };
+          ConnectionTable table = mesh.table(r);
+          LaneSchedule ls{&sched, int(count % 2)};  // same lane on every rank
+          st = runSchedules(std::span<const LaneSchedule>(&ls, 1), table, ctx);
+        }
+        if (!st) failed = true;
+        results[r] = std::move(st);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  for (int r = 0; r < n; ++r) {
+    if (!results[r]) return "rank " + std::to_string(r) + " failed: " + results[r].message();
+  }
+
+  // Expected output of rank r, element by element.
+  auto reduced = [&](size_t i, double* wide) {
+    std::vector<std::byte> acc = inputElement(cfg, esz, 0, i);
+    double w = 0;
+    if (cfg.data == Data::ExactFloat || cfg.data == Data::InexactFloat) {
+      float f;
+      std::memcpy(&f, acc.data(), 4);
+      w = f;
+    }
+    for (int s = 1; s < n; ++s) combine(cfg, acc.data(), inputElement(cfg, esz, s, i).data(), &w);
+    if (wide) *wide = w;
+    return acc;
+  };
+  auto checkReduced = [&](const std::byte* got, size_t i, int r) -> std::string {
+    double wide = 0;
+    std::vector<std::byte> want = reduced(i, &wide);
+    if (cfg.data == Data::InexactFloat) {
+      float g;
+      std::memcpy(&g, got, 4);
+      if (std::fabs(double(g) - wide) > 1e-2 * n) {
+        return "rank " + std::to_string(r) + " element " + std::to_string(i) + ": got " +
+               std::to_string(g) + ", want about " + std::to_string(wide);
+      }
+      return "";
+    }
+    if (std::memcmp(got, want.data(), esz) != 0)
+      return "rank " + std::to_string(r) + " element " + std::to_string(i) + " differs";
+    return "";
+  };
+  auto checkCopied = [&](const std::byte* got, int srcRank, size_t srcIndex, int r,
+                         size_t i) -> std::string {
+    std::vector<std::byte> want = inputElement(cfg, esz, srcRank, srcIndex);
+    if (std::memcmp(got, want.data(), esz) != 0)
+      return "rank " + std::to_string(r) + " element " + std::to_string(i) + " is not element " +
+             std::to_string(srcIndex) + " of rank " + std::to_string(srcRank);
+    return "";
+  };
+
+  for (int r = 0; r < n; ++r) {
+    const RankBuffers& b = bufs[r];
+    auto* out = static_cast<const std::byte*>(b.recv);
+    std::string err;
+    switch (c) {
+      case CollType::AllReduce:
+        for (size_t i = 0; i < count && err.empty(); ++i) err = checkReduced(out + i * esz, i, r);
+        // All ranks must hold the same bits, whatever the order of the reduction.
+        if (err.empty() && r > 0 && count > 0 && std::memcmp(out, bufs[0].recv, count * esz) != 0)
+          err = "rank " + std::to_string(r) + " result differs bitwise from rank 0's";
+        break;
+      case CollType::Reduce:
+        if (r == root)
+          for (size_t i = 0; i < count && err.empty(); ++i) err = checkReduced(out + i * esz, i, r);
+        break;
+      case CollType::ReduceScatter:
+        for (size_t i = 0; i < count && err.empty(); ++i)
+          err = checkReduced(out + i * esz, size_t(r) * count + i, r);
+        break;
+      case CollType::Broadcast:
+        for (size_t i = 0; i < count && err.empty(); ++i)
+          err = checkCopied(out + i * esz, root, i, r, i);
+        break;
+      case CollType::AllGather:
+        for (size_t i = 0; i < count * size_t(n) && err.empty(); ++i) {
+          const int src = int(i / count);
+          err = checkCopied(out + i * esz, src, i % count, r, i);
+        }
+        break;
+      case CollType::AlltoAll:
+        for (size_t i = 0; i < count * size_t(n) && err.empty(); ++i) {
+          const int src = int(i / count);
+          err = checkCopied(out + i * esz, src, size_t(r) * count + i % count, r, i);
+        }
+        break;
+      case CollType::Gather:
+        if (r == root)
+          for (size_t i = 0; i < count * size_t(n) && err.empty(); ++i) {
+            const int src = int(i / count);
+            err = checkCopied(out + i * esz, src, i % count, r, i);
+          }
+        break;
+      case CollType::Scatter:
+        for (size_t i = 0; i < count && err.empty(); ++i)
+          err = checkCopied(out + i * esz, root, size_t(r) * count + i, r, i);
+        break;
+    }
+    if (!err.empty()) return err;
+    if (!inPlace && b.send && std::memcmp(b.send, inputs[r].data(), inputs[r].size()) != 0)
+      return "rank " + std::to_string(r) + ": an out-of-place call modified its send buffer";
+  }
+  return "";
+}
+
+struct PairCase {
+  AlgoId algo;
+  CollType coll;
+  Config cfg;
+};
+
+std::string caseName(const PairCase& p) {
+  static const char* kData[] = {"exactf32sum", "f32sum", "i32max", "u8prod"};
+  return std::string(algoName(p.algo)) + "_" + collTypeName(p.coll) + "_" + kData[int(p.cfg.data)];
+}
+
+class AlgorithmRun : public ::testing::TestWithParam<PairCase> {};
+
+TEST_P(AlgorithmRun, MatchesReference) {
+  const PairCase& p = GetParam();
+  int ran = 0;
+  for (int n : kRankCounts) {
+    if (!algoSupports(p.algo, p.coll, n)) continue;
+    for (size_t count : kCounts) {
+      // Keep the biggest all-to-all / gather-style runs (n blocks per rank) bounded.
+      if (count > 100000 && n > 5 && !isReduction(p.coll) && p.coll != CollType::Broadcast)
+        continue;
+      for (bool inPlace : {false, true}) {
+        std::string err = runCase(p.algo, p.coll, n, count, inPlace, p.cfg);
+        ASSERT_EQ(err, "") << caseName(p) << " n=" << n << " count=" << count
+                           << (inPlace ? " in-place" : " out-of-place");
+        ++ran;
+      }
+    }
+  }
+  EXPECT_GT(ran, 0);
+}
+
+std::vector<PairCase> allCases() {
+  std::vector<PairCase> out;
+  const Config exact{Data::ExactFloat, lanesFloat32, RedOpKind::Sum};
+  const Config inexact{Data::InexactFloat, lanesFloat32, RedOpKind::Sum};
+  const Config imax{Data::Int32, lanesInt32, RedOpKind::Max};
+  const Config u8prod{Data::Uint8, lanesUint8, RedOpKind::Prod};
+  for (AlgoId a : kAlgos) {
+    for (CollType c : kColls) {
+      if (!algoSupports(a, c)) continue;
+      if (isReduction(c)) {
+        for (const Config& cfg : {exact, inexact, imax, u8prod}) out.push_back({a, c, cfg});
+      } else {
+        out.push_back({a, c, exact});
+        out.push_back({a, c, u8prod});  // odd byte counts exercise granule padding
+      }
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Pairs, AlgorithmRun, ::testing::ValuesIn(allCases()),
+                         [](const ::testing::TestParamInfo<PairCase>& info) {
+                           return caseName(info.param);
+                         });
+
+}  // namespace
+}  // namespace lanes

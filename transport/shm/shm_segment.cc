@@ -1,0 +1,120 @@
+#include "transport/shm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+namespace lanes {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+size_t devShmFreeBytes() {
+  struct statvfs vfs {};
+  if (::statvfs("/dev/shm", &vfs) != 0) return SIZE_MAX;  // unknown: let fallocate decide
+  return static_cast<size_t>(vfs.f_bavail) * vfs.f_frsize;
+}
+
+Status noSpace(size_t freeBytes, size_t neededTotal) {
+  return systemError("/dev/shm has " + std::to_string(freeBytes / kMiB) +
+                     " MiB free but this communicator needs " +
+                     std::to_string((neededTotal + kMiB - 1) / kMiB) +
+                     " MiB for its shared-memory rings; enlarge it (docker run --shm-size=...) "
+                     "or lower LANES_SHM_RING_BYTES");
+}
+
+}  // namespace
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    reset();
+    name_ = std::move(o.name_);
+    fd_ = std::exchange(o.fd_, -1);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    ownsName_ = std::exchange(o.ownsName_, false);
+  }
+  return *this;
+}
+
+void ShmSegment::unlink() {
+  if (ownsName_) {
+    ::shm_unlink(name_.c_str());
+    ownsName_ = false;
+  }
+}
+
+void ShmSegment::reset() {
+  unlink();
+  if (data_ != nullptr) ::munmap(data_, size_);
+  if (fd_ >= 0) ::close(fd_);
+  data_ = nullptr;
+  fd_ = -1;
+  size_ = 0;
+}
+
+Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTotal,
+                          ShmSegment* out) {
+  ShmSegment seg;
+  seg.name_ = name;
+  // Checked first: fallocate on a tmpfs without a size limit would try to
+  // take the memory rather than fail.
+  size_t freeBytes = devShmFreeBytes();
+  if (bytes > freeBytes) return noSpace(freeBytes, neededTotal);
+
+  seg.fd_ = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (seg.fd_ < 0) {
+    int err = errno;
+    return systemError("shm_open(" + name + ") failed: " + errnoText(err) +
+                       (err == EEXIST ? "; a stale segment of the same communicator exists, "
+                                        "remove it from /dev/shm"
+                                      : ""));
+  }
+  seg.ownsName_ = true;
+  int err = ::posix_fallocate(seg.fd_, 0, static_cast<off_t>(bytes));
+  if (err == ENOSPC) return noSpace(devShmFreeBytes(), neededTotal);
+  if (err != 0) {
+    return systemError("posix_fallocate(" + name + ", " + std::to_string(bytes) +
+                       ") failed: " + errnoText(err));
+  }
+  seg.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd_, 0);
+  if (seg.data_ == MAP_FAILED) {
+    seg.data_ = nullptr;
+    return systemError("mmap of " + name + " (" + std::to_string(bytes) +
+                       " bytes) failed: " + errnoText(errno));
+  }
+  seg.size_ = bytes;
+  *out = std::move(seg);
+  return Status::ok();
+}
+
+Status ShmSegment::open(const std::string& name, size_t bytes, ShmSegment* out) {
+  ShmSegment seg;
+  seg.name_ = name;
+  seg.fd_ = ::shm_open(name.c_str(), O_RDWR, 0600);
+  if (seg.fd_ < 0) {
+    return systemError("shm_open(" + name + ") of a peer's segment failed: " +
+                       errnoText(errno));
+  }
+  struct stat st {};
+  if (::fstat(seg.fd_, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {
+    return systemError("shared-memory segment " + name + " has " + std::to_string(st.st_size) +
+                       " bytes, expected " + std::to_string(bytes) +
+                       "; LANES_SHM_RING_BYTES must be the same on every rank");
+  }
+  seg.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd_, 0);
+  if (seg.data_ == MAP_FAILED) {
+    seg.data_ = nullptr;
+    return systemError("mmap of " + name + " failed: " + errnoText(errno));
+  }
+  seg.size_ = bytes;
+  *out = std::move(seg);
+  return Status::ok();
+}
+
+}  // namespace lanes
