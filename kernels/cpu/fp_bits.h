@@ -4,9 +4,9 @@
 // comes out canonical (0x7fff for 16-bit, 0x7f for 8-bit, as CUDA's
 // conversions produce), so results never depend on a NaN's payload.
 //
-// Why no float arithmetic on denormals: a process may run with FTZ/DAZ set
-// (fast-math objects do that at start-up); the only float ops here act on
-// normal floats, so the conversions stay exact either way.
+// No float arithmetic: a process may run with FTZ/DAZ set (fast-math objects
+// do that at start-up) and the conversions must stay exact; integer selects
+// also let GCC if-convert and vectorise them.
 #pragma once
 
 #include <array>
@@ -28,11 +28,33 @@ inline constexpr uint64_t kCanonicalNanF64 = 0x7fffffffffffffffull;
   const uint32_t normal = shifted + ((127u - 15u) << 23);
   // Inf/NaN: exponent all ones.
   const uint32_t special = shifted | 0x7f800000u;
-  // Subnormal: build 2^-14 * (1 + m/2^10) and subtract 2^-14; both are normal floats.
-  const float sub = std::bit_cast<float>(shifted + (113u << 23)) - std::bit_cast<float>(113u << 23);
-  const uint32_t subnormal = std::bit_cast<uint32_t>(sub);
-  const uint32_t mag = exp == 0x0f800000u ? special : (exp == 0 ? subnormal : normal);
+  // Subnormal m * 2^-24: float(m) is exact, then lower its exponent by 24
+  // (m == 0 gives 0 - (24 << 23) here; zero is handled by the select below).
+  const uint32_t m = h & 0x3ffu;
+  const uint32_t subnormal = std::bit_cast<uint32_t>(float(int32_t(m))) - (24u << 23);
+  // Selected with masks: a ternary lets GCC sink the int->float conversion
+  // into a branch, which it then refuses to if-convert (it may "trap").
+  const uint32_t isSpecial = 0u - uint32_t(exp == 0x0f800000u);
+  const uint32_t isSubnormal = 0u - uint32_t(exp == 0 && m != 0);
+  const uint32_t isNormal = 0u - uint32_t(exp != 0 && exp != 0x0f800000u);
+  const uint32_t mag = (special & isSpecial) | (subnormal & isSubnormal) | (normal & isNormal);
   return std::bit_cast<float>(mag | sign);
+}
+
+// |v| (float bits `mag`, below the target's smallest normal) rounded to the
+// nearest multiple of 2^kQuantumExp, ties to even, as an integer count; a
+// count equal to 2^mantBits is exactly the smallest normal's code. Integer
+// only, so it vectorises (GCC will not speculate float ops that may trap)
+// and ignores FTZ/DAZ.
+template <int kQuantumExp>
+[[gnu::always_inline]] inline uint32_t roundToSubnormal(uint32_t mag) {
+  const uint32_t mant = (mag & 0x7fffffu) | 0x800000u;  // mag = mant * 2^(E-150)
+  const int32_t shift = 150 + kQuantumExp - int32_t(mag >> 23);
+  const uint32_t s = uint32_t(shift > 31 ? 31 : (shift < 1 ? 1 : shift));
+  const uint32_t q = mant >> s;
+  const uint32_t rem = mant & ((1u << s) - 1u);
+  const uint32_t halfway = 1u << (s - 1u);
+  return q + ((rem > halfway || (rem == halfway && (q & 1u) != 0)) ? 1u : 0u);
 }
 
 [[gnu::always_inline]] inline uint16_t floatToHalf(float f) {
@@ -42,12 +64,8 @@ inline constexpr uint64_t kCanonicalNanF64 = 0x7fffffffffffffffull;
   // Normal range: add the rounding bias (half-ulp minus one, plus the odd bit) and shift.
   const uint32_t odd = (mag >> 13) & 1u;
   const uint32_t normal = (mag - ((127u - 15u) << 23) + 0xfffu + odd) >> 13;
-  // Below 2^-14: adding 0.5 lets the FPU round to a multiple of 2^-24 (the
-  // subnormal step), which then sits in the mantissa bits. Inputs below 2^-126
-  // are float denormals; treating them as zero (DAZ) gives the same result.
-  constexpr uint32_t kMagic = 126u << 23;  // 0.5
-  const float fmag = std::bit_cast<float>(mag < (113u << 23) ? mag : 0u);
-  const uint32_t subnormal = std::bit_cast<uint32_t>(fmag + std::bit_cast<float>(kMagic)) - kMagic;
+  // Below 2^-14: a multiple of 2^-24, the subnormal step.
+  const uint32_t subnormal = roundToSubnormal<-24>(mag);
   uint32_t out = mag < (113u << 23) ? subnormal : normal;
   out = mag >= ((127u + 16u) << 23) ? 0x7c00u : out;  // overflow rounds to infinity
   out |= sign;
@@ -109,16 +127,13 @@ template <const Fp8Format& F>
 [[gnu::always_inline]] inline uint8_t floatToFp8(float v) {
   constexpr int kShift = 23 - F.mantBits;
   constexpr uint32_t kMinNormal = uint32_t(127 + 1 - F.bias) << 23;  // 2^(1-bias)
-  // Adding 2^(1-bias-mantBits+23) rounds |v| to a multiple of the subnormal step.
-  constexpr uint32_t kMagic = uint32_t(127 + 1 - F.bias - F.mantBits + 23) << 23;
   const uint32_t bits = std::bit_cast<uint32_t>(v);
   const uint32_t sign = (bits >> 24) & 0x80u;
   const uint32_t mag = bits & 0x7fffffffu;
   const uint32_t odd = (mag >> kShift) & 1u;
   const uint32_t normal =
       (mag - (uint32_t(127 - F.bias) << 23) + ((1u << (kShift - 1)) - 1u) + odd) >> kShift;
-  const float fmag = std::bit_cast<float>(mag < kMinNormal ? mag : 0u);
-  const uint32_t subnormal = std::bit_cast<uint32_t>(fmag + std::bit_cast<float>(kMagic)) - kMagic;
+  const uint32_t subnormal = roundToSubnormal<1 - F.bias - F.mantBits>(mag);
   uint32_t out = mag < kMinNormal ? subnormal : normal;
   // Saturate: anything past the largest finite code (after rounding), inf included.
   out = (mag >= 0x7f800000u || out > F.maxFinite) ? F.maxFinite : out;

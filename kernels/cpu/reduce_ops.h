@@ -88,25 +88,39 @@ T minNum(T a, T b) {
   return a == b ? both : m;  // OR keeps -0
 }
 
-template <class C>
-struct FloatSum {
-  using Storage = typename C::Storage;
-  static Storage apply(Storage a, Storage b) { return C::store(C::load(a) + C::load(b)); }
+// The four combines on the compute type.
+struct SumOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return a + b;
+  }
 };
-template <class C>
-struct FloatProd {
-  using Storage = typename C::Storage;
-  static Storage apply(Storage a, Storage b) { return C::store(C::load(a) * C::load(b)); }
+struct ProdOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return a * b;
+  }
 };
-template <class C>
-struct FloatMax {
-  using Storage = typename C::Storage;
-  static Storage apply(Storage a, Storage b) { return C::store(maxNum(C::load(a), C::load(b))); }
+struct MaxOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return maxNum(a, b);
+  }
 };
-template <class C>
-struct FloatMin {
+struct MinOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return minNum(a, b);
+  }
+};
+
+// Widen, combine, round back.
+template <class C, class Combine>
+struct FloatOp {
   using Storage = typename C::Storage;
-  static Storage apply(Storage a, Storage b) { return C::store(minNum(C::load(a), C::load(b))); }
+  static Storage apply(Storage a, Storage b) {
+    return C::store(Combine::apply(C::load(a), C::load(b)));
+  }
 };
 
 // dst = src * scalar, the scalar already rounded to the datatype and widened.

@@ -38,7 +38,6 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kBlocksPerSm = 2;  // 1024 threads/SM, up to 64 registers each
-constexpr int kUnroll = 4;       // 16-byte vectors per thread per source per iteration
 constexpr size_t kVecBytes = 16;
 
 // Raw storage of the formats CUDA represents as classes; kernels only move bits
@@ -63,12 +62,13 @@ __device__ __forceinline__ uint64_t bitsOf(double x) {
   return static_cast<uint64_t>(__double_as_longlong(x));
 }
 
-// Returns whichever of a/b (storage) is larger by their values x/y; NaN ignored.
-// Equal values: bitwise AND (max) / OR (min) of the storages, which picks +0 / -0
-// for a pair of opposite zeros and is the identity otherwise.
+// Returns whichever of a/b (storage) is larger (kMax) or smaller by their values x/y.
+// A NaN operand loses; two NaNs give `nan` (canonical). Equal values: bitwise AND
+// (max) / OR (min) of the storages, which picks +0 / -0 for a pair of opposite
+// zeros and is the identity otherwise, so the result never depends on the order.
 template <bool kMax, class S, class V, class Bits>
-__device__ __forceinline__ S pickMinMax(S a, S b, V x, V y, Bits abits, Bits bbits) {
-  if (x != x) return b;
+__device__ __forceinline__ S pickMinMax(S a, S b, V x, V y, Bits abits, Bits bbits, S nan) {
+  if (x != x) return y != y ? nan : b;
   if (y != y) return a;
   if (kMax ? x > y : x < y) return a;
   if (kMax ? y > x : y < x) return b;
@@ -83,6 +83,16 @@ __device__ __forceinline__ S pickMinMax(S a, S b, V x, V y, Bits abits, Bits bbi
 
 template <class T, class Enable = void>
 struct Num;
+
+// double -> 64-bit two's complement pattern: truncation toward zero, saturating
+// out-of-range values and NaN -> 0 (same as kernels/cpu's scalarToIntBits).
+uint64_t scalarToIntBits(double v) {
+  if (v != v) return 0;
+  if (v >= 0x1p64) return ~uint64_t{0};
+  if (v >= 0x1p63) return static_cast<uint64_t>(v);
+  if (v < -0x1p63) return uint64_t{1} << 63;
+  return static_cast<uint64_t>(static_cast<int64_t>(v));
+}
 
 // Integers: wrap modulo 2^bits (computed unsigned, so signed overflow is defined).
 template <class T>
@@ -102,73 +112,91 @@ struct Num<T, std::enable_if_t<std::is_integral_v<T>>> {
       return static_cast<T>(static_cast<uint64_t>(a) / static_cast<uint64_t>(d));
     }
   }
-  // Truncation toward zero, then modulo 2^bits.
-  static T fromScalar(double v) {
-    return v < 0 ? static_cast<T>(static_cast<int64_t>(v)) : static_cast<T>(static_cast<uint64_t>(v));
-  }
+  // The low bits of the 64-bit pattern: x * s wraps the same modulo 2^bits.
+  static T fromScalar(double v) { return static_cast<T>(scalarToIntBits(v)); }
 };
 
+// float/double: IEEE ops (the _rn intrinsics are never contracted into FMAs);
+// every NaN result is the canonical NaN.
 template <>
 struct Num<float> {
-  __device__ static float add(float a, float b) { return __fadd_rn(a, b); }
-  __device__ static float mul(float a, float b) { return __fmul_rn(a, b); }
-  __device__ static float max(float a, float b) { return pickMinMax<true>(a, b, a, b, bitsOf(a), bitsOf(b)); }
-  __device__ static float min(float a, float b) { return pickMinMax<false>(a, b, a, b, bitsOf(a), bitsOf(b)); }
-  __device__ static float div(float a, int d) { return __fdiv_rn(a, static_cast<float>(d)); }
+  __device__ static float nan() { return __uint_as_float(0x7fffffffu); }
+  __device__ static float canon(float r) { return r != r ? nan() : r; }
+  __device__ static float add(float a, float b) { return canon(__fadd_rn(a, b)); }
+  __device__ static float mul(float a, float b) { return canon(__fmul_rn(a, b)); }
+  __device__ static float max(float a, float b) {
+    return pickMinMax<true>(a, b, a, b, bitsOf(a), bitsOf(b), nan());
+  }
+  __device__ static float min(float a, float b) {
+    return pickMinMax<false>(a, b, a, b, bitsOf(a), bitsOf(b), nan());
+  }
+  __device__ static float div(float a, int d) { return canon(__fdiv_rn(a, static_cast<float>(d))); }
   static float fromScalar(double v) { return static_cast<float>(v); }
 };
 
 template <>
 struct Num<double> {
-  __device__ static double add(double a, double b) { return __dadd_rn(a, b); }
-  __device__ static double mul(double a, double b) { return __dmul_rn(a, b); }
-  __device__ static double max(double a, double b) { return pickMinMax<true>(a, b, a, b, bitsOf(a), bitsOf(b)); }
-  __device__ static double min(double a, double b) { return pickMinMax<false>(a, b, a, b, bitsOf(a), bitsOf(b)); }
-  __device__ static double div(double a, int d) { return __ddiv_rn(a, static_cast<double>(d)); }
+  __device__ static double nan() { return __longlong_as_double(0x7fffffffffffffffll); }
+  __device__ static double canon(double r) { return r != r ? nan() : r; }
+  __device__ static double add(double a, double b) { return canon(__dadd_rn(a, b)); }
+  __device__ static double mul(double a, double b) { return canon(__dmul_rn(a, b)); }
+  __device__ static double max(double a, double b) {
+    return pickMinMax<true>(a, b, a, b, bitsOf(a), bitsOf(b), nan());
+  }
+  __device__ static double min(double a, double b) {
+    return pickMinMax<false>(a, b, a, b, bitsOf(a), bitsOf(b), nan());
+  }
+  __device__ static double div(double a, int d) {
+    return canon(__ddiv_rn(a, static_cast<double>(d)));
+  }
   static double fromScalar(double v) { return v; }
 };
 
-// Exact widening to float and round-to-nearest-even narrowing, per 16/8-bit format.
+// Exact widening to float and round-to-nearest-even narrowing per 16/8-bit format;
+// NaN narrows to the canonical code whatever the architecture's cvt would give.
 template <class S>
 struct Narrow;
 template <>
 struct Narrow<Half> {
-  using Bits = uint16_t;
+  static constexpr Half kNan{0x7fff};
   __device__ static float toFloat(Half h) { return __half2float(__ushort_as_half(h.bits)); }
-  __device__ static Half fromFloat(float f) { return Half{__half_as_ushort(__float2half_rn(f))}; }
-  static Half fromFloatHost(float f) { return Half{__half_raw(__float2half_rn(f)).x}; }
+  __device__ static Half fromFloat(float f) {
+    return f != f ? kNan : Half{__half_as_ushort(__float2half_rn(f))};
+  }
+  static Half fromFloatHost(float f) {
+    return f != f ? kNan : Half{__half_raw(__float2half_rn(f)).x};
+  }
 };
 template <>
 struct Narrow<Bf16> {
-  using Bits = uint16_t;
-  __device__ static float toFloat(Bf16 b) { return __uint_as_float(static_cast<uint32_t>(b.bits) << 16); }
+  static constexpr Bf16 kNan{0x7fff};
+  __device__ static float toFloat(Bf16 b) {
+    return __uint_as_float(static_cast<uint32_t>(b.bits) << 16);
+  }
   __device__ static Bf16 fromFloat(float f) {
-    return Bf16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
+    return f != f ? kNan : Bf16{__bfloat16_as_ushort(__float2bfloat16_rn(f))};
   }
-  static Bf16 fromFloatHost(float f) { return Bf16{__nv_bfloat16_raw(__float2bfloat16_rn(f)).x}; }
+  static Bf16 fromFloatHost(float f) {
+    return f != f ? kNan : Bf16{__nv_bfloat16_raw(__float2bfloat16_rn(f)).x};
+  }
+};
+// float8: __NV_SATFINITE as NCCL's __nv_fp8_e4m3/e5m2 constructors use: a finite
+// overflow or an infinity becomes the largest finite value of that sign.
+template <__nv_fp8_interpretation_t kKind, class S>
+struct NarrowFp8 {
+  static constexpr S kNan{0x7f};
+  __device__ static float toFloat(S v) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.bits, kKind)));
+  }
+  __host__ __device__ static S fromFloat(float f) {
+    return f != f ? kNan : S{__nv_cvt_float_to_fp8(f, __NV_SATFINITE, kKind)};
+  }
+  static S fromFloatHost(float f) { return fromFloat(f); }
 };
 template <>
-struct Narrow<E4m3> {
-  using Bits = uint8_t;
-  __device__ static float toFloat(E4m3 v) {
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.bits, __NV_E4M3)));
-  }
-  __device__ static E4m3 fromFloat(float f) {
-    return E4m3{__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3)};
-  }
-  static E4m3 fromFloatHost(float f) { return E4m3{__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3)}; }
-};
+struct Narrow<E4m3> : NarrowFp8<__NV_E4M3, E4m3> {};
 template <>
-struct Narrow<E5m2> {
-  using Bits = uint8_t;
-  __device__ static float toFloat(E5m2 v) {
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw(v.bits, __NV_E5M2)));
-  }
-  __device__ static E5m2 fromFloat(float f) {
-    return E5m2{__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2)};
-  }
-  static E5m2 fromFloatHost(float f) { return E5m2{__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2)}; }
-};
+struct Narrow<E5m2> : NarrowFp8<__NV_E5M2, E5m2> {};
 
 // 16- and 8-bit floats: one op in float, rounded back at once (NCCL's per-op rounding).
 template <class S>
@@ -177,10 +205,16 @@ struct Num<S, std::enable_if_t<std::is_class_v<S>>> {
   __device__ static S add(S a, S b) { return N::fromFloat(__fadd_rn(N::toFloat(a), N::toFloat(b))); }
   __device__ static S mul(S a, S b) { return N::fromFloat(__fmul_rn(N::toFloat(a), N::toFloat(b))); }
   __device__ static S max(S a, S b) {
-    return pickMinMax<true>(a, b, N::toFloat(a), N::toFloat(b), a.bits, b.bits);
+    return rounded(pickMinMax<true>(a, b, N::toFloat(a), N::toFloat(b), a.bits, b.bits, N::kNan));
   }
   __device__ static S min(S a, S b) {
-    return pickMinMax<false>(a, b, N::toFloat(a), N::toFloat(b), a.bits, b.bits);
+    return rounded(pickMinMax<false>(a, b, N::toFloat(a), N::toFloat(b), a.bits, b.bits, N::kNan));
+  }
+  // The chosen operand is rounded back like any op result; that only changes float8
+  // e5m2's infinities, which saturate to +-57344 (NCCL: __nv_fp8_e5m2(__hmax(..))).
+  __device__ static S rounded(S x) {
+    if constexpr (sizeof(S) == 1) return N::fromFloat(N::toFloat(x));
+    return x;
   }
   __device__ static S div(S a, int d) {
     return N::fromFloat(__fdiv_rn(N::toFloat(a), static_cast<float>(d)));
@@ -214,6 +248,21 @@ struct ReduceArgs {
   size_t nvec;  // 16-byte vectors in the body; the rest after it is the tail
 };
 
+// 16-byte vectors per thread per source per iteration: 4 keeps enough bytes in
+// flight; float8, whose conversions take many registers, would spill at 4.
+template <class S>
+constexpr int kUnrollOf = std::is_class_v<S> && sizeof(S) == 1 ? 2 : 4;
+
+// srcs[s] for a run-time s >= 1 without indexing the parameter array dynamically,
+// which would copy the whole argument block to local memory.
+template <class S>
+__device__ __forceinline__ const S* sourceAt(const ReduceArgs<S>& a, int s) {
+  const S* p = a.srcs[1];
+#pragma unroll
+  for (int k = 2; k < kMaxReduceSources; ++k) p = s == k ? a.srcs[k] : p;
+  return p;
+}
+
 template <class S>
 union Pack {
   uint4 v;
@@ -238,6 +287,7 @@ __device__ __forceinline__ S post(const ReduceArgs<S>& a, S x) {
 template <class S, Fn F, bool kScaled>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) reduceKernel(const ReduceArgs<S> a) {
   constexpr int kElems = kVecBytes / sizeof(S);
+  constexpr int kUnroll = kUnrollOf<S>;
   const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
 
   // Aligned body: each thread owns vectors base + u*blockDim.x, coalesced per warp.
@@ -259,7 +309,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) reduceKernel(const Red
     }
 #pragma unroll 1
     for (int s = 1; s < a.nsrcs; ++s) {
-      const uint4* sp = reinterpret_cast<const uint4*>(a.srcs[s] + a.head);
+      const uint4* sp = reinterpret_cast<const uint4*>(sourceAt(a, s) + a.head);
       Pack<S> in[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -291,7 +341,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) reduceKernel(const Red
     const size_t i = j < a.head ? j : tailStart + (j - a.head);
     S acc = pre<S, kScaled>(a, a.srcs[0][i], 0);
 #pragma unroll 1
-    for (int s = 1; s < a.nsrcs; ++s) acc = combine<S, F>(acc, pre<S, kScaled>(a, a.srcs[s][i], s));
+    for (int s = 1; s < a.nsrcs; ++s) {
+      acc = combine<S, F>(acc, pre<S, kScaled>(a, sourceAt(a, s)[i], s));
+    }
     a.dst[i] = post<S, kScaled>(a, acc);
   }
 }
@@ -337,7 +389,7 @@ int launchTyped(void* dst, const void* const* srcs, int nsrcs, size_t count, S s
       err != cudaSuccess) {
     return err;
   }
-  const size_t perThread = std::max(divUp(a.nvec, kUnroll), nscalar);
+  const size_t perThread = std::max(divUp(a.nvec, kUnrollOf<S>), nscalar);
   const size_t blocks =
       std::clamp<size_t>(divUp(perThread, kThreads), 1, static_cast<size_t>(sms) * kBlocksPerSm);
   reduceKernel<S, F, kScaled><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
@@ -369,7 +421,7 @@ int dispatchOp(const Call& c) {
     case RedOpKind::Min:
       return launchTyped<S, Fn::Min, false>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, 0, c.stream);
     case RedOpKind::Avg:
-      if (c.divisor <= 0) {
+      if (c.divisor <= 1) {  // x / 1 == x; kernels/cpu finishAvg skips it too
         return launchTyped<S, Fn::Sum, false>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, 0, c.stream);
       }
       return launchTyped<S, Fn::Sum, true>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, c.divisor,

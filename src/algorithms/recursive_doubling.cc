@@ -56,7 +56,8 @@ Status rdAllReduce(const CollArgs& a, Schedule* out) {
     target[i] = (i == writes - 1 || target[i + 1] != kRecv) ? kRecv : kScratch;
   }
   // In place, a first round writing recvbuff would overwrite the bytes its own Send
-  // is still reading: give it a buffer of its own.
+  // is still reading: give it a buffer of its own (and, if it was the only round,
+  // copy the result home at the end).
   if (!folds && target[0] == kRecv && a.send == a.recv) target[0] = kSpare;
   void* buf[3] = {a.recv, nullptr, nullptr};
   for (Buf b : target) {
@@ -76,6 +77,7 @@ Status rdAllReduce(const CollArgs& a, Schedule* out) {
     addRecvReduce(st, partner, buf[target[w]], cur, bytes);
     cur = buf[target[w++]];
   }
+  if (cur != a.recv) addCopy(out->addStep(), a.recv, cur, bytes);
   if (folds) addSend(out->addStep(), r + p, a.recv, bytes);
   return Status::ok();
 }

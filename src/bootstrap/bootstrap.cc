@@ -82,7 +82,11 @@ std::string MeshBootstrap::describe(int rank) const {
 
 Status MeshBootstrap::sendTo(int peer, uint16_t type, uint32_t tag, const void* data,
                              size_t bytes, Deadline deadline) {
-  LANES_RETURN_IF_ERROR(mailbox_.peerStatus(peer));
+  // Goodbyes and failure notices go to every peer whose socket is open, even
+  // one reported dead or gone (a report may be wrong; a peer that left must
+  // still get our goodbye or it takes our EOF for a crash).
+  if (type != wire::kGoodbye && type != wire::kFailure)
+    LANES_RETURN_IF_ERROR(mailbox_.peerStatus(peer));
   Peer& p = *peers_[static_cast<size_t>(peer)];
   std::lock_guard<std::mutex> lock(p.writeMutex);
   if (!p.sock.valid())

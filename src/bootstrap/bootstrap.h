@@ -94,7 +94,14 @@ struct LaunchEnv {
   std::string rootAddr;  // host:port
   std::string source;    // which launcher's variables were used
 };
+// Where the root address comes from MASTER_ADDR/MASTER_PORT (torchrun, or
+// set by hand under Open MPI/Slurm), Lanes listens on MASTER_PORT+1 (or
+// LANES_ROOT_PORT): MASTER_PORT itself is taken by torch's TCPStore.
 Status readLaunchEnv(LaunchEnv* out);
+// The secret (LANES_BOOTSTRAP_SECRET, 64 hex digits, or a hash of the root
+// address and the launcher's job id) and the commId every rank of the job
+// derives alike. Exposed for tests.
+Status launchSecretAndCommId(const LaunchEnv& env, uint8_t secret[32], uint64_t* commId);
 // Rank 0 creates the id (root at env.rootAddr); every rank derives the same
 // id from the environment, so no id needs to be passed around.
 Status uniqueIdFromLaunchEnv(const LaunchEnv& env, lanesUniqueId* out);

@@ -3,6 +3,7 @@
 #include "core/comm_registry.h"
 #include "core/errors.h"
 #include "core/group.h"
+#include "exec/device_path.h"
 
 using namespace lanes;
 
@@ -67,7 +68,36 @@ Status layoutOf(const CollCall& c, int rank, int nranks, Layout* out) {
   return Status::ok();
 }
 
-lanesResult_t collective(const CollCall& c, lanesComm_t comm) {
+// Both buffers host, or both device memory of this communicator's GPU.
+Status checkMemory(const char* fn, lanesComm* comm, const void* send, size_t sendBytes,
+                   const void* recv, size_t recvBytes, bool* onDevice) {
+  BufferInfo s, r;
+  LANES_RETURN_IF_ERROR(classifyBuffer(sendBytes > 0 ? send : nullptr, &s));
+  LANES_RETURN_IF_ERROR(classifyBuffer(recvBytes > 0 ? recv : nullptr, &r));
+  bool anyDevice = s.space == MemSpace::Device || r.space == MemSpace::Device;
+  if (anyDevice && sendBytes > 0 && recvBytes > 0 && s.space != r.space)
+    return invalidArgument(std::string(fn) + ": sendbuff is " +
+                           (s.space == MemSpace::Device ? "device" : "host") +
+                           " memory but recvbuff is " +
+                           (r.space == MemSpace::Device ? "device" : "host") +
+                           " memory; pass both on the GPU or both in host memory");
+  for (const BufferInfo* b : {&s, &r}) {
+    if (b->space != MemSpace::Device) continue;
+    if (comm->cudaDev < 0)
+      return invalidArgument(std::string(fn) +
+                             ": a buffer is in GPU memory but this communicator was created "
+                             "without a GPU (no CUDA device was current at init)");
+    if (b->device != comm->cudaDev)
+      return invalidArgument(std::string(fn) + ": a buffer is on GPU " +
+                             std::to_string(b->device) + " but this communicator uses GPU " +
+                             std::to_string(comm->cudaDev) +
+                             "; pass memory of the communicator's device");
+  }
+  *onDevice = anyDevice;
+  return Status::ok();
+}
+
+lanesResult_t collective(const CollCall& c, lanesComm_t comm, cudaStream_t stream) {
   CommRef ref(comm);
   if (!ref) return report(nullptr, notLive(c.fn));
   Status status = [&]() -> Status {
@@ -84,8 +114,15 @@ lanesResult_t collective(const CollCall& c, lanesComm_t comm) {
     LANES_RETURN_IF_ERROR(
         checkAliasing(c.fn, c.send, l.sendBytes, c.recv, l.recvBytes, l.inPlaceOffset,
                       l.inPlaceAllowed));
+    bool onDevice = false;
+    LANES_RETURN_IF_ERROR(
+        checkMemory(c.fn, comm, c.send, l.sendBytes, c.recv, l.recvBytes, &onDevice));
     Request r;
     r.comm = comm;
+    r.sendBytes = l.sendBytes;
+    r.recvBytes = l.recvBytes;
+    r.onDevice = onDevice;
+    r.stream = stream;
     r.args.coll = c.coll;
     r.args.send = c.send;
     r.args.recv = c.recv;
@@ -102,7 +139,8 @@ lanesResult_t collective(const CollCall& c, lanesComm_t comm) {
 }
 
 lanesResult_t pointToPoint(const char* fn, bool isSend, const void* sendbuf, void* recvbuf,
-                           size_t count, lanesDataType_t type, int peer, lanesComm_t comm) {
+                           size_t count, lanesDataType_t type, int peer, lanesComm_t comm,
+                           cudaStream_t stream) {
   CommRef ref(comm);
   if (!ref) return report(nullptr, notLive(fn));
   Status status = [&]() -> Status {
@@ -116,9 +154,16 @@ lanesResult_t pointToPoint(const char* fn, bool isSend, const void* sendbuf, voi
       return invalidUsage(std::string(fn) +
                           " to this rank itself outside a group would wait forever; put the "
                           "matching lanesSend and lanesRecv inside lanesGroupStart/End");
+    bool onDevice = false;
+    LANES_RETURN_IF_ERROR(checkMemory(fn, comm, sendbuf, isSend ? bytes : 0, recvbuf,
+                                      isSend ? 0 : bytes, &onDevice));
     Request r;
     r.comm = comm;
     r.isP2p = true;
+    r.sendBytes = isSend ? bytes : 0;
+    r.recvBytes = isSend ? 0 : bytes;
+    r.onDevice = onDevice;
+    r.stream = stream;
     r.isSend = isSend;
     r.peer = peer;
     r.sendbuf = sendbuf;
@@ -135,55 +180,55 @@ extern "C" {
 
 lanesResult_t lanesAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
-                             cudaStream_t) {
-  return collective({"lanesAllReduce", CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, 0}, comm);
+                             cudaStream_t stream) {
+  return collective({"lanesAllReduce", CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, 0}, comm, stream);
 }
 
 lanesResult_t lanesBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                             lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t) {
-  return collective({"lanesBroadcast", CollType::Broadcast, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm);
+                             lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t stream) {
+  return collective({"lanesBroadcast", CollType::Broadcast, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm, stream);
 }
 
 lanesResult_t lanesReduce(const void* sendbuff, void* recvbuff, size_t count,
                           lanesDataType_t datatype, lanesRedOp_t op, int root, lanesComm_t comm,
-                          cudaStream_t) {
-  return collective({"lanesReduce", CollType::Reduce, sendbuff, recvbuff, count, datatype, op, root}, comm);
+                          cudaStream_t stream) {
+  return collective({"lanesReduce", CollType::Reduce, sendbuff, recvbuff, count, datatype, op, root}, comm, stream);
 }
 
 lanesResult_t lanesAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                             lanesDataType_t datatype, lanesComm_t comm, cudaStream_t) {
-  return collective({"lanesAllGather", CollType::AllGather, sendbuff, recvbuff, sendcount, datatype, lanesSum, 0}, comm);
+                             lanesDataType_t datatype, lanesComm_t comm, cudaStream_t stream) {
+  return collective({"lanesAllGather", CollType::AllGather, sendbuff, recvbuff, sendcount, datatype, lanesSum, 0}, comm, stream);
 }
 
 lanesResult_t lanesReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
-                                 cudaStream_t) {
-  return collective({"lanesReduceScatter", CollType::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0}, comm);
+                                 cudaStream_t stream) {
+  return collective({"lanesReduceScatter", CollType::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0}, comm, stream);
 }
 
 lanesResult_t lanesAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                            lanesDataType_t datatype, lanesComm_t comm, cudaStream_t) {
-  return collective({"lanesAlltoAll", CollType::AlltoAll, sendbuff, recvbuff, count, datatype, lanesSum, 0}, comm);
+                            lanesDataType_t datatype, lanesComm_t comm, cudaStream_t stream) {
+  return collective({"lanesAlltoAll", CollType::AlltoAll, sendbuff, recvbuff, count, datatype, lanesSum, 0}, comm, stream);
 }
 
 lanesResult_t lanesGather(const void* sendbuff, void* recvbuff, size_t count,
-                          lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t) {
-  return collective({"lanesGather", CollType::Gather, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm);
+                          lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t stream) {
+  return collective({"lanesGather", CollType::Gather, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm, stream);
 }
 
 lanesResult_t lanesScatter(const void* sendbuff, void* recvbuff, size_t count,
-                           lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t) {
-  return collective({"lanesScatter", CollType::Scatter, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm);
+                           lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t stream) {
+  return collective({"lanesScatter", CollType::Scatter, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm, stream);
 }
 
 lanesResult_t lanesSend(const void* sendbuff, size_t count, lanesDataType_t datatype, int peer,
-                        lanesComm_t comm, cudaStream_t) {
-  return pointToPoint("lanesSend", true, sendbuff, nullptr, count, datatype, peer, comm);
+                        lanesComm_t comm, cudaStream_t stream) {
+  return pointToPoint("lanesSend", true, sendbuff, nullptr, count, datatype, peer, comm, stream);
 }
 
 lanesResult_t lanesRecv(void* recvbuff, size_t count, lanesDataType_t datatype, int peer,
-                        lanesComm_t comm, cudaStream_t) {
-  return pointToPoint("lanesRecv", false, nullptr, recvbuff, count, datatype, peer, comm);
+                        lanesComm_t comm, cudaStream_t stream) {
+  return pointToPoint("lanesRecv", false, nullptr, recvbuff, count, datatype, peer, comm, stream);
 }
 
 }  // extern "C"

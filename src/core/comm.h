@@ -11,6 +11,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/datatype.h"
 #include "core/status.h"
+#include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "transport/transport.h"
 
@@ -42,6 +43,9 @@ struct lanesComm {
   int lanes = 2;
   uint64_t seq = 0;     // collectives and groups issued so far
   uint64_t splitSeq = 0;
+  // Device-buffer machinery, made on first use (src/exec/cuda).
+  std::mutex deviceMutex;
+  std::unique_ptr<lanes::DeviceContext> device;
 
   // Pre-multiplied-sum ops created on this communicator (index = op - lanesNumOps).
   std::mutex opsMutex;

@@ -7,6 +7,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "core/request.h"
+#include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "kernels/cpu/reduce.h"
 #include "planner/size_rule.h"
@@ -129,9 +130,42 @@ Status explainFailure(lanesComm* comm, const Status& status) {
   return status;
 }
 
+// Device requests go to the device path, one batch per communicator; the
+// rest run here on host memory.
+Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>* hostOnly) {
+  std::map<lanesComm*, std::vector<Request>> deviceOf;
+  std::map<lanesComm*, bool> hasHost;
+  for (Request& r : requests) {
+    if (r.onDevice)
+      deviceOf[r.comm].push_back(r);
+    else
+      hasHost[r.comm] = true;
+  }
+  for (auto& [comm, reqs] : deviceOf) {
+    if (hasHost.count(comm))
+      return invalidUsage("one group mixes host-memory and device-memory buffers on " +
+                          comm->describe() + "; issue them in separate groups");
+  }
+  for (auto& [comm, reqs] : deviceOf) {
+    LANES_RETURN_IF_ERROR(comm->checkAbort());
+    LANES_RETURN_IF_ERROR(enqueueDeviceRequests(reqs, reqs.front().stream));
+  }
+  for (Request& r : requests)
+    if (!r.onDevice) hostOnly->push_back(r);
+  return Status::ok();
+}
+
 }  // namespace
 
-Status executeRequests(std::vector<Request>& requests) {
+Status executeRequests(std::vector<Request>& all) {
+  if (all.empty()) return Status::ok();
+  std::vector<Request> requests;
+  LANES_RETURN_IF_ERROR(splitDeviceRequests(all, &requests));
+  if (requests.empty()) return Status::ok();
+  return executeHostRequests(requests);
+}
+
+Status executeHostRequests(std::vector<Request>& requests) {
   if (requests.empty()) return Status::ok();
   // Per communicator: its p2p requests, and its collectives in call order.
   std::vector<lanesComm*> comms;

@@ -10,6 +10,7 @@
 #include "core/errors.h"
 #include "core/host_id.h"
 #include "core/log.h"
+#include "exec/device_path.h"
 
 namespace lanes {
 
@@ -122,6 +123,7 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
   comm->nranks = nranks;
   comm->options = options;
   comm->lanes = static_cast<int>(std::max<int64_t>(2, envInt("LANES_NLANES", 2)));
+  comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
 
   RankInfo self;
   self.rank = rank;
@@ -198,7 +200,13 @@ lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist)
   std::vector<std::thread> threads;
   for (int r = 0; r < ndev; ++r) {
     comms[r] = nullptr;
-    threads.emplace_back([&, r] { results[r] = initComm(id, ndev, r, options, &comms[r]); });
+    threads.emplace_back([&, r] {
+      // Ranks beyond the GPU count share GPUs round-robin (NCCL refuses; Lanes allows it).
+      int ngpus = cudaDeviceCount();
+      int dev = devlist != nullptr ? devlist[r] : (ngpus > 0 ? r % ngpus : -1);
+      results[r] = setCudaDevice(dev);
+      if (results[r]) results[r] = initComm(id, ndev, r, options, &comms[r]);
+    });
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < ndev; ++r) {
@@ -214,7 +222,6 @@ lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist)
                                                            results[r].message()));
     }
   }
-  (void)devlist;  // host ranks; the CUDA data path binds devices
   return lanesSuccess;
 }
 

@@ -18,6 +18,8 @@ Status notLive(const char* what) {
 // Frees a retired communicator: stops the monitor, closes every connection.
 void release(lanesComm_t comm, bool graceful) {
   std::unique_ptr<lanesComm> owned(comm);
+  // The device proxy drives the connections: stop it first.
+  owned->device.reset();
   if (!graceful) {
     for (auto& c : owned->connections)
       if (c) c->close();

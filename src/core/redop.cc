@@ -4,6 +4,7 @@
 #include "core/args_check.h"
 #include "core/comm_registry.h"
 #include "core/errors.h"
+#include "exec/device_path.h"
 #include "kernels/cpu/reduce.h"
 
 using namespace lanes;
@@ -47,9 +48,13 @@ lanesResult_t lanesRedOpCreatePreMulSum(lanesRedOp_t* op, void* scalar, lanesDat
                              "lanesScalarHostImmediate");
     // Host-memory collectives read the scalar now; a device-resident scalar
     // on a host-only communicator lives in host memory too.
+    // The scalar is read now, also when it lives on the GPU (NCCL reads a
+    // device scalar at each launch; Lanes documents the difference).
+    uint64_t value = 0;
+    LANES_RETURN_IF_ERROR(copyToHost(&value, scalar, datatypeSize(datatype)));
     RedOp r;
     r.kind = RedOpKind::PreMulSum;
-    r.scalar = scalarValue(scalar, datatype);
+    r.scalar = scalarValue(&value, datatype);
     std::lock_guard<std::mutex> lock(comm->opsMutex);
     size_t idx = 0;
     while (idx < comm->userOpLive.size() && comm->userOpLive[idx]) ++idx;

@@ -18,6 +18,12 @@ struct Request {
   // Collective.
   CollArgs args;
   RedOp op;  // the op as the user asked (Avg, PreMulSum included)
+  // Bytes this rank reads from send and writes to recv (collectives and p2p).
+  size_t sendBytes = 0;
+  size_t recvBytes = 0;
+  // Device buffers run on the stream; host buffers complete before the call returns.
+  bool onDevice = false;
+  cudaStream_t stream = nullptr;
   // Send/recv.
   bool isSend = false;
   int peer = -1;
@@ -26,7 +32,10 @@ struct Request {
   size_t bytes = 0;
 };
 
-// Runs requests issued together (a group, or one call) to completion.
+// Runs requests issued together (a group, or one call): host buffers to
+// completion, device buffers enqueued on their streams.
 Status executeRequests(std::vector<Request>& requests);
+// Runs requests on host buffers to completion (also the device proxy's engine).
+Status executeHostRequests(std::vector<Request>& requests);
 
 }  // namespace lanes

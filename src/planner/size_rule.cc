@@ -43,7 +43,7 @@ AlgoChoice chooseAlgorithm(CollType coll, size_t bytes, int nranks) {
                    "pairwise, direct); ignoring it", forced->c_str());
         warned = true;
       }
-    } else if (algoSupports(algo, coll)) {
+    } else if (algoSupports(algo, coll, nranks)) {
       return {algo, "forced by LANES_ALGO"};
     }
   }

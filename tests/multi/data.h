@@ -14,14 +14,14 @@
 namespace lanes::test {
 
 inline constexpr lanesDataType_t kAllTypes[] = {
-    lanesInt8,    lanesUint8,  lanesInt32,    lanesUint32,     lanesInt64,     lanesUint64,
+    lanesInt8,    lanesUint8,   lanesInt32,   lanesUint32,   lanesInt64,      lanesUint64,
     lanesFloat16, lanesFloat32, lanesFloat64, lanesBfloat16, lanesFloat8e4m3, lanesFloat8e5m2};
 
 // The reduction a test asks for; PreMulSum is built with lanesRedOpCreatePreMulSum.
 enum class Reduction { Sum, Prod, Max, Min, Avg, PreMulSum };
-inline constexpr Reduction kAllReductions[] = {Reduction::Sum, Reduction::Prod, Reduction::Max,
-                                               Reduction::Min, Reduction::Avg,
-                                               Reduction::PreMulSum};
+inline constexpr Reduction kAllReductions[] = {Reduction::Sum, Reduction::Prod,
+                                               Reduction::Max, Reduction::Min,
+                                               Reduction::Avg, Reduction::PreMulSum};
 // The host-immediate scalar every PreMulSum test uses: scaling by 2 is exact.
 inline constexpr double kPreMulScalar = 2.0;
 
@@ -59,8 +59,7 @@ double reductionExpected(lanesDataType_t t, Reduction r, int nranks, size_t inde
                          double* sumAbs = nullptr);
 // Whether `got` is right: bitwise-exact except Avg on float types, whose
 // rounding depends on whether the library divides before or after summing.
-bool reductionMatches(lanesDataType_t t, Reduction r, double got, double expected,
-                      double sumAbs);
+bool reductionMatches(lanesDataType_t t, Reduction r, double got, double expected, double sumAbs);
 
 // Fills `count` elements of `t` at `base` with rank's inputs for indices
 // firstIndex.. (firstIndex shifts a block of a larger logical vector).

@@ -107,7 +107,9 @@ bool mappedByAnyProcess(const std::string& shmName) {
 // Reports (and removes, so later tests start clean) lanes-* segments created
 // since `before` that outlived the run. Segments another test running at the
 // same time still maps are not ours to judge.
-void checkShmLeaks(const std::vector<std::string>& before, const char* what) {
+}  // namespace
+
+void expectNoShmLeaks(const std::vector<std::string>& before, const char* what) {
   std::set<std::string> old(before.begin(), before.end());
   auto fresh = [&] {
     std::vector<std::string> out;
@@ -127,8 +129,6 @@ void checkShmLeaks(const std::vector<std::string>& before, const char* what) {
   }
   ADD_FAILURE() << what << " left shared-memory segments behind (removed now):" << names;
 }
-
-}  // namespace
 
 int rankTimeoutSeconds() {
   const char* v = std::getenv("LANES_TIMEOUT");
@@ -174,8 +174,8 @@ void rankFail(const char* file, int line, const std::string& message) {
 }
 
 std::string describeFailure(const char* expr, lanesResult_t res, lanesComm_t comm) {
-  return strprintf("%s returned %d (%s): %s", expr, static_cast<int>(res),
-                   lanesGetErrorString(res), lanesGetLastError(comm));
+  return strprintf("%s returned %d (%s): %s", expr, static_cast<int>(res), lanesGetErrorString(res),
+                   lanesGetLastError(comm));
 }
 
 std::string RankOutcome::describe() const {
@@ -341,7 +341,7 @@ void runForked(int nranks, const RankBody& body, const RunOptions& options) {
       ADD_FAILURE() << "watchdog: after " << options.watchdogSeconds
                     << " s these ranks had not finished and were killed:" << unfinished;
   }
-  if (options.checkShmLeaks) checkShmLeaks(before, "the forked run");
+  if (options.checkShmLeaks) expectNoShmLeaks(before, "the forked run");
 }
 
 void runThreads(int nranks, const RankBody& body, const RunOptions& options) {
@@ -394,12 +394,10 @@ void runThreads(int nranks, const RankBody& body, const RunOptions& options) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < nranks; ++r)
     if (!failures[r].empty()) ADD_FAILURE() << "rank " << r << " (thread): " << failures[r];
-  if (options.checkShmLeaks) checkShmLeaks(before, "the threaded run");
+  if (options.checkShmLeaks) expectNoShmLeaks(before, "the threaded run");
 }
 
-const char* rankModeName(RankMode mode) {
-  return mode == RankMode::Process ? "Procs" : "Threads";
-}
+const char* rankModeName(RankMode mode) { return mode == RankMode::Process ? "Procs" : "Threads"; }
 
 void runRanks(RankMode mode, int nranks, const RankBody& body, const RunOptions& options) {
   if (mode == RankMode::Process) {

@@ -38,23 +38,22 @@ std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 // Rank number of the calling rank body, -1 outside one.
 int currentRank();
 
-#define RANK_CHECK(cond, ...)                                                        \
-  do {                                                                               \
-    if (!(cond))                                                                     \
-      ::lanes::test::rankFail(__FILE__, __LINE__,                                    \
-                              "check failed: " #cond ": " +                          \
-                                  ::lanes::test::strprintf(__VA_ARGS__));            \
+#define RANK_CHECK(cond, ...)                                                   \
+  do {                                                                          \
+    if (!(cond))                                                                \
+      ::lanes::test::rankFail(                                                  \
+          __FILE__, __LINE__,                                                   \
+          "check failed: " #cond ": " + ::lanes::test::strprintf(__VA_ARGS__)); \
   } while (0)
 
 // Checks that a Lanes call succeeded; the message carries the result code and
 // lanesGetLastError(comm).
-#define RANK_CHECK_LANES(expr, comm)                                                 \
-  do {                                                                               \
-    lanesResult_t rank_check_res_ = (expr);                                          \
-    if (rank_check_res_ != lanesSuccess)                                             \
-      ::lanes::test::rankFail(__FILE__, __LINE__,                                    \
-                              ::lanes::test::describeFailure(#expr, rank_check_res_, \
-                                                             (comm)));               \
+#define RANK_CHECK_LANES(expr, comm)                                                           \
+  do {                                                                                         \
+    lanesResult_t rank_check_res_ = (expr);                                                    \
+    if (rank_check_res_ != lanesSuccess)                                                       \
+      ::lanes::test::rankFail(__FILE__, __LINE__,                                              \
+                              ::lanes::test::describeFailure(#expr, rank_check_res_, (comm))); \
   } while (0)
 
 std::string describeFailure(const char* expr, lanesResult_t res, lanesComm_t comm);
@@ -77,7 +76,7 @@ struct RankOutcome {
   bool finished = false;  // exited or was killed before the watchdog fired
   bool exited = false;    // exited normally (exitCode valid)
   int exitCode = -1;
-  int signal = 0;  // terminating signal when !exited
+  int signal = 0;       // terminating signal when !exited
   std::string message;  // what the rank wrote to its failure pipe
   std::string describe() const;
 };
@@ -167,6 +166,9 @@ class CommGuard {
 
 // /dev/shm entries named lanes-*.
 std::vector<std::string> listLanesShm();
+// Adds a gtest failure (and removes the segments) if lanes-* entries that were
+// not in `before` are still there and mapped by no process.
+void expectNoShmLeaks(const std::vector<std::string>& before, const char* what);
 
 // A child command run to completion under a deadline, in its own process
 // group (killed as a group on expiry). Output is stdout+stderr together.

@@ -31,8 +31,8 @@ class FakeBootstrapGroup {
   explicit FakeBootstrapGroup(int nranks, bool sameHost = true) : nranks_(nranks) {
     static std::atomic<uint64_t> counter{1};
     id_.family = AF_INET;
-    id_.commId = (uint64_t{0x1a2e5} << 32) ^ (static_cast<uint64_t>(::getpid()) << 8) ^
-                 counter.fetch_add(1);
+    id_.commId =
+        (uint64_t{0x1a2e5} << 32) ^ (static_cast<uint64_t>(::getpid()) << 8) ^ counter.fetch_add(1);
     for (int i = 0; i < 32; ++i) id_.secret[i] = static_cast<uint8_t>(0xa5 ^ (i * 37));
     for (int r = 0; r < nranks; ++r) {
       RankInfo info;
@@ -50,7 +50,8 @@ class FakeBootstrapGroup {
   // A name unique to this group, safe for shm segment names.
   std::string commTag() const {
     char buf[48];
-    std::snprintf(buf, sizeof(buf), "lanes-test-%016llx", static_cast<unsigned long long>(id_.commId));
+    std::snprintf(buf, sizeof(buf), "lanes-test-%016llx",
+                  static_cast<unsigned long long>(id_.commId));
     return buf;
   }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -33,10 +34,6 @@ constexpr size_t kCounts[] = {0, 1, 7, 1023, 1025, 300000};
 
 bool isReduction(CollType c) {
   return c == CollType::AllReduce || c == CollType::Reduce || c == CollType::ReduceScatter;
-}
-bool isRooted(CollType c) {
-  return c == CollType::Broadcast || c == CollType::Reduce || c == CollType::Gather ||
-         c == CollType::Scatter;
 }
 
 // ---------------------------------------------------------------------------
@@ -592,6 +589,9 @@ std::string caseName(const PairCase& p) {
   static const char* kData[] = {"exactf32sum", "f32sum", "i32max", "u8prod"};
   return std::string(algoName(p.algo)) + "_" + collTypeName(p.coll) + "_" + kData[int(p.cfg.data)];
 }
+
+// Readable parameter names in gtest's output instead of a byte dump.
+void PrintTo(const PairCase& p, std::ostream* os) { *os << caseName(p); }
 
 class AlgorithmRun : public ::testing::TestWithParam<PairCase> {};
 

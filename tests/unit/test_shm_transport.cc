@@ -13,8 +13,8 @@ namespace lanes::testing {
 namespace {
 
 // Sizes around the granule and the ring (1 MiB default), padded when posted.
-const std::vector<size_t> kSizes = {1,    15,    16,      17,          100,     1000, 4095,
-                                    4096, 65537, 300000, (1u << 20) + 3, 3u << 20, 24};
+const std::vector<size_t> kSizes = {
+    1, 15, 16, 17, 100, 1000, 4095, 4096, 65537, 300000, (1u << 20) + 3, 3u << 20, 24};
 
 std::vector<std::string> segmentsOf(const std::string& tag) {
   std::vector<std::string> found;
@@ -110,7 +110,11 @@ TEST(ShmTransport, OneRankFailingFailsTheOthersWithoutWaiting) {
   FakeBootstrapGroup group(2);
   // A stale segment with rank 1's outgoing name makes rank 1's O_EXCL create fail.
   std::string stale = "/dev/shm/" + group.commTag() + "-1-0";
-  { std::FILE* f = std::fopen(stale.c_str(), "w"); ASSERT_NE(f, nullptr); std::fclose(f); }
+  {
+    std::FILE* f = std::fopen(stale.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
   auto conns = connectAll(group, makeShmTransport, 2, /*timeoutSeconds=*/30);
   std::filesystem::remove(stale);
   EXPECT_EQ(conns[1].status.code(), lanesSystemError) << conns[1].status.message();

@@ -34,8 +34,8 @@ struct RankConnections {
 
 // Every rank connects to every other through a transport from `make`.
 inline std::vector<RankConnections> connectAll(
-    FakeBootstrapGroup& group, const std::function<std::unique_ptr<Transport>()>& make,
-    int lanes, double timeoutSeconds = 60) {
+    FakeBootstrapGroup& group, const std::function<std::unique_ptr<Transport>()>& make, int lanes,
+    double timeoutSeconds = 60) {
   int n = group.nranks();
   std::vector<RankConnections> result(static_cast<size_t>(n));
   runRanks(n, [&](int rank) {
@@ -70,9 +70,9 @@ inline std::string driveStreams(int rank, const std::vector<Connection*>& byPeer
   struct Lane {
     Connection* conn;
     int lane;
-    size_t msg = 0;          // message being sent
-    size_t msgSent = 0;      // bytes of it taken
-    uint64_t sendOff = 0;    // stream offset of the message start
+    size_t msg = 0;        // message being sent
+    size_t msgSent = 0;    // bytes of it taken
+    uint64_t sendOff = 0;  // stream offset of the message start
     std::vector<uint8_t> buffer;
     uint64_t received = 0;
   };
@@ -149,8 +149,8 @@ inline std::vector<std::string> exchangeAll(FakeBootstrapGroup& group,
   int n = group.nranks();
   std::vector<std::string> errors(static_cast<size_t>(n));
   runRanks(n, [&](int rank) {
-    errors[static_cast<size_t>(rank)] = driveStreams(
-        rank, conns[static_cast<size_t>(rank)].byPeer, sizes, Deadline::after(seconds));
+    errors[static_cast<size_t>(rank)] = driveStreams(rank, conns[static_cast<size_t>(rank)].byPeer,
+                                                     sizes, Deadline::after(seconds));
     FakeBootstrap bootstrap(&group, rank);
     (void)bootstrap.barrier(Deadline::after(seconds));
   });

@@ -98,8 +98,7 @@ Status ShmSegment::open(const std::string& name, size_t bytes, ShmSegment* out) 
   seg.name_ = name;
   seg.fd_ = ::shm_open(name.c_str(), O_RDWR, 0600);
   if (seg.fd_ < 0) {
-    return systemError("shm_open(" + name + ") of a peer's segment failed: " +
-                       errnoText(errno));
+    return systemError("shm_open(" + name + ") of a peer's segment failed: " + errnoText(errno));
   }
   struct stat st {};
   if (::fstat(seg.fd_, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) {

@@ -23,8 +23,7 @@ class ShmSegment {
   // posix_fallocate (so a small /dev/shm fails here, not with SIGBUS later),
   // and maps it. `neededTotal` is what the whole communicator needs on this
   // host, quoted when /dev/shm is too small.
-  static Status create(const std::string& name, size_t bytes, size_t neededTotal,
-                       ShmSegment* out);
+  static Status create(const std::string& name, size_t bytes, size_t neededTotal, ShmSegment* out);
   // Opens and maps a segment another process created; checks its size.
   static Status open(const std::string& name, size_t bytes, ShmSegment* out);
 

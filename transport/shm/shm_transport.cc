@@ -44,8 +44,7 @@ std::string segmentName(const std::string& tag, int src, int dst) {
 }
 
 Status closedError(int peer) {
-  return remoteError("peer rank " + std::to_string(peer) +
-                     " closed the shared-memory connection");
+  return remoteError("peer rank " + std::to_string(peer) + " closed the shared-memory connection");
 }
 
 class ShmSendPort final : public SendPort {
@@ -153,8 +152,8 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
   std::vector<ShmSegment> outgoing(peers.size());
   Status local;
   for (size_t i = 0; i < peers.size() && local.isOk(); ++i) {
-    local = ShmSegment::create(segmentName(ctx.commTag, ctx.rank, peers[i]), segBytes,
-                               neededTotal, &outgoing[i]);
+    local = ShmSegment::create(segmentName(ctx.commTag, ctx.rank, peers[i]), segBytes, neededTotal,
+                               &outgoing[i]);
     if (!local.isOk()) {
       local = Status(local.code(), "rank " + std::to_string(ctx.rank) + ": " + local.message());
       break;
@@ -175,8 +174,8 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
     if (local.isOk()) {
       auto* header = static_cast<const ByteRingHeader*>(incoming[i].data());
       if (header->magic != ByteRing::kMagic || header->capacity != capacity) {
-        local = systemError("shared-memory segment " + incoming[i].name() +
-                            " from rank " + std::to_string(peers[i]) +
+        local = systemError("shared-memory segment " + incoming[i].name() + " from rank " +
+                            std::to_string(peers[i]) +
                             " has a different ring layout; LANES_SHM_RING_BYTES must be the "
                             "same on every rank");
       }
@@ -191,8 +190,7 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
   out->clear();
   for (size_t i = 0; i < peers.size(); ++i) {
     out->push_back(std::make_unique<ShmConnection>(peers[i], ctx.lanes, capacity,
-                                                   std::move(outgoing[i]),
-                                                   std::move(incoming[i])));
+                                                   std::move(outgoing[i]), std::move(incoming[i])));
   }
   LANES_INFO(Transport, ctx.rank, "shm: connected %zu peers, %d lanes of %zu bytes each",
              peers.size(), ctx.lanes, capacity);

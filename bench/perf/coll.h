@@ -1,0 +1,74 @@
+// One collective as the perf driver sees it: how a size becomes counts, how
+// bus bandwidth is derived (nccl-tests' PERFORMANCE.md), how to run it, and
+// what goes in and must come out. Adding a tool is adding one CollSpec.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "lanes/lanes.h"
+
+namespace lanes::perf {
+
+// Element counts for one size, as nccl-tests' getCollByteCount.
+struct CollCounts {
+  size_t sendCount = 0;          // elements in the send buffer
+  size_t recvCount = 0;          // elements in the receive buffer
+  size_t paramCount = 0;         // the `count` argument of the call
+  size_t sendInplaceOffset = 0;  // in-place: send data starts at recv + offset*rank
+  size_t recvInplaceOffset = 0;  // in-place: recv data starts at recv + offset*rank
+};
+
+// Where the data check stands for one element.
+struct Expected {
+  double value = 0;
+  double tolerance = 0;
+};
+
+// What fill/expect need to know about the run.
+struct DataKey {
+  lanesDataType_t type = lanesFloat32;
+  lanesRedOp_t op = lanesSum;
+  int rank = 0;
+  int nranks = 1;
+  int root = 0;
+  size_t paramCount = 0;
+  uint64_t seed = 0;
+};
+
+struct CollSpec {
+  const char* name;  // "AllReduce"
+  bool reduces;      // takes an op (-o); otherwise the op column says "none"
+  bool rooted;       // takes a root (-r); otherwise the root column says -1
+  // Bytes per size the sweep asks for -> counts.
+  CollCounts (*counts)(size_t count, int nranks);
+  // algbw = algBytes / time; busbw = algbw * busFactor.
+  double (*algBytes)(size_t paramCount, size_t typeSize, int nranks);
+  double (*busFactor)(int nranks);
+  lanesResult_t (*run)(const void* send, void* recv, size_t paramCount, lanesDataType_t type,
+                       lanesRedOp_t op, int root, lanesComm_t comm);
+  // Value this rank writes at send-buffer element i.
+  double (*input)(const DataKey& key, size_t i);
+  // Value this rank must hold at receive-buffer element i; nullopt where the
+  // collective leaves the element undefined (a non-root's buffer).
+  std::optional<Expected> (*expect)(const DataKey& key, size_t i);
+};
+
+// The specs the tools use (colls.cc).
+const CollSpec& allReduceSpec();
+const CollSpec& allGatherSpec();
+const CollSpec& reduceScatterSpec();
+const CollSpec& broadcastSpec();
+const CollSpec& reduceSpec();
+const CollSpec& allToAllSpec();
+const CollSpec& gatherSpec();
+const CollSpec& scatterSpec();
+const CollSpec& sendRecvSpec();
+
+// nccl-tests' bus bandwidth factors (PERFORMANCE.md).
+inline double allReduceBusFactor(int n) { return 2.0 * (n - 1) / n; }
+inline double nMinusOneOverN(int n) { return static_cast<double>(n - 1) / n; }
+inline double unitBusFactor(int) { return 1.0; }
+
+}  // namespace lanes::perf

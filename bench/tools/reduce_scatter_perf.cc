@@ -1,0 +1,6 @@
+// lanes_reduce_scatter_perf: nccl-tests' reduce_scatter_perf for Lanes (flags: --help).
+#include "perf/driver.h"
+
+int main(int argc, char** argv) {
+  return lanes::perf::perfMain(argc, argv, lanes::perf::reduceScatterSpec());
+}

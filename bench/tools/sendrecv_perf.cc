@@ -1,0 +1,6 @@
+// lanes_sendrecv_perf: nccl-tests' sendrecv_perf for Lanes (flags: --help).
+#include "perf/driver.h"
+
+int main(int argc, char** argv) {
+  return lanes::perf::perfMain(argc, argv, lanes::perf::sendRecvSpec());
+}

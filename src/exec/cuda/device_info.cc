@@ -1,0 +1,57 @@
+// Which memory a pointer is, and which GPU this thread uses.
+#include <cuda_runtime.h>
+
+#include "exec/cuda/cuda_check.h"
+#include "exec/device_path.h"
+
+namespace lanes {
+
+int cudaDeviceCount() {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no driver"/"no device" error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+bool cudaUsable() { return cudaDeviceCount() > 0; }
+
+int currentCudaDevice() {
+  if (!cudaUsable()) return -1;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) return -1;
+  return dev;
+}
+
+Status setCudaDevice(int device) {
+  if (!cudaUsable() || device < 0) return Status::ok();
+  LANES_CUDA_RETURN(cudaSetDevice(device));
+  return Status::ok();
+}
+
+Status copyToHost(void* dst, const void* src, size_t bytes) {
+  LANES_CUDA_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  return Status::ok();
+}
+
+Status classifyBuffer(const void* ptr, BufferInfo* out) {
+  *out = BufferInfo{};
+  if (ptr == nullptr || !cudaUsable()) return Status::ok();
+  cudaPointerAttributes attr{};
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status::ok();  // memory CUDA never saw: plain host memory
+  }
+  if (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged) {
+    out->space = MemSpace::Device;
+    out->device = attr.device;
+  }
+  return Status::ok();
+}
+
+}  // namespace lanes

@@ -1,0 +1,253 @@
+#include "exec/cuda/device_proxy.h"
+
+#include <algorithm>
+
+#include "core/comm.h"
+#include "core/deadline.h"
+#include "core/log.h"
+#include "exec/cuda/cuda_check.h"
+
+namespace lanes {
+namespace {
+
+constexpr int kStartFlag = 0;
+constexpr int kDoneFlag = 16;  // its own cache line: the stream polls it over PCIe
+
+// Makes the communicator's GPU current for the scope of an enqueue.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device && device >= 0) {
+      if (cudaSetDevice(device) == cudaSuccess) changed_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+};
+
+const void* sendPointer(const Request& r) { return r.isP2p ? r.sendbuf : r.args.send; }
+void* recvPointer(const Request& r) { return r.isP2p ? r.recvbuf : r.args.recv; }
+void setSendPointer(Request& r, const void* p) { (r.isP2p ? r.sendbuf : r.args.send) = p; }
+void setRecvPointer(Request& r, void* p) { (r.isP2p ? r.recvbuf : r.args.recv) = p; }
+
+}  // namespace
+
+Status DeviceProxy::of(lanesComm* comm, DeviceProxy** out) {
+  std::lock_guard<std::mutex> lock(comm->deviceMutex);
+  if (!comm->device) {
+    const StreamMemops* memops = nullptr;
+    LANES_RETURN_IF_ERROR(StreamMemops::get(&memops));
+    std::unique_ptr<DeviceProxy> proxy(new DeviceProxy(comm, memops));
+    LANES_RETURN_IF_ERROR(proxy->init());
+    comm->device = std::move(proxy);
+  }
+  *out = static_cast<DeviceProxy*>(comm->device.get());
+  return Status::ok();
+}
+
+DeviceProxy::DeviceProxy(lanesComm* comm, const StreamMemops* memops)
+    : comm_(comm), memops_(memops) {}
+
+Status DeviceProxy::init() {
+  void* flags = nullptr;
+  LANES_CUDA_RETURN(cudaHostAlloc(&flags, 4096, cudaHostAllocPortable | cudaHostAllocMapped));
+  flags_ = static_cast<volatile uint32_t*>(flags);
+  for (int i = 0; i < 1024; ++i) flags_[i] = 0;
+  thread_ = std::thread([this] { run(); });
+  LANES_INFO(Init, comm_->rank, "device buffers on GPU %d go through the host-staged proxy",
+             comm_->cudaDev);
+  return Status::ok();
+}
+
+DeviceProxy::~DeviceProxy() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Any stream still parked on a batch must be let go before staging is freed.
+  if (flags_ != nullptr) __atomic_store_n(&flags_[kDoneFlag], nextSeq_, __ATOMIC_RELEASE);
+  reclaim(true);
+  if (flags_ != nullptr) cudaFreeHost(const_cast<uint32_t*>(flags_));
+}
+
+Status DeviceProxy::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
+  reclaim(false);
+  DeviceGuard guard(comm_->cudaDev);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LANES_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return invalidUsage(
+        "capturing a Lanes collective on device buffers into a CUDA Graph is refused: the "
+        "host-staged path orders each call by a sequence number written into the stream, and a "
+        "graph replay would repeat the captured number instead of taking a new one. Issue the "
+        "collective outside the capture (e.g. between graph launches).");
+
+  // Other streams of the group join the first one, and wait for it after.
+  std::vector<cudaStream_t> others;
+  for (const Request& r : requests)
+    if (r.stream != stream && std::find(others.begin(), others.end(), r.stream) == others.end())
+      others.push_back(r.stream);
+  std::vector<cudaEvent_t> joins;
+  auto makeEvent = [&](cudaEvent_t* ev) -> Status {
+    LANES_CUDA_RETURN(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+    joins.push_back(*ev);
+    return Status::ok();
+  };
+  struct EventsGuard {
+    std::vector<cudaEvent_t>& evs;
+    ~EventsGuard() {
+      for (cudaEvent_t e : evs) cudaEventDestroy(e);  // deferred by CUDA until done
+    }
+  } eventsGuard{joins};
+  for (cudaStream_t s : others) {
+    cudaEvent_t ev;
+    LANES_RETURN_IF_ERROR(makeEvent(&ev));
+    LANES_CUDA_RETURN(cudaEventRecord(ev, s));
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, ev, 0));
+  }
+
+  Batch batch;
+  batch.seq = nextSeq_ + 1;
+  LANES_CUDA_RETURN(cudaEventCreateWithFlags(&batch.finished, cudaEventDisableTiming));
+  auto fail = [&](Status s) {
+    for (auto& b : batch.blocks) pool_.release(b);
+    cudaEventDestroy(batch.finished);
+    return s;
+  };
+  for (const Request& r : requests) {
+    Request staged = r;
+    staged.onDevice = false;
+    staged.stream = nullptr;
+    setSendPointer(staged, nullptr);
+    setRecvPointer(staged, nullptr);
+    if (r.sendBytes > 0) {
+      PinnedPool::Block block;
+      Status s = pool_.acquire(r.sendBytes, &block);
+      if (!s) return fail(s);
+      batch.blocks.push_back(block);
+      s = cudaStatus(cudaMemcpyAsync(block.ptr, sendPointer(r), r.sendBytes,
+                                     cudaMemcpyDeviceToHost, stream),
+                     "cudaMemcpyAsync (stage input)");
+      if (!s) return fail(s);
+      setSendPointer(staged, block.ptr);
+    }
+    if (r.recvBytes > 0) {
+      PinnedPool::Block block;
+      Status s = pool_.acquire(r.recvBytes, &block);
+      if (!s) return fail(s);
+      batch.blocks.push_back(block);
+      setRecvPointer(staged, block.ptr);
+    }
+    batch.staged.push_back(staged);
+  }
+  Status s = memops_->write(stream, &flags_[kStartFlag], batch.seq);
+  if (s) s = memops_->waitGeq(stream, &flags_[kDoneFlag], batch.seq);
+  for (size_t i = 0; s && i < requests.size(); ++i) {
+    const Request& r = requests[i];
+    if (r.recvBytes == 0) continue;
+    s = cudaStatus(cudaMemcpyAsync(recvPointer(r), recvPointer(batch.staged[i]), r.recvBytes,
+                                   cudaMemcpyHostToDevice, stream),
+                   "cudaMemcpyAsync (result)");
+  }
+  if (s) s = cudaStatus(cudaEventRecord(batch.finished, stream), "cudaEventRecord");
+  if (!s) {
+    // The start flag may already be in the stream: the batch must still run
+    // (or be released) so the stream never waits forever. Queue it as failed.
+    comm_->fail(s.code(), "enqueueing on the CUDA stream failed: " + s.message());
+  }
+  for (cudaStream_t other : others) {
+    cudaEvent_t ev;
+    LANES_RETURN_IF_ERROR(makeEvent(&ev));
+    LANES_CUDA_RETURN(cudaEventRecord(ev, stream));
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(other, ev, 0));
+  }
+  nextSeq_ = batch.seq;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(batch));
+  }
+  wake_.notify_one();
+  return s;
+}
+
+void DeviceProxy::waitForStart(const Batch& batch) {
+  Backoff backoff;
+  for (;;) {
+    uint32_t start = __atomic_load_n(&flags_[kStartFlag], __ATOMIC_ACQUIRE);
+    if (static_cast<int32_t>(start - batch.seq) >= 0) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_) return;
+    }
+    if (!comm_->checkAbort()) return;
+    backoff.pause();
+  }
+}
+
+void DeviceProxy::run() {
+  for (;;) {
+    Batch batch;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      batch = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    waitForStart(batch);
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping = stop_;
+    }
+    Status status = comm_->checkAbort();
+    if (status && !stopping) status = executeHostRequests(batch.staged);
+    if (!status && !stopping) {
+      // The stream cannot return an error: record it for lanesCommGetAsyncError.
+      comm_->fail(status.code(), status.message());
+    }
+    __atomic_store_n(&flags_[kDoneFlag], batch.seq, __ATOMIC_RELEASE);
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_.push_back(std::move(batch));
+  }
+}
+
+void DeviceProxy::reclaim(bool wait) {
+  Deadline deadline = Deadline::after(comm_->options.timeoutSeconds);
+  Backoff backoff;
+  std::lock_guard<std::mutex> lock(mutex_);
+  while (!finished_.empty()) {
+    Batch& b = finished_.front();
+    cudaError_t q = cudaEventQuery(b.finished);
+    if (q == cudaErrorNotReady) {
+      if (!wait) return;
+      if (deadline.expired()) {
+        LANES_WARN(Init, comm_->rank,
+                   "a stream still uses staging memory after %.0f s; leaking it rather than "
+                   "freeing memory the GPU may write",
+                   comm_->options.timeoutSeconds);
+        return;
+      }
+      backoff.pause();
+      continue;
+    }
+    for (auto& block : b.blocks) pool_.release(block);
+    cudaEventDestroy(b.finished);
+    finished_.pop_front();
+  }
+}
+
+Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
+  DeviceProxy* proxy = nullptr;
+  LANES_RETURN_IF_ERROR(DeviceProxy::of(requests.front().comm, &proxy));
+  return proxy->enqueue(requests, stream);
+}
+
+}  // namespace lanes

@@ -1,0 +1,62 @@
+// Device buffers through the host path: the caller's stream copies the input
+// down to pinned staging (copy engine), raises a start flag, and waits on a
+// done flag; a proxy thread per communicator sees the start flag, runs the
+// collective on the staged bytes with the host engine (any transport, any
+// datatype and op), and raises the done flag; the stream then copies the
+// result up. The caller never blocks and no SM is used.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/request.h"
+#include "exec/cuda/pinned_pool.h"
+#include "exec/cuda/stream_memops.h"
+#include "exec/device_path.h"
+
+namespace lanes {
+
+class DeviceProxy final : public DeviceContext {
+ public:
+  // The communicator's proxy, created on first use.
+  static Status of(lanesComm* comm, DeviceProxy** out);
+  ~DeviceProxy() override;
+
+  Status enqueue(std::vector<Request>& requests, cudaStream_t stream);
+
+ private:
+  struct Batch {
+    uint32_t seq = 0;
+    std::vector<Request> staged;  // the requests, pointing at staging
+    std::vector<PinnedPool::Block> blocks;
+    cudaEvent_t finished = nullptr;  // after the result copies: staging reusable
+  };
+
+  DeviceProxy(lanesComm* comm, const StreamMemops* memops);
+  Status init();
+  void run();
+  void reclaim(bool wait);
+  void waitForStart(const Batch& batch);
+
+  lanesComm* comm_;
+  const StreamMemops* memops_;
+  PinnedPool pool_;
+  // flags_[0]: start (written by streams), flags_[16]: done (written here).
+  volatile uint32_t* flags_ = nullptr;
+  uint32_t nextSeq_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Batch> queue_;
+  std::deque<Batch> finished_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace lanes

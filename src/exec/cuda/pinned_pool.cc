@@ -1,0 +1,46 @@
+#include "exec/cuda/pinned_pool.h"
+
+#include <cuda_runtime.h>
+
+#include "exec/cuda/cuda_check.h"
+
+namespace lanes {
+
+PinnedPool::~PinnedPool() {
+  for (auto& [cap, ptr] : free_) cudaFreeHost(ptr);
+}
+
+Status PinnedPool::acquire(size_t bytes, Block* out) {
+  // Round to a power of two from 64 KiB so blocks get reused across sizes.
+  size_t cap = 64 * 1024;
+  while (cap < bytes) cap <<= 1;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.lower_bound(cap);
+    if (it != free_.end() && it->first <= cap * 2) {
+      *out = {it->second, it->first};
+      free_.erase(it);
+      return Status::ok();
+    }
+  }
+  void* ptr = nullptr;
+  cudaError_t err = cudaHostAlloc(&ptr, cap, cudaHostAllocPortable | cudaHostAllocMapped);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status(lanesSystemError, "could not pin " + std::to_string(cap >> 20) +
+                                        " MiB of host memory for staging device data (" +
+                                        cudaGetErrorString(err) +
+                                        "); free host memory or raise the locked-memory limit "
+                                        "(ulimit -l)");
+  }
+  *out = {ptr, cap};
+  return Status::ok();
+}
+
+void PinnedPool::release(Block block) {
+  if (block.ptr == nullptr) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.emplace(block.capacity, block.ptr);
+}
+
+}  // namespace lanes

@@ -1,0 +1,49 @@
+// The device-buffer path, seen from the core. Built over CUDA when the
+// toolkit is found (src/exec/cuda), as a stub otherwise (src/exec/nocuda),
+// so the core never includes CUDA headers.
+#pragma once
+
+#include <vector>
+
+#include "core/status.h"
+#include "lanes/lanes.h"
+
+namespace lanes {
+
+struct Request;
+
+enum class MemSpace { Host, Device };
+
+struct BufferInfo {
+  MemSpace space = MemSpace::Host;
+  int device = -1;  // CUDA device of a device buffer
+};
+
+// Whether this process can use a CUDA device at all (driver present, >= 1 GPU).
+bool cudaUsable();
+// The calling thread's current CUDA device, or -1 without CUDA.
+int currentCudaDevice();
+// Number of visible CUDA devices (0 without CUDA).
+int cudaDeviceCount();
+// Makes `device` current for the calling thread (no-op without CUDA).
+Status setCudaDevice(int device);
+
+// Synchronous copy of `bytes` from host or device memory into host memory.
+Status copyToHost(void* dst, const void* src, size_t bytes);
+
+// Host memory (pageable, pinned or unknown) or device memory of which GPU.
+Status classifyBuffer(const void* ptr, BufferInfo* out);
+
+// Enqueues requests on device buffers of ONE communicator on `stream` and
+// returns without waiting: the work runs after what is already on the
+// stream, and later work on the stream waits for it.
+Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream);
+
+// Per-communicator device state (proxy thread, pinned staging); released at
+// destroy after pending work drained or was failed.
+class DeviceContext {
+ public:
+  virtual ~DeviceContext() = default;
+};
+
+}  // namespace lanes

@@ -1,0 +1,28 @@
+// Built when Lanes is compiled without CUDA: every buffer is host memory.
+#include <cstring>
+
+#include "core/request.h"
+#include "exec/device_path.h"
+
+namespace lanes {
+
+bool cudaUsable() { return false; }
+int currentCudaDevice() { return -1; }
+int cudaDeviceCount() { return 0; }
+Status setCudaDevice(int) { return Status::ok(); }
+
+Status copyToHost(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+  return Status::ok();
+}
+
+Status classifyBuffer(const void*, BufferInfo* out) {
+  *out = BufferInfo{};
+  return Status::ok();
+}
+
+Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t) {
+  return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");
+}
+
+}  // namespace lanes

@@ -1,0 +1,279 @@
+// Two "hosts" on one machine: two network namespaces joined by a veth pair,
+// each with its own host identity (LANES_HOSTID). Ranks in different
+// namespaces must talk TCP over the veth; ranks in the same one use shm.
+//
+// Needs CAP_NET_ADMIN and iproute2; skipped (with the reason) otherwise. All
+// traffic stays on the veth pair inside the namespaces this test creates.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "tests/multi/data.h"
+#include "tests/multi/harness.h"
+
+namespace lanes::test {
+namespace {
+
+std::optional<std::string> findIp() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+    if (::access(p, X_OK) == 0) return std::string(p);
+  return std::nullopt;
+}
+
+// Sets an environment variable for the scope, restoring the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A temporary directory removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "lanes-netns-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Two namespaces lanes-a-<pid>, lanes-b-<pid> and a veth pair between them,
+// 10.201.<x>.1/24 in A and .2/24 in B. Deleted (with the veth) on destruction.
+class NetnsPair {
+ public:
+  NetnsPair() {
+    const int pid = static_cast<int>(::getpid());
+    nsA = strprintf("lanes-a-%d", pid);
+    nsB = strprintf("lanes-b-%d", pid);
+    ifA = strprintf("vetha%d", pid);  // <= 15 chars; matches LANES_SOCKET_IFNAME=veth
+    ifB = strprintf("vethb%d", pid);
+    const int x = 1 + pid % 250;
+    addrA = strprintf("10.201.%d.1", x);
+    addrB = strprintf("10.201.%d.2", x);
+  }
+  ~NetnsPair() {
+    if (!ip_) return;
+    if (createdB_) run({*ip_, "netns", "del", nsB});
+    if (createdA_) run({*ip_, "netns", "del", nsA});
+  }
+  NetnsPair(const NetnsPair&) = delete;
+  NetnsPair& operator=(const NetnsPair&) = delete;
+
+  // Builds the pair; on failure says why (the caller skips).
+  bool create(std::string* why) {
+    ip_ = findIp();
+    if (!ip_) {
+      *why = "iproute2's `ip` is not installed";
+      return false;
+    }
+    const std::string& ip = *ip_;
+    CommandResult r = run({ip, "netns", "add", nsA});
+    if (!ok(r)) {
+      *why = "cannot create a network namespace (needs CAP_NET_ADMIN): " + r.output;
+      return false;
+    }
+    createdA_ = true;
+    createdB_ = ok(r = run({ip, "netns", "add", nsB}));
+    const std::vector<std::vector<std::string>> steps = {
+        {ip, "link", "add", ifA, "netns", nsA, "type", "veth", "peer", "name", ifB, "netns", nsB},
+        {ip, "-n", nsA, "addr", "add", addrA + "/24", "dev", ifA},
+        {ip, "-n", nsB, "addr", "add", addrB + "/24", "dev", ifB},
+        {ip, "-n", nsA, "link", "set", ifA, "up"},
+        {ip, "-n", nsB, "link", "set", ifB, "up"},
+        {ip, "-n", nsA, "link", "set", "lo", "up"},
+        {ip, "-n", nsB, "link", "set", "lo", "up"},
+    };
+    for (const auto& step : steps) {
+      if (!createdB_) break;
+      r = run(step);
+      if (!ok(r)) break;
+    }
+    if (!createdB_ || !ok(r)) {
+      *why = "cannot set up the veth pair between namespaces: " + r.output;
+      return false;
+    }
+    return true;
+  }
+
+  std::string nsA, nsB, ifA, ifB, addrA, addrB;
+
+ private:
+  static CommandResult run(const std::vector<std::string>& argv) {
+    return runCommand(argv, {}, 20);
+  }
+  static bool ok(const CommandResult& r) { return r.exited && r.exitCode == 0; }
+  std::optional<std::string> ip_;
+  bool createdA_ = false;
+  bool createdB_ = false;
+};
+
+// Moves the calling thread into network namespace `name`; "" on success.
+std::string enterNetns(const std::string& name) {
+  std::string path = "/var/run/netns/" + name;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return strprintf("open %s: %s", path.c_str(), std::strerror(errno));
+  int rc = ::setns(fd, CLONE_NEWNET);
+  int err = errno;
+  ::close(fd);
+  return rc == 0 ? "" : strprintf("setns %s: %s", name.c_str(), std::strerror(err));
+}
+
+// The collectives every rank runs once it is inside its "host".
+void exchangeAcrossHosts(int rank, int n, const lanesUniqueId& id) {
+  CommGuard comm(initComm(rank, n, id));
+  lanesComm_t c = comm.get();
+  constexpr uint32_t kSalt = 3;
+
+  constexpr size_t kReduceCount = 100003;
+  std::vector<float> in(kReduceCount), out(kReduceCount);
+  fillReductionInput(lanesFloat32, Reduction::Sum, rank, n, in.data(), kReduceCount, 0, kSalt);
+  RANK_CHECK_LANES(
+      lanesAllReduce(in.data(), out.data(), kReduceCount, lanesFloat32, lanesSum, c, nullptr), c);
+  std::string problem =
+      checkReductionOutput(lanesFloat32, Reduction::Sum, n, out.data(), kReduceCount, 0, kSalt);
+  RANK_CHECK(problem.empty(), "all-reduce: %s", problem.c_str());
+
+  constexpr size_t kGatherBytes = 40000;
+  GuardedBuffer gSend(kGatherBytes), gRecv(kGatherBytes * n);
+  fillPattern(gSend.data(), kGatherBytes, rank, 0, kSalt);
+  RANK_CHECK_LANES(lanesAllGather(gSend.data(), gRecv.data(), kGatherBytes, lanesUint8, c, nullptr),
+                   c);
+  for (int r = 0; r < n; ++r) {
+    problem = checkPattern(gRecv.data() + r * kGatherBytes, kGatherBytes, r, 0, kSalt);
+    RANK_CHECK(problem.empty(), "all-gather block of rank %d: %s", r, problem.c_str());
+  }
+
+  constexpr size_t kBlockBytes = 1u << 20;
+  GuardedBuffer aSend(kBlockBytes * n), aRecv(kBlockBytes * n);
+  for (int p = 0; p < n; ++p)
+    fillPattern(aSend.data() + p * kBlockBytes, kBlockBytes, rank, p, kSalt);
+  RANK_CHECK_LANES(
+      lanesAlltoAll(aSend.data(), aRecv.data(), kBlockBytes / 4, lanesInt32, c, nullptr), c);
+  for (int p = 0; p < n; ++p) {
+    problem = checkPattern(aRecv.data() + p * kBlockBytes, kBlockBytes, p, rank, kSalt);
+    RANK_CHECK(problem.empty(), "all-to-all block from rank %d: %s", p, problem.c_str());
+  }
+}
+
+std::string readLogs(const std::string& dir) {
+  std::string all;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::ifstream f(entry.path());
+    std::stringstream s;
+    s << f.rdbuf();
+    all += s.str();
+  }
+  return all;
+}
+
+bool anyLineContains(const std::string& text, const std::string& word) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::transform(line.begin(), line.end(), line.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (line.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+void runTwoHosts(int ranksPerHost) {
+  NetnsPair net;
+  std::string why;
+  if (!net.create(&why)) GTEST_SKIP() << why;
+  TempDir logs;
+  ASSERT_FALSE(logs.path().empty()) << "mkdtemp failed";
+
+  // Set before the first library call here so the log config read then is
+  // the one every forked rank inherits.
+  const std::string logFile = logs.path() + "/lanes.%h.%p.log";
+  ScopedEnv ifname("LANES_SOCKET_IFNAME", "veth");
+  ScopedEnv debug("LANES_DEBUG", "INFO");
+  ScopedEnv debugFile("LANES_DEBUG_FILE", logFile);
+
+  // The root listener must live in namespace A (address 10.201.x.1): create
+  // the id on a thread that entered A; the root thread it starts inherits it.
+  lanesUniqueId id;
+  lanesResult_t res = lanesInternalError;
+  std::string enterError;
+  std::thread([&] {
+    enterError = enterNetns(net.nsA);
+    if (enterError.empty()) res = lanesGetUniqueId(&id);
+  }).join();
+  ASSERT_EQ(enterError, "");
+  ASSERT_EQ(res, lanesSuccess) << lanesGetLastError(nullptr);
+
+  const int n = 2 * ranksPerHost;
+  RunOptions options;
+  options.env = {
+      {"LANES_SOCKET_IFNAME", "veth"}, {"LANES_DEBUG", "INFO"}, {"LANES_DEBUG_FILE", logFile}};
+  std::vector<std::string> before = listLanesShm();
+  {
+    ForkedRanks ranks;
+    ranks.start(
+        n, id,
+        [&net, ranksPerHost](int rank, int nranks, const lanesUniqueId& rid) {
+          const bool onA = rank < ranksPerHost;
+          std::string err = enterNetns(onA ? net.nsA : net.nsB);
+          RANK_CHECK(err.empty(), "%s", err.c_str());
+          ::setenv("LANES_HOSTID", onA ? "lanes-test-host-a" : "lanes-test-host-b", 1);
+          exchangeAcrossHosts(rank, nranks, rid);
+        },
+        options);
+    for (const auto& o : ranks.wait())
+      EXPECT_TRUE(o.finished && o.exited && o.exitCode == 0) << o.describe();
+  }
+  expectNoShmLeaks(before, "the two-host run");
+
+  const std::string log = readLogs(logs.path());
+  EXPECT_TRUE(anyLineContains(log, "tcp"))
+      << "the INFO log never mentions the tcp transport between the hosts:\n"
+      << log;
+  if (ranksPerHost > 1) {
+    EXPECT_TRUE(anyLineContains(log, "shm"))
+        << "the INFO log never mentions the shm transport within a host:\n"
+        << log;
+  }
+}
+
+TEST(NetnsTcp, TwoHostsOneRankEach) { runTwoHosts(1); }
+TEST(NetnsTcp, TwoHostsTwoRanksEach) { runTwoHosts(2); }
+
+}  // namespace
+}  // namespace lanes::test

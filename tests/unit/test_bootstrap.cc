@@ -1,0 +1,455 @@
+// Bootstrap tests: unique id, rendezvous of threads as ranks, collectives,
+// strangers at the root, failure detection.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <latch>
+#include <mutex>
+#include <thread>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/mesh_bootstrap.h"
+#include "bootstrap/wire.h"
+
+namespace lanes {
+namespace {
+
+UniqueIdData newRoot() {
+  lanesUniqueId raw;
+  Status st = createUniqueIdAndRoot("127.0.0.1:0", nullptr, &raw);
+  EXPECT_TRUE(st.isOk()) << st.message();
+  UniqueIdData id;
+  EXPECT_TRUE(decodeUniqueId(raw, &id).isOk());
+  return id;
+}
+
+RankInfo infoFor(int rank) {
+  RankInfo info;
+  info.rank = rank;
+  info.pid = 1000 + rank;
+  info.hostHash = 77;
+  std::snprintf(info.hostname, sizeof(info.hostname), "node%d", rank % 2);
+  return info;
+}
+
+// Runs `body` on `n` threads, each joined as one rank of a fresh communicator.
+void runRanks(int n, const std::function<void(Bootstrap&)>& body) {
+  UniqueIdData id = newRoot();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> b;
+      Status st = Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b);
+      ASSERT_TRUE(st.isOk()) << "rank " << r << ": " << st.message();
+      body(*b);
+    });
+  for (auto& t : threads) t.join();
+}
+
+// Collects failure-handler calls and lets a test wait for them.
+struct FailureLog {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::pair<int, std::string>> calls;
+
+  Bootstrap::FailureHandler handler() {
+    return [this](int rank, const std::string& why) {
+      std::lock_guard<std::mutex> lock(m);
+      calls.emplace_back(rank, why);
+      cv.notify_all();
+    };
+  }
+  bool waitFor(size_t count, double seconds) {
+    std::unique_lock<std::mutex> lock(m);
+    return cv.wait_for(lock, std::chrono::duration<double>(seconds),
+                       [&] { return calls.size() >= count; });
+  }
+};
+
+TEST(UniqueId, RoundTrip) {
+  UniqueIdData d;
+  d.family = AF_INET6;
+  d.port = 4242;
+  for (int i = 0; i < 16; ++i) d.addr[i] = static_cast<uint8_t>(i + 1);
+  for (int i = 0; i < 32; ++i) d.secret[i] = static_cast<uint8_t>(200 - i);
+  d.commId = 0x1122334455667788ull;
+  lanesUniqueId raw;
+  ASSERT_TRUE(encodeUniqueId(d, &raw).isOk());
+  UniqueIdData back;
+  ASSERT_TRUE(decodeUniqueId(raw, &back).isOk());
+  EXPECT_EQ(back.family, AF_INET6);
+  EXPECT_EQ(back.port, 4242);
+  EXPECT_EQ(std::memcmp(back.addr, d.addr, 16), 0);
+  EXPECT_EQ(std::memcmp(back.secret, d.secret, 32), 0);
+  EXPECT_EQ(back.commId, d.commId);
+}
+
+TEST(UniqueId, RejectsCorruptIds) {
+  UniqueIdData d;
+  d.family = AF_INET;
+  d.port = 1;
+  lanesUniqueId good;
+  ASSERT_TRUE(encodeUniqueId(d, &good).isOk());
+  UniqueIdData out;
+  for (int byte : {0, 4, 6}) {  // magic, version, family
+    lanesUniqueId bad = good;
+    bad.internal[byte] ^= 0x5a;
+    Status st = decodeUniqueId(bad, &out);
+    EXPECT_EQ(st.code(), lanesInvalidArgument) << "byte " << byte;
+    EXPECT_NE(st.message().find("the unique id is corrupt or from another Lanes version"),
+              std::string::npos);
+  }
+  lanesUniqueId zero{};
+  EXPECT_EQ(decodeUniqueId(zero, &out).code(), lanesInvalidArgument);
+}
+
+TEST(UniqueId, RootPicksAnInterfaceWhenNoAddressGiven) {
+  lanesUniqueId raw;
+  ASSERT_TRUE(createUniqueIdAndRoot("", nullptr, &raw).isOk());
+  UniqueIdData id;
+  ASSERT_TRUE(decodeUniqueId(raw, &id).isOk());
+  EXPECT_NE(id.port, 0);
+  // The root must be reachable at the advertised address: a 1-rank rendezvous.
+  std::unique_ptr<Bootstrap> b;
+  Status st = Bootstrap::create(id, 1, infoFor(0), Deadline::after(30), &b);
+  EXPECT_TRUE(st.isOk()) << st.message();
+}
+
+class Rendezvous : public ::testing::TestWithParam<int> {};
+
+TEST_P(Rendezvous, CollectivesAndPointToPointAreCorrect) {
+  const int n = GetParam();
+  runRanks(n, [n](Bootstrap& b) {
+    const int r = b.rank();
+    EXPECT_EQ(b.nranks(), n);
+    ASSERT_EQ(b.ranks().size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(b.ranks()[i].rank, i);
+      EXPECT_EQ(b.ranks()[i].pid, 1000 + i);
+    }
+    // Consecutive allGathers with different contents must never mix.
+    for (int round = 0; round < 3; ++round) {
+      std::vector<uint64_t> slots(n * 2, 0);
+      slots[2 * r] = 1000ull * round + r;
+      slots[2 * r + 1] = ~slots[2 * r];
+      ASSERT_TRUE(b.allGather(slots.data(), 2 * sizeof(uint64_t), Deadline::after(60)).isOk());
+      for (int i = 0; i < n; ++i) {
+        EXPECT_EQ(slots[2 * i], 1000ull * round + i);
+        EXPECT_EQ(slots[2 * i + 1], ~(1000ull * round + i));
+      }
+      ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    }
+    // Ring exchange with two tags, delivered per tag in order.
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    for (uint32_t tag : {7u, 8u})
+      for (int k = 0; k < 2; ++k) {
+        int32_t v = r * 100 + static_cast<int>(tag) * 10 + k;
+        ASSERT_TRUE(b.send(next, tag, &v, sizeof(v)).isOk());
+      }
+    std::vector<uint8_t> got;
+    for (uint32_t tag : {8u, 7u})
+      for (int k = 0; k < 2; ++k) {
+        ASSERT_TRUE(b.recv(prev, tag, &got, Deadline::after(60)).isOk());
+        ASSERT_EQ(got.size(), sizeof(int32_t));
+        int32_t v;
+        std::memcpy(&v, got.data(), sizeof(v));
+        EXPECT_EQ(v, prev * 100 + static_cast<int>(tag) * 10 + k);
+      }
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 5, 16));
+
+TEST(Bootstrap, StrangersAtTheRootAreDroppedAndRanksStillMeet) {
+  UniqueIdData id = newRoot();
+  const SocketAddress root = wire::rootAddress(id);
+  std::vector<Socket> strangers(4);
+  // Garbage bytes.
+  ASSERT_TRUE(Socket::connect(root, Deadline::after(10), &strangers[0]).isOk());
+  const char junk[64] = "GET / HTTP/1.1\r\nHost: lanes\r\n\r\n";
+  ASSERT_TRUE(strangers[0].sendAll(junk, sizeof(junk), Deadline::after(10)).isOk());
+  // A well-formed hello with the wrong secret, claiming rank 0.
+  ASSERT_TRUE(Socket::connect(root, Deadline::after(10), &strangers[1]).isOk());
+  wire::Hello h;
+  h.commId = id.commId;
+  h.nranks = 3;
+  h.rank = 0;
+  h.info = infoFor(0);
+  h.listen = root;
+  auto hello = wire::encodeHello(h, true);
+  ASSERT_TRUE(sendFrame(strangers[1], wire::kHello, 0, hello.data(), hello.size(),
+                        Deadline::after(10)).isOk());
+  // Silence.
+  ASSERT_TRUE(Socket::connect(root, Deadline::after(10), &strangers[2]).isOk());
+  // A frame header announcing an absurd length.
+  ASSERT_TRUE(Socket::connect(root, Deadline::after(10), &strangers[3]).isOk());
+  FrameHeader huge{kFrameMagic, kFrameVersion, wire::kHello, 0, 0, 1ull << 40};
+  ASSERT_TRUE(strangers[3].sendAll(&huge, sizeof(huge), Deadline::after(10)).isOk());
+
+  std::vector<std::thread> threads;
+  std::vector<int> sums(3, 0);
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> b;
+      Status st = Bootstrap::create(id, 3, infoFor(r), Deadline::after(60), &b);
+      ASSERT_TRUE(st.isOk()) << st.message();
+      std::vector<int> v(3);
+      v[r] = r + 1;
+      ASSERT_TRUE(b->allGather(v.data(), sizeof(int), Deadline::after(60)).isOk());
+      sums[r] = v[0] + v[1] + v[2];
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(sums, std::vector<int>({6, 6, 6}));
+  // The wrong-secret stranger got no table: the root just closed on it.
+  uint16_t type;
+  uint32_t tag;
+  std::vector<uint8_t> payload;
+  Status st = recvFrame(strangers[1], &type, &tag, &payload, 1 << 20, Deadline::after(30));
+  EXPECT_EQ(st.code(), lanesRemoteError) << st.message();
+}
+
+TEST(Bootstrap, DuplicateRankIsRefused) {
+  UniqueIdData id = newRoot();
+  std::vector<Status> results(3);
+  std::vector<std::thread> threads;
+  const int ranks[3] = {0, 0, 1};
+  for (int i = 0; i < 3; ++i)
+    threads.emplace_back([&, i] {
+      std::unique_ptr<Bootstrap> b;
+      results[i] = Bootstrap::create(id, 2, infoFor(ranks[i]), Deadline::after(60), &b);
+      if (results[i].isOk()) results[i] = b->barrier(Deadline::after(60));
+    });
+  for (auto& t : threads) t.join();
+  int refused = 0;
+  for (int i = 0; i < 2; ++i)
+    if (!results[i].isOk()) {
+      ++refused;
+      EXPECT_EQ(results[i].code(), lanesInvalidUsage);
+      EXPECT_NE(results[i].message().find("rank 0 joined twice"), std::string::npos)
+          << results[i].message();
+    }
+  EXPECT_EQ(refused, 1);
+  EXPECT_TRUE(results[2].isOk()) << results[2].message();
+}
+
+TEST(Bootstrap, MismatchedRankCountIsRefused) {
+  UniqueIdData id = newRoot();
+  const SocketAddress root = wire::rootAddress(id);
+  // Two raw clients both claim rank 0 of 2: once one of them is refused as a
+  // duplicate, the root has surely fixed nranks at 2.
+  wire::Hello h;
+  std::memcpy(h.secret, id.secret, sizeof(h.secret));
+  h.commId = id.commId;
+  h.nranks = 2;
+  h.rank = 0;
+  h.info = infoFor(0);
+  h.listen = root;
+  const auto hello = wire::encodeHello(h, true);
+  Socket first, second;
+  for (Socket* s : {&first, &second}) {
+    ASSERT_TRUE(Socket::connect(root, Deadline::after(10), s).isOk());
+    ASSERT_TRUE(sendFrame(*s, wire::kHello, 0, hello.data(), hello.size(), Deadline::after(10)).isOk());
+  }
+  bool refused = false;
+  Deadline d = Deadline::after(60);
+  while (!refused && !d.expired())
+    for (Socket* s : {&first, &second}) {
+      uint16_t type = 0;
+      uint32_t tag;
+      std::vector<uint8_t> payload;
+      if (recvFrame(*s, &type, &tag, &payload, 1 << 16, Deadline::after(0.05)).isOk()) {
+        EXPECT_EQ(type, wire::kError);
+        EXPECT_EQ(wire::decodeError(payload).code(), lanesInvalidUsage);
+        refused = true;
+        break;
+      }
+    }
+  ASSERT_TRUE(refused);
+  std::unique_ptr<Bootstrap> bad;
+  Status st = Bootstrap::create(id, 3, infoFor(2), Deadline::after(60), &bad);
+  EXPECT_EQ(st.code(), lanesInvalidUsage) << st.message();
+  EXPECT_NE(st.message().find("says the communicator has 3 ranks but rank 0 said 2"),
+            std::string::npos)
+      << st.message();
+}
+
+TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
+  const int n = 4, victim = 2;
+  std::vector<FailureLog> logs(n);
+  std::vector<Status> recvAfter(n);
+  UniqueIdData id = newRoot();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> b;
+      ASSERT_TRUE(Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b).isOk());
+      b->setFailureHandler(logs[r].handler());
+      ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
+      if (r == victim) {
+        dynamic_cast<MeshBootstrap&>(*b).closeAbruptlyForTest();
+        return;
+      }
+      EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank " << r << " never heard of the crash";
+      std::vector<uint8_t> got;
+      recvAfter[r] = b->recv(victim, 5, &got, Deadline::after(60));
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    ASSERT_EQ(logs[r].calls.size(), 1u) << "rank " << r;
+    EXPECT_EQ(logs[r].calls[0].first, victim);
+    const std::string& why = logs[r].calls[0].second;
+    EXPECT_NE(why.find("rank 2 (host node0, pid 1002)"), std::string::npos) << why;
+    EXPECT_NE(why.find("closed its control connection"), std::string::npos) << why;
+    EXPECT_EQ(recvAfter[r].code(), lanesRemoteError);
+    EXPECT_NE(recvAfter[r].message().find("rank 2"), std::string::npos);
+  }
+}
+
+TEST(Bootstrap, NormalShutdownIsNotAFailure) {
+  const int n = 3, leaver = 1;
+  std::vector<FailureLog> logs(n);
+  std::vector<Status> recvAfter(n);
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    b.setFailureHandler(logs[r].handler());
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    if (r == leaver) {
+      b.shutdown();
+      b.shutdown();  // idempotent
+      return;
+    }
+    std::vector<uint8_t> got;
+    recvAfter[r] = b.recv(leaver, 3, &got, Deadline::after(60));
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(logs[r].calls.empty()) << "rank " << r << ": " << logs[r].calls[0].second;
+    if (r == leaver) continue;
+    EXPECT_EQ(recvAfter[r].code(), lanesRemoteError);
+    EXPECT_NE(recvAfter[r].message().find("rank 1 (host node1, pid 1001) already left"),
+              std::string::npos)
+        << recvAfter[r].message();
+  }
+}
+
+TEST(Bootstrap, SpreadFailureReachesEveryOtherRank) {
+  const int n = 4;
+  std::vector<FailureLog> logs(n);
+  std::latch allHeard(n);
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    b.setFailureHandler(logs[r].handler());
+    EXPECT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    if (r == 0) b.spreadFailure(3, "its transport timed out");
+    if (r == 1) b.spreadFailure(1, "it ran out of memory");  // aborting itself
+    if (r == 2) {
+      EXPECT_TRUE(logs[r].waitFor(2, 60));
+    } else if (r == 0 || r == 3) {
+      EXPECT_TRUE(logs[r].waitFor(1, 60));
+    }
+    // Nobody leaves before every notice arrived (a goodbye would overtake them).
+    allHeard.arrive_and_wait();
+  });
+  // Rank 2 learns both: 3 failed (from 0) and 1 is aborting.
+  bool saw3 = false, saw1 = false;
+  for (auto& [rank, why] : logs[2].calls) {
+    if (rank == 3) {
+      saw3 = true;
+      EXPECT_NE(why.find("as rank 0"), std::string::npos) << why;
+      EXPECT_NE(why.find("its transport timed out"), std::string::npos) << why;
+    }
+    if (rank == 1) {
+      saw1 = true;
+      EXPECT_NE(why.find("is aborting: it ran out of memory"), std::string::npos) << why;
+    }
+  }
+  EXPECT_TRUE(saw3);
+  EXPECT_TRUE(saw1);
+  // Rank 3 (the one reported) hears of rank 1's abort only.
+  ASSERT_FALSE(logs[3].calls.empty());
+  for (auto& call : logs[3].calls) EXPECT_EQ(call.first, 1);
+}
+
+TEST(Bootstrap, FailuresBeforeTheHandlerAreReportedOnce) {
+  const int n = 2;
+  FailureLog log;
+  UniqueIdData id = newRoot();
+  std::unique_ptr<Bootstrap> b1;
+  std::thread t1([&] {
+    ASSERT_TRUE(Bootstrap::create(id, n, infoFor(1), Deadline::after(60), &b1).isOk());
+  });
+  std::unique_ptr<Bootstrap> b0;
+  ASSERT_TRUE(Bootstrap::create(id, n, infoFor(0), Deadline::after(60), &b0).isOk());
+  t1.join();
+  ASSERT_TRUE(b1);
+  dynamic_cast<MeshBootstrap&>(*b1).closeAbruptlyForTest();
+  std::vector<uint8_t> got;
+  // Once recv fails, the monitor has seen the death, with no handler yet.
+  EXPECT_EQ(b0->recv(1, 1, &got, Deadline::after(60)).code(), lanesRemoteError);
+  b0->setFailureHandler(log.handler());
+  ASSERT_TRUE(log.waitFor(1, 60));
+  ASSERT_EQ(log.calls.size(), 1u);
+  EXPECT_EQ(log.calls[0].first, 1);
+}
+
+TEST(Bootstrap, ProgressArrivesInOrderWithData) {
+  runRanks(2, [](Bootstrap& b) {
+    if (b.rank() == 0) {
+      EXPECT_EQ(b.peerProgress(1), -1);
+      b.reportProgress(42);
+      int x = 1;
+      ASSERT_TRUE(b.send(1, 9, &x, sizeof(x)).isOk());
+    } else {
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(b.recv(0, 9, &got, Deadline::after(60)).isOk());
+      EXPECT_EQ(b.peerProgress(0), 42);  // sent before the data on the same stream
+    }
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+  });
+}
+
+TEST(Bootstrap, RecvTimesOutNamingPeerAndTag) {
+  runRanks(2, [](Bootstrap& b) {
+    if (b.rank() == 0) {
+      std::vector<uint8_t> got;
+      Status st = b.recv(1, 99, &got, Deadline::after(0.2));
+      EXPECT_EQ(st.code(), lanesTimeout);
+      EXPECT_NE(st.message().find("tag 99"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("rank 1 (host node1, pid 1001)"), std::string::npos)
+          << st.message();
+    }
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+  });
+}
+
+TEST(Bootstrap, RejectsReservedTagsAndBadPeers) {
+  runRanks(2, [](Bootstrap& b) {
+    int x = 0;
+    EXPECT_EQ(b.send(1 - b.rank(), kReservedTagBase, &x, sizeof(x)).code(), lanesInvalidArgument);
+    EXPECT_EQ(b.send(5, 1, &x, sizeof(x)).code(), lanesInvalidArgument);
+    std::vector<uint8_t> got;
+    EXPECT_EQ(b.recv(-1, 1, &got, Deadline::after(1)).code(), lanesInvalidArgument);
+    // Sending to oneself works.
+    x = 17;
+    ASSERT_TRUE(b.send(b.rank(), 2, &x, sizeof(x)).isOk());
+    ASSERT_TRUE(b.recv(b.rank(), 2, &got, Deadline::after(1)).isOk());
+    EXPECT_EQ(got.size(), sizeof(int));
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+  });
+}
+
+TEST(Bootstrap, CreateRejectsBadRank) {
+  UniqueIdData id;
+  std::unique_ptr<Bootstrap> b;
+  EXPECT_EQ(Bootstrap::create(id, 2, infoFor(2), Deadline::after(1), &b).code(),
+            lanesInvalidArgument);
+  EXPECT_EQ(Bootstrap::create(id, 0, infoFor(0), Deadline::after(1), &b).code(),
+            lanesInvalidArgument);
+}
+
+}  // namespace
+}  // namespace lanes

@@ -1,0 +1,180 @@
+// TCP transport between thread-ranks of this process, over 127.0.0.1.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "tests/unit/fake_bootstrap.h"
+#include "tests/unit/transport_streams.h"
+#include "transport/socket/socket_connection.h"
+#include "transport/transport.h"
+
+namespace lanes::testing {
+namespace {
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [k, v] : vars) {
+      const char* old = std::getenv(k);
+      saved_[k] = old ? std::optional<std::string>(old) : std::nullopt;
+      ::setenv(k, v, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved_) {
+      if (v) {
+        ::setenv(k.c_str(), v->c_str(), 1);
+      } else {
+        ::unsetenv(k.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+const std::vector<size_t> kSizes = {1,        15,    16,     17,     100,    1000, 4095,
+                                    4096,     65537, 131072, 131088, 300000, 24,   (1u << 20) + 3,
+                                    3u << 20, 8};
+
+void expectConnected(const std::vector<RankConnections>& conns, int n, int lanes) {
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(conns[r].status.isOk()) << "rank " << r << ": " << conns[r].status.message();
+    ASSERT_EQ(conns[r].owned.size(), static_cast<size_t>(n - 1));
+    for (auto& c : conns[r].owned) {
+      EXPECT_STREQ(c->transportName(), "tcp");
+      EXPECT_EQ(c->lanes(), lanes);
+    }
+  }
+}
+
+struct StreamCase {
+  int ranks;
+  const char* ringBytes;
+  const char* stripeBytes;
+};
+
+class SocketStreams : public ::testing::TestWithParam<StreamCase> {};
+
+TEST_P(SocketStreams, AllLanesDeliverBytesInOrder) {
+  StreamCase c = GetParam();
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_RING_BYTES", c.ringBytes},
+                 {"LANES_SOCKET_STRIPE_BYTES", c.stripeBytes}});
+  FakeBootstrapGroup group(c.ranks, /*sameHost=*/false);
+  auto conns = connectAll(group, makeSocketTransport, /*lanes=*/3);
+  expectConnected(conns, c.ranks, 3);
+  auto errors = exchangeAll(group, conns, kSizes, 90);
+  for (int r = 0; r < c.ranks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Default buffers, and small ones where credit flow control and striping
+// across sockets (stripes much smaller than the messages) do the work.
+INSTANTIATE_TEST_SUITE_P(Ranks, SocketStreams,
+                         ::testing::Values(StreamCase{2, "4M", "128K"}, StreamCase{3, "4M", "128K"},
+                                           StreamCase{4, "4M", "128K"}, StreamCase{2, "64K", "4K"},
+                                           StreamCase{3, "64K", "4K"}, StreamCase{4, "32K", "4K"}));
+
+TEST(SocketTransport, CanConnectAnyRank) {
+  auto t = makeSocketTransport();
+  RankInfo a, b;
+  a.hostHash = 1;
+  b.hostHash = 2;
+  EXPECT_TRUE(t->canConnect(a, b));
+}
+
+TEST(SocketTransport, LargeStreamUsesEverySocket) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_NTHREADS", "2"},
+                 {"LANES_NSOCKS_PERTHREAD", "2"}});
+  FakeBootstrapGroup group(2, false);
+  auto conns = connectAll(group, makeSocketTransport, /*lanes=*/1);
+  expectConnected(conns, 2, 1);
+  auto errors = exchangeAll(group, conns, {64u << 20}, 120);
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (int r = 0; r < 2; ++r) {
+    auto perSocket = socketPayloadBytesSent(*conns[r].owned[0]);
+    ASSERT_EQ(perSocket.size(), 4u);
+    uint64_t total = 0;
+    for (size_t i = 0; i < perSocket.size(); ++i) {
+      EXPECT_GT(perSocket[i], 0u) << "rank " << r << " socket " << i << " carried nothing";
+      total += perSocket[i];
+    }
+    EXPECT_EQ(total, 64u << 20);
+  }
+}
+
+TEST(SocketTransport, PeerCloseFailsPostAndPeekNamingThePeer) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"}});
+  FakeBootstrapGroup group(2, false);
+  auto conns = connectAll(group, makeSocketTransport, 2);
+  expectConnected(conns, 2, 2);
+  Connection* c0 = conns[0].byPeer[1];
+  Connection* c1 = conns[1].byPeer[0];
+
+  // Bytes sent before the close arrive first.
+  uint8_t data[64] = {42};
+  size_t taken = 0;
+  ASSERT_TRUE(c1->sendPort(0).post(data, sizeof(data), &taken).isOk());
+  ASSERT_EQ(taken, sizeof(data));
+  Deadline deadline = Deadline::after(30);
+  std::span<const std::byte> view;
+  while (view.empty() && !deadline.expired()) ASSERT_TRUE(c0->recvPort(0).peek(&view).isOk());
+  ASSERT_EQ(view.size(), sizeof(data));
+  EXPECT_EQ(static_cast<uint8_t>(view[0]), 42);
+  c0->recvPort(0).consume(view.size());
+
+  c1->close();
+  // The local side fails at once.
+  EXPECT_EQ(c1->sendPort(0).post(data, sizeof(data), &taken).code(), lanesRemoteError);
+
+  // The peer learns through EOF; no hang: bounded by the deadline.
+  Status st;
+  while (st.isOk() && !deadline.expired()) {
+    st = c0->recvPort(1).peek(&view);
+    if (st.isOk()) st = c0->sendPort(1).post(data, sizeof(data), &taken);
+    Backoff().pause();
+  }
+  ASSERT_FALSE(st.isOk()) << "rank 0 never noticed that rank 1 closed";
+  EXPECT_EQ(st.code(), lanesRemoteError);
+  EXPECT_NE(st.message().find("peer rank 1"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("127.0.0.1"), std::string::npos) << st.message();
+  // Every port of the connection fails, not only the one that saw it.
+  EXPECT_EQ(c0->recvPort(0).peek(&view).code(), lanesRemoteError);
+  EXPECT_EQ(c0->sendPort(0).post(data, sizeof(data), &taken).code(), lanesRemoteError);
+}
+
+TEST(SocketTransport, RanksWithDifferentSettingsFailTogether) {
+  // Rank 0 and 1 of one group cannot see different environments as threads,
+  // so use different lane counts, which the hello checks the same way.
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"}});
+  FakeBootstrapGroup group(2, false);
+  std::vector<Status> status(2);
+  runRanks(2, [&](int rank) {
+    FakeBootstrap bootstrap(&group, rank);
+    TransportContext ctx;
+    ctx.bootstrap = &bootstrap;
+    ctx.rank = rank;
+    ctx.nranks = 2;
+    ctx.ranks = &group.ranks();
+    ctx.commTag = group.commTag();
+    ctx.lanes = rank == 0 ? 2 : 3;
+    ctx.timeoutSeconds = 30;
+    std::vector<std::unique_ptr<Connection>> out;
+    status[rank] = makeSocketTransport()->connect(ctx, {1 - rank}, &out);
+  });
+  EXPECT_EQ(status[1].code(), lanesInvalidUsage) << status[1].message();
+  EXPECT_NE(status[1].message().find("disagree"), std::string::npos) << status[1].message();
+  EXPECT_EQ(status[0].code(), lanesRemoteError) << status[0].message();
+  EXPECT_NE(status[0].message().find("rank 1"), std::string::npos) << status[0].message();
+}
+
+}  // namespace
+}  // namespace lanes::testing

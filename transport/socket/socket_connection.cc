@@ -1,0 +1,584 @@
+#include "transport/socket/socket_connection.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/log.h"
+#include "transport/common/byte_ring.h"
+#include "transport/socket/stripe_map.h"
+
+namespace lanes {
+namespace {
+
+constexpr uint16_t kKindData = 1;
+constexpr uint16_t kKindCredit = 2;  // offset = bytes the receiver has consumed
+// Only a safety net: post(), consume() and credits wake a sleeping worker at once.
+constexpr int kIdlePollMs = 100;
+// Frames moved per socket per pass, so one busy socket does not starve the others.
+constexpr int kFramesPerPass = 16;
+
+struct WireHeader {
+  uint16_t kind;
+  uint16_t lane;
+  uint32_t length;
+  uint64_t offset;  // data: stream offset of the first payload byte
+};
+static_assert(sizeof(WireHeader) == 16);
+
+class EventFd {
+ public:
+  EventFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~EventFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void signal() const {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof(one));
+  }
+  void drain() const {
+    uint64_t value = 0;
+    [[maybe_unused]] ssize_t n = ::read(fd_, &value, sizeof(value));
+  }
+
+ private:
+  int fd_;
+};
+
+void storeMax(std::atomic<uint64_t>& a, uint64_t value) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (cur < value && !a.compare_exchange_weak(cur, value, std::memory_order_acq_rel,
+                                                 std::memory_order_relaxed)) {
+  }
+}
+
+using Cursors = std::unique_ptr<std::atomic<uint64_t>[]>;
+
+uint64_t minCursor(const Cursors& cursors, int n) {
+  uint64_t m = UINT64_MAX;
+  for (int i = 0; i < n; ++i) m = std::min(m, cursors[i].load(std::memory_order_acquire));
+  return m;
+}
+
+// One lane, this rank -> peer.
+struct SendLane {
+  std::vector<std::byte> buffer;
+  std::atomic<uint64_t> produced{0};  // bytes post() copied in
+  std::atomic<uint64_t> released{0};  // bytes every socket is past (reusable)
+  std::atomic<uint64_t> limit{0};     // peer's consumed + buffer size (credit)
+  Cursors cursor;                     // per socket: next byte it sends
+};
+
+// One lane, peer -> this rank.
+struct RecvLane {
+  std::vector<std::byte> buffer;
+  Cursors cursor;                       // per socket: next byte it receives
+  std::atomic<uint64_t> committed{0};   // every byte below arrived
+  std::atomic<uint64_t> consumed{0};    // freed by consume()
+  std::atomic<uint64_t> creditSent{0};  // consumed offset last told to the peer
+};
+
+// A data socket and its framing state; touched only by its worker thread
+// (payloadSent is read by tests).
+struct DataSocket {
+  Socket socket;
+  int index = 0;
+  // Frame being sent.
+  bool outPending = false;
+  WireHeader out{};
+  const std::byte* outPayload = nullptr;
+  size_t outDone = 0;  // header + payload bytes sent
+  int nextLane = 0;    // round-robin start
+  bool writeBlocked = false;
+  // Frame being received.
+  WireHeader in{};
+  size_t inHeaderGot = 0;
+  bool inPayload = false;
+  uint64_t inPos = 0;
+  size_t inLeft = 0;
+  std::atomic<uint64_t> payloadSent{0};
+};
+
+struct Worker {
+  EventFd wake;
+  std::atomic<bool> sleeping{false};
+  std::thread thread;
+  int first = 0;  // sockets [first, first + count)
+  int count = 0;
+};
+
+class SocketConnection;
+
+class SocketSendPort final : public SendPort {
+ public:
+  SocketSendPort(SocketConnection* c, int lane) : c_(c), lane_(lane) {}
+  Status post(const void* src, size_t bytes, size_t* taken) override;
+
+ private:
+  SocketConnection* c_;
+  int lane_;
+};
+
+class SocketRecvPort final : public RecvPort {
+ public:
+  SocketRecvPort(SocketConnection* c, int lane) : c_(c), lane_(lane) {}
+  Status peek(std::span<const std::byte>* view) override;
+  void consume(size_t bytes) override;
+
+ private:
+  SocketConnection* c_;
+  int lane_;
+};
+
+class SocketConnection final : public Connection {
+ public:
+  SocketConnection(const SocketConnectionConfig& config, std::vector<Socket> sockets);
+  ~SocketConnection() override { close(); }
+  Status start();
+
+  int peer() const override { return cfg_.peer; }
+  const char* transportName() const override { return "tcp"; }
+  int lanes() const override { return cfg_.lanes; }
+  SendPort& sendPort(int lane) override { return sendPorts_.at(static_cast<size_t>(lane)); }
+  RecvPort& recvPort(int lane) override { return recvPorts_.at(static_cast<size_t>(lane)); }
+  void close() override;
+
+  Status post(int lane, const void* src, size_t bytes, size_t* taken);
+  Status peek(int lane, std::span<const std::byte>* view);
+  void consume(int lane, size_t bytes);
+  std::vector<uint64_t> payloadSent() const;
+
+ private:
+  void workerLoop(Worker& w);
+  Status sendSome(DataSocket& s, bool* progressed);
+  Status recvSome(DataSocket& s, bool* progressed);
+  Status onHeader(DataSocket& s);
+  bool creditDue(int lane) const;
+  bool buildFrame(DataSocket& s);
+  bool hasSendWork(const DataSocket& s) const;
+  Status socketError(const DataSocket& s, const std::string& what) const;
+  void fail(const Status& why);
+  Status failure() const;
+  void wakeSleepers();
+  int creditSocket(int lane) const { return lane % nsockets_; }
+
+  SocketConnectionConfig cfg_;
+  int nsockets_;
+  size_t capacity_;
+  uint64_t creditThreshold_;
+  StripeMap map_;
+  std::vector<SendLane> send_;
+  std::vector<RecvLane> recv_;
+  std::vector<std::unique_ptr<DataSocket>> sockets_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<SocketSendPort> sendPorts_;
+  std::vector<SocketRecvPort> recvPorts_;
+
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failMu_;
+  Status failure_;
+  std::mutex closeMu_;
+  bool closed_ = false;
+};
+
+Status SocketSendPort::post(const void* src, size_t bytes, size_t* taken) {
+  return c_->post(lane_, src, bytes, taken);
+}
+Status SocketRecvPort::peek(std::span<const std::byte>* view) { return c_->peek(lane_, view); }
+void SocketRecvPort::consume(size_t bytes) { c_->consume(lane_, bytes); }
+
+SocketConnection::SocketConnection(const SocketConnectionConfig& config,
+                                   std::vector<Socket> sockets)
+    : cfg_(config),
+      nsockets_(static_cast<int>(sockets.size())),
+      capacity_(config.bufferBytes),
+      creditThreshold_(std::max<uint64_t>(config.bufferBytes / 4, kRingGranule)),
+      map_{config.stripeBytes, static_cast<int>(sockets.size())},
+      send_(static_cast<size_t>(config.lanes)),
+      recv_(static_cast<size_t>(config.lanes)) {
+  for (int l = 0; l < cfg_.lanes; ++l) {
+    SendLane& s = send_[static_cast<size_t>(l)];
+    s.buffer.resize(capacity_);
+    s.limit.store(capacity_);
+    s.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
+    RecvLane& r = recv_[static_cast<size_t>(l)];
+    r.buffer.resize(capacity_);
+    r.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
+    for (int i = 0; i < nsockets_; ++i) {
+      s.cursor[i].store(map_.firstOffset(l, i));
+      r.cursor[i].store(map_.firstOffset(l, i));
+    }
+    sendPorts_.emplace_back(this, l);
+    recvPorts_.emplace_back(this, l);
+  }
+  for (int i = 0; i < nsockets_; ++i) {
+    auto ds = std::make_unique<DataSocket>();
+    ds->socket = std::move(sockets[static_cast<size_t>(i)]);
+    ds->index = i;
+    sockets_.push_back(std::move(ds));
+  }
+  for (int t = 0; t < cfg_.threads; ++t) {
+    auto w = std::make_unique<Worker>();
+    w->first = t * cfg_.socketsPerThread;
+    w->count = cfg_.socketsPerThread;
+    workers_.push_back(std::move(w));
+  }
+}
+
+Status SocketConnection::start() {
+  for (auto& s : sockets_) {
+    LANES_RETURN_IF_ERROR(s->socket.setNonBlocking(true));
+    LANES_RETURN_IF_ERROR(s->socket.setNoDelay());
+  }
+  for (auto& w : workers_) {
+    if (!w->wake.valid())
+      return systemError("eventfd() for a socket worker failed: " + errnoText(errno));
+  }
+  for (auto& w : workers_) {
+    Worker* worker = w.get();
+    w->thread = std::thread([this, worker] { workerLoop(*worker); });
+  }
+  return Status::ok();
+}
+
+void SocketConnection::close() {
+  std::lock_guard lock(closeMu_);
+  if (closed_) return;
+  closed_ = true;
+  fail(remoteError("the socket connection to peer rank " + std::to_string(cfg_.peer) + " (" +
+                   cfg_.peerAddress + ") was closed on rank " + std::to_string(cfg_.rank)));
+  for (auto& w : workers_) {
+    if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+void SocketConnection::fail(const Status& why) {
+  {
+    std::lock_guard lock(failMu_);
+    if (failed_.load(std::memory_order_relaxed)) return;
+    failure_ = why;
+    failed_.store(true, std::memory_order_seq_cst);
+  }
+  // The peer sees EOF at once instead of waiting for its own timeout, and
+  // workers blocked in poll() wake.
+  for (auto& s : sockets_) s->socket.shutdownBoth();
+  for (auto& w : workers_) w->wake.signal();
+}
+
+Status SocketConnection::failure() const {
+  std::lock_guard lock(failMu_);
+  return failure_;
+}
+
+void SocketConnection::wakeSleepers() {
+  for (auto& w : workers_) {
+    if (w->sleeping.load(std::memory_order_seq_cst)) w->wake.signal();
+  }
+}
+
+Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* taken) {
+  *taken = 0;
+  if (failed_.load(std::memory_order_acquire)) return failure();
+  SendLane& s = send_[static_cast<size_t>(lane)];
+  uint64_t p = s.produced.load(std::memory_order_relaxed);
+  size_t room = capacity_ - static_cast<size_t>(p - s.released.load(std::memory_order_acquire));
+  size_t n = std::min(bytes, room);
+  if (n < bytes) n &= ~(kRingGranule - 1);
+  if (n == 0) return Status::ok();
+  size_t at = static_cast<size_t>(p % capacity_);
+  size_t first = std::min(n, capacity_ - at);
+  auto* in = static_cast<const std::byte*>(src);
+  std::memcpy(s.buffer.data() + at, in, first);
+  std::memcpy(s.buffer.data(), in + first, n - first);
+  // seq_cst pairs with the worker's sleeping flag: either it sees the bytes
+  // before sleeping, or we see it asleep and wake it.
+  s.produced.store(p + n, std::memory_order_seq_cst);
+  *taken = n;
+  wakeSleepers();
+  return Status::ok();
+}
+
+Status SocketConnection::peek(int lane, std::span<const std::byte>* view) {
+  RecvLane& r = recv_[static_cast<size_t>(lane)];
+  bool failed = failed_.load(std::memory_order_acquire);
+  // Partial reads leave the cursor mid-granule; hand out whole granules only.
+  uint64_t committed = r.committed.load(std::memory_order_acquire) & ~uint64_t{kRingGranule - 1};
+  uint64_t consumed = r.consumed.load(std::memory_order_relaxed);
+  if (committed > consumed) {
+    size_t at = static_cast<size_t>(consumed % capacity_);
+    size_t len = std::min(static_cast<size_t>(committed - consumed), capacity_ - at);
+    *view = {r.buffer.data() + at, len};
+    return Status::ok();
+  }
+  *view = {};
+  if (failed) return failure();
+  return Status::ok();
+}
+
+void SocketConnection::consume(int lane, size_t bytes) {
+  RecvLane& r = recv_[static_cast<size_t>(lane)];
+  uint64_t c = r.consumed.load(std::memory_order_relaxed) + bytes;
+  r.consumed.store(c, std::memory_order_seq_cst);
+  if (c - r.creditSent.load(std::memory_order_seq_cst) >= creditThreshold_) {
+    Worker& w = *workers_[static_cast<size_t>(creditSocket(lane) / cfg_.socketsPerThread)];
+    if (w.sleeping.load(std::memory_order_seq_cst)) w.wake.signal();
+  }
+}
+
+std::vector<uint64_t> SocketConnection::payloadSent() const {
+  std::vector<uint64_t> out;
+  for (const auto& s : sockets_) out.push_back(s->payloadSent.load(std::memory_order_relaxed));
+  return out;
+}
+
+Status SocketConnection::socketError(const DataSocket& s, const std::string& what) const {
+  return remoteError("socket connection to peer rank " + std::to_string(cfg_.peer) + " (" +
+                     cfg_.peerAddress + ") failed on data socket " + std::to_string(s.index) +
+                     ": " + what);
+}
+
+bool SocketConnection::creditDue(int lane) const {
+  const RecvLane& r = recv_[static_cast<size_t>(lane)];
+  return r.consumed.load(std::memory_order_seq_cst) -
+             r.creditSent.load(std::memory_order_relaxed) >=
+         creditThreshold_;
+}
+
+bool SocketConnection::hasSendWork(const DataSocket& s) const {
+  if (s.outPending) return true;
+  for (int l = s.index; l < cfg_.lanes; l += nsockets_) {
+    if (creditDue(l)) return true;
+  }
+  for (const SendLane& lane : send_) {
+    uint64_t lim = std::min(lane.produced.load(std::memory_order_seq_cst),
+                            lane.limit.load(std::memory_order_acquire));
+    if (lim > lane.cursor[s.index].load(std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+bool SocketConnection::buildFrame(DataSocket& s) {
+  // Credits first: they are what unblocks the peer's sender.
+  for (int l = s.index; l < cfg_.lanes; l += nsockets_) {
+    if (!creditDue(l)) continue;
+    RecvLane& r = recv_[static_cast<size_t>(l)];
+    uint64_t c = r.consumed.load(std::memory_order_seq_cst);
+    r.creditSent.store(c, std::memory_order_seq_cst);
+    s.out = WireHeader{kKindCredit, static_cast<uint16_t>(l), 0, c};
+    s.outPayload = nullptr;
+    s.outDone = 0;
+    s.outPending = true;
+    return true;
+  }
+  for (int k = 0; k < cfg_.lanes; ++k) {
+    int l = (s.nextLane + k) % cfg_.lanes;
+    SendLane& lane = send_[static_cast<size_t>(l)];
+    uint64_t cur = lane.cursor[s.index].load(std::memory_order_relaxed);
+    uint64_t lim = std::min(lane.produced.load(std::memory_order_acquire),
+                            lane.limit.load(std::memory_order_acquire));
+    if (lim <= cur) continue;
+    uint64_t len = std::min(lim - cur, map_.stripeEnd(cur) - cur);
+    s.out = WireHeader{kKindData, static_cast<uint16_t>(l), static_cast<uint32_t>(len), cur};
+    s.outPayload = lane.buffer.data() + cur % capacity_;
+    s.outDone = 0;
+    s.outPending = true;
+    s.nextLane = (l + 1) % cfg_.lanes;
+    return true;
+  }
+  return false;
+}
+
+Status SocketConnection::sendSome(DataSocket& s, bool* progressed) {
+  for (int frames = 0; frames < kFramesPerPass;) {
+    if (!s.outPending && !buildFrame(s)) return Status::ok();
+    const size_t total = sizeof(WireHeader) + s.out.length;
+    iovec iov[2];
+    int count = 0;
+    if (s.outDone < sizeof(WireHeader)) {
+      iov[count++] = {reinterpret_cast<std::byte*>(&s.out) + s.outDone,
+                      sizeof(WireHeader) - s.outDone};
+    }
+    size_t payloadDone = s.outDone > sizeof(WireHeader) ? s.outDone - sizeof(WireHeader) : 0;
+    if (s.out.length > payloadDone) {
+      iov[count++] = {const_cast<std::byte*>(s.outPayload) + payloadDone,
+                      s.out.length - payloadDone};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(s.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      int err = errno;
+      if (err == EINTR) continue;
+      if (err == EAGAIN || err == EWOULDBLOCK) {
+        s.writeBlocked = true;
+        return Status::ok();
+      }
+      return socketError(s, "send failed: " + errnoText(err));
+    }
+    *progressed = true;
+    s.outDone += static_cast<size_t>(n);
+    if (s.outDone < total) continue;  // the next try most likely would block
+    ++frames;
+    s.outPending = false;
+    if (s.out.kind == kKindData) {
+      SendLane& lane = send_[s.out.lane];
+      lane.cursor[s.index].store(map_.advance(s.out.offset + s.out.length),
+                                 std::memory_order_release);
+      storeMax(lane.released, minCursor(lane.cursor, nsockets_));
+      s.payloadSent.fetch_add(s.out.length, std::memory_order_relaxed);
+    }
+  }
+  return Status::ok();
+}
+
+Status SocketConnection::onHeader(DataSocket& s) {
+  const WireHeader& h = s.in;
+  if (h.lane >= cfg_.lanes) {
+    return socketError(s, "frame for lane " + std::to_string(h.lane) + " of only " +
+                              std::to_string(cfg_.lanes) + "; is the peer the same Lanes build?");
+  }
+  if (h.kind == kKindCredit) {
+    storeMax(send_[h.lane].limit, h.offset + capacity_);
+    wakeSleepers();  // the stripes of this lane may wait on other workers' sockets
+    return Status::ok();
+  }
+  if (h.kind != kKindData) {
+    return socketError(s, "frame of unknown kind " + std::to_string(h.kind) +
+                              "; is the peer the same Lanes build?");
+  }
+  RecvLane& r = recv_[h.lane];
+  uint64_t cur = r.cursor[s.index].load(std::memory_order_relaxed);
+  uint64_t room = r.consumed.load(std::memory_order_acquire) + capacity_;
+  if (h.offset != cur || h.length == 0 || h.length > map_.stripeEnd(cur) - cur ||
+      cur + h.length > room) {
+    return socketError(s, "frame of lane " + std::to_string(h.lane) + " at offset " +
+                              std::to_string(h.offset) + " (+" + std::to_string(h.length) +
+                              ") out of place, expected offset " + std::to_string(cur) +
+                              "; both ranks must use the same LANES_SOCKET_* settings");
+  }
+  s.inPayload = true;
+  s.inPos = cur;
+  s.inLeft = h.length;
+  return Status::ok();
+}
+
+Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
+  for (int reads = 0; reads < 2 * kFramesPerPass; ++reads) {
+    size_t got = 0;
+    if (!s.inPayload) {
+      Status st = s.socket.tryRecv(reinterpret_cast<std::byte*>(&s.in) + s.inHeaderGot,
+                                   sizeof(WireHeader) - s.inHeaderGot, &got);
+      if (!st.isOk()) return socketError(s, st.message());
+      if (got == 0) return Status::ok();
+      *progressed = true;
+      s.inHeaderGot += got;
+      if (s.inHeaderGot < sizeof(WireHeader)) continue;
+      s.inHeaderGot = 0;
+      LANES_RETURN_IF_ERROR(onHeader(s));
+      continue;
+    }
+    RecvLane& r = recv_[s.in.lane];
+    Status st = s.socket.tryRecv(r.buffer.data() + s.inPos % capacity_, s.inLeft, &got);
+    if (!st.isOk()) return socketError(s, st.message());
+    if (got == 0) return Status::ok();
+    *progressed = true;
+    s.inPos += got;
+    s.inLeft -= got;
+    if (s.inLeft == 0) s.inPayload = false;
+    r.cursor[s.index].store(s.inLeft == 0 ? map_.advance(s.inPos) : s.inPos,
+                            std::memory_order_release);
+    storeMax(r.committed, minCursor(r.cursor, nsockets_));
+  }
+  return Status::ok();
+}
+
+void SocketConnection::workerLoop(Worker& w) {
+  std::vector<pollfd> fds(static_cast<size_t>(w.count) + 1);
+  while (!failed_.load(std::memory_order_acquire)) {
+    bool progressed = false;
+    for (int i = w.first; i < w.first + w.count; ++i) {
+      DataSocket& s = *sockets_[static_cast<size_t>(i)];
+      Status st = recvSome(s, &progressed);
+      if (st.isOk()) st = sendSome(s, &progressed);
+      if (!st.isOk()) {
+        // INFO only: at teardown the peer closing is expected, and a real
+        // failure reaches the user through the ports.
+        if (!failed_.load(std::memory_order_acquire)) {
+          LANES_INFO(Transport, cfg_.rank, "%s", st.message().c_str());
+        }
+        fail(st);
+        return;
+      }
+    }
+    if (progressed) continue;
+
+    // Announce sleep, then look once more (post/consume check the flag
+    // after publishing), then sleep in poll.
+    w.sleeping.store(true, std::memory_order_seq_cst);
+    bool work = failed_.load(std::memory_order_seq_cst);
+    for (int i = w.first; i < w.first + w.count && !work; ++i) {
+      const DataSocket& s = *sockets_[static_cast<size_t>(i)];
+      work = !s.writeBlocked && hasSendWork(s);
+    }
+    if (work) {
+      w.sleeping.store(false, std::memory_order_relaxed);
+      continue;
+    }
+    for (int i = 0; i < w.count; ++i) {
+      const DataSocket& s = *sockets_[static_cast<size_t>(w.first + i)];
+      fds[static_cast<size_t>(i)] = {
+          s.socket.fd(), static_cast<short>(POLLIN | (s.writeBlocked ? POLLOUT : 0)), 0};
+    }
+    fds.back() = {w.wake.fd(), POLLIN, 0};
+    int n = ::poll(fds.data(), fds.size(), kIdlePollMs);
+    w.sleeping.store(false, std::memory_order_relaxed);
+    if (n < 0 && errno != EINTR) {
+      fail(systemError("poll() in a socket worker for peer rank " + std::to_string(cfg_.peer) +
+                       " failed: " + errnoText(errno)));
+      return;
+    }
+    if (fds.back().revents & POLLIN) w.wake.drain();
+    for (int i = 0; i < w.count; ++i) {
+      if (fds[static_cast<size_t>(i)].revents & (POLLOUT | POLLERR | POLLHUP)) {
+        sockets_[static_cast<size_t>(w.first + i)]->writeBlocked = false;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status makeSocketConnection(const SocketConnectionConfig& config, std::vector<Socket> sockets,
+                            std::unique_ptr<Connection>* out) {
+  if (config.threads <= 0 || config.socketsPerThread <= 0 || config.lanes <= 0 ||
+      sockets.size() != static_cast<size_t>(config.threads * config.socketsPerThread) ||
+      config.stripeBytes == 0 || config.bufferBytes % config.stripeBytes != 0 ||
+      config.stripeBytes % kRingGranule != 0 || config.stripeBytes > (1u << 30)) {
+    return invalidArgument("socket connection: inconsistent configuration");
+  }
+  auto c = std::make_unique<SocketConnection>(config, std::move(sockets));
+  LANES_RETURN_IF_ERROR(c->start());
+  *out = std::move(c);
+  return Status::ok();
+}
+
+std::vector<uint64_t> socketPayloadBytesSent(const Connection& c) {
+  if (auto* sc = dynamic_cast<const SocketConnection*>(&c)) return sc->payloadSent();
+  return {};
+}
+
+}  // namespace lanes

@@ -1,0 +1,264 @@
+// TCP transport: reaches any rank. Every rank listens on one data address
+// (an interface picked by LANES_SOCKET_IFNAME, of the bootstrap's family);
+// the addresses travel through the bootstrap's all-gather, the lower rank of
+// each pair connects, and every data socket opens with a hello carrying the
+// communicator's secret and id and (rank, socket index), so a stray or
+// foreign connection is refused.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/socket.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "transport/common/agree.h"
+#include "transport/common/byte_ring.h"
+#include "transport/socket/socket_connection.h"
+#include "transport/transport.h"
+
+namespace lanes {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4c4e4454;  // "LNDT"
+constexpr uint32_t kHelloVersion = 1;
+constexpr int kMaxSockets = 64;
+// A connection that does not say hello within this long is dropped.
+constexpr double kHelloSeconds = 10;
+
+struct DataHello {
+  uint32_t magic;
+  uint32_t version;
+  uint8_t secret[32];
+  uint64_t commId;
+  int32_t srcRank;
+  int32_t dstRank;
+  int32_t socketIndex;
+  int32_t sockets;
+  int32_t lanes;
+  int32_t reserved;
+  uint64_t bufferBytes;
+  uint64_t stripeBytes;
+};
+
+// This rank's data listener as the others see it.
+struct Endpoint {
+  SocketAddress address;
+};
+
+size_t sizeFromEnv(const char* name, size_t fallback) {
+  auto text = envString(name);
+  if (!text) return fallback;
+  uint64_t v = 0;
+  if (!parseSize(*text, &v) || v == 0) {
+    LANES_WARN(Env, -1, "%s=%s is not a size; using %zu", name, text->c_str(), fallback);
+    return fallback;
+  }
+  return static_cast<size_t>(v);
+}
+
+int intFromEnv(const char* name, int fallback, int lo, int hi) {
+  int64_t v = envInt(name, fallback);
+  if (v < lo || v > hi) {
+    LANES_WARN(Env, -1, "%s=%lld is outside [%d, %d]; using %d", name, static_cast<long long>(v),
+               lo, hi, fallback);
+    return fallback;
+  }
+  return static_cast<int>(v);
+}
+
+SocketConnectionConfig configFromEnv(const TransportContext& ctx) {
+  SocketConnectionConfig c;
+  c.rank = ctx.rank;
+  c.lanes = ctx.lanes;
+  c.threads = intFromEnv("LANES_SOCKET_NTHREADS", 2, 1, 16);
+  c.socketsPerThread = intFromEnv("LANES_NSOCKS_PERTHREAD", 1, 1, 16);
+  if (c.threads * c.socketsPerThread > kMaxSockets) {
+    LANES_WARN(Env, ctx.rank,
+               "LANES_SOCKET_NTHREADS x LANES_NSOCKS_PERTHREAD = %d exceeds %d sockets per "
+               "peer; using 1 socket per thread",
+               c.threads * c.socketsPerThread, kMaxSockets);
+    c.socketsPerThread = 1;
+  }
+  c.stripeBytes = std::clamp<size_t>(
+      padToGranule(sizeFromEnv("LANES_SOCKET_STRIPE_BYTES", 128u << 10)), 4096, size_t{1} << 30);
+  size_t ring = std::max(sizeFromEnv("LANES_SOCKET_RING_BYTES", 4u << 20), c.stripeBytes);
+  c.bufferBytes = (ring + c.stripeBytes - 1) / c.stripeBytes * c.stripeBytes;
+  return c;
+}
+
+bool sameSecret(const uint8_t* a, const uint8_t* b) {
+  uint8_t diff = 0;  // no early exit: the time taken says nothing about the secret
+  for (int i = 0; i < 32; ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+Status openListener(const TransportContext& ctx, Socket* listener, SocketAddress* address) {
+  std::vector<InterfaceAddress> interfaces;
+  LANES_RETURN_IF_ERROR(findInterfaces(envString("LANES_SOCKET_IFNAME").value_or(""), &interfaces));
+  int family = ctx.bootstrap->id().family;
+  auto it = std::find_if(interfaces.begin(), interfaces.end(),
+                         [&](const InterfaceAddress& i) { return i.address.family() == family; });
+  if (it == interfaces.end()) it = interfaces.begin();
+  if (it == interfaces.end()) {
+    return systemError("rank " + std::to_string(ctx.rank) +
+                       ": no network interface for the socket transport matches "
+                       "LANES_SOCKET_IFNAME; set it to an interface this host has");
+  }
+  *address = it->address;
+  address->setPort(0);
+  LANES_RETURN_IF_ERROR(
+      Socket::listen(address, kMaxSockets * std::max(ctx.nranks, 1) + 16, listener));
+  LANES_INFO(Transport, ctx.rank, "socket transport listens on %s (%s)",
+             address->toString().c_str(), it->name.c_str());
+  return Status::ok();
+}
+
+class SocketTransport final : public Transport {
+ public:
+  const char* name() const override { return "tcp"; }
+  bool canConnect(const RankInfo&, const RankInfo&) const override { return true; }
+  Status connect(const TransportContext& ctx, const std::vector<int>& peers,
+                 std::vector<std::unique_ptr<Connection>>* out) override;
+};
+
+// Connects S sockets to each higher peer and accepts S from each lower one.
+Status connectMesh(const TransportContext& ctx, const SocketConnectionConfig& cfg,
+                   const std::vector<int>& peers, const std::vector<Endpoint>& endpoints,
+                   const Socket& listener, Deadline deadline,
+                   std::map<int, std::vector<Socket>>* sockets) {
+  const UniqueIdData& id = ctx.bootstrap->id();
+  const int nsockets = cfg.threads * cfg.socketsPerThread;
+  DataHello mine{};
+  mine.magic = kHelloMagic;
+  mine.version = kHelloVersion;
+  std::memcpy(mine.secret, id.secret, sizeof(mine.secret));
+  mine.commId = id.commId;
+  mine.srcRank = ctx.rank;
+  mine.sockets = nsockets;
+  mine.lanes = cfg.lanes;
+  mine.bufferBytes = cfg.bufferBytes;
+  mine.stripeBytes = cfg.stripeBytes;
+
+  int expected = 0;
+  for (int p : peers) {
+    (*sockets)[p].resize(static_cast<size_t>(nsockets));
+    if (p < ctx.rank) {
+      expected += nsockets;
+      continue;
+    }
+    const SocketAddress& to = endpoints[static_cast<size_t>(p)].address;
+    for (int i = 0; i < nsockets; ++i) {
+      Socket s;
+      Status st = Socket::connect(to, deadline, &s);
+      if (!st.isOk()) {
+        return Status(st.code(), "rank " + std::to_string(ctx.rank) +
+                                     ": data socket to peer rank " + std::to_string(p) + " at " +
+                                     to.toString() + ": " + st.message());
+      }
+      DataHello hello = mine;
+      hello.dstRank = p;
+      hello.socketIndex = i;
+      LANES_RETURN_IF_ERROR(s.sendAll(&hello, sizeof(hello), deadline));
+      (*sockets)[p][static_cast<size_t>(i)] = std::move(s);
+    }
+  }
+
+  while (expected > 0) {
+    Socket s;
+    SocketAddress from;
+    Status st = listener.accept(deadline, &s, &from);
+    if (!st.isOk()) {
+      return Status(st.code(), "rank " + std::to_string(ctx.rank) + ": " +
+                                   std::to_string(expected) +
+                                   " data sockets from lower peers never arrived: " + st.message());
+    }
+    DataHello h{};
+    Deadline helloDeadline = Deadline::after(kHelloSeconds);
+    if (deadline.at() < helloDeadline.at()) helloDeadline = deadline;
+    st = s.recvAll(&h, sizeof(h), helloDeadline);
+    bool ours = st.isOk() && h.magic == kHelloMagic && h.version == kHelloVersion &&
+                sameSecret(h.secret, id.secret) && h.commId == id.commId && h.dstRank == ctx.rank &&
+                h.srcRank >= 0 && h.srcRank < ctx.rank && sockets->count(h.srcRank) != 0 &&
+                h.socketIndex >= 0;
+    if (!ours) {
+      LANES_WARN(Transport, ctx.rank,
+                 "socket transport: refused a data connection from %s that is not of this "
+                 "communicator (wrong hello, secret or rank)",
+                 from.toString().c_str());
+      continue;
+    }
+    if (h.sockets != nsockets || h.lanes != cfg.lanes || h.bufferBytes != cfg.bufferBytes ||
+        h.stripeBytes != cfg.stripeBytes) {
+      return invalidUsage(
+          "rank " + std::to_string(ctx.rank) + " and rank " + std::to_string(h.srcRank) +
+          " disagree on the socket transport's settings (" + std::to_string(nsockets) + " vs " +
+          std::to_string(h.sockets) + " sockets, " + std::to_string(cfg.bufferBytes) + " vs " +
+          std::to_string(h.bufferBytes) + " ring bytes, " + std::to_string(cfg.stripeBytes) +
+          " vs " + std::to_string(h.stripeBytes) +
+          " stripe bytes); set LANES_SOCKET_NTHREADS, LANES_NSOCKS_PERTHREAD, "
+          "LANES_SOCKET_RING_BYTES and LANES_SOCKET_STRIPE_BYTES alike on every rank");
+    }
+    auto& slot = (*sockets)[h.srcRank];
+    if (h.socketIndex >= nsockets || slot[static_cast<size_t>(h.socketIndex)].valid()) {
+      LANES_WARN(Transport, ctx.rank,
+                 "socket transport: refused a duplicate data connection from %s",
+                 from.toString().c_str());
+      continue;
+    }
+    slot[static_cast<size_t>(h.socketIndex)] = std::move(s);
+    --expected;
+  }
+  return Status::ok();
+}
+
+Status SocketTransport::connect(const TransportContext& ctx, const std::vector<int>& peers,
+                                std::vector<std::unique_ptr<Connection>>* out) {
+  if (ctx.bootstrap == nullptr || ctx.lanes <= 0 || ctx.lanes > 65535) {
+    return invalidArgument("socket transport: connect needs a bootstrap and 1..65535 lanes");
+  }
+  Deadline deadline = Deadline::after(ctx.timeoutSeconds);
+  const SocketConnectionConfig cfg = configFromEnv(ctx);
+
+  // 1. Listen (only ranks with socket peers) and publish the address.
+  Socket listener;
+  std::vector<Endpoint> endpoints(static_cast<size_t>(ctx.nranks));
+  Status local;
+  if (!peers.empty()) {
+    local = openListener(ctx, &listener, &endpoints[static_cast<size_t>(ctx.rank)].address);
+  }
+  LANES_RETURN_IF_ERROR(ctx.bootstrap->allGather(endpoints.data(), sizeof(Endpoint), deadline));
+  LANES_RETURN_IF_ERROR(
+      agreeOnStatus(*ctx.bootstrap, local, "open its socket transport listener", deadline));
+
+  // 2. Connect up, accept from below.
+  std::map<int, std::vector<Socket>> sockets;
+  local = connectMesh(ctx, cfg, peers, endpoints, listener, deadline, &sockets);
+  LANES_RETURN_IF_ERROR(agreeOnStatus(*ctx.bootstrap, local, "connect its data sockets", deadline));
+
+  // 3. Start the workers.
+  out->clear();
+  for (int p : peers) {
+    SocketConnectionConfig c = cfg;
+    c.peer = p;
+    c.peerAddress = endpoints[static_cast<size_t>(p)].address.toString();
+    std::unique_ptr<Connection> conn;
+    LANES_RETURN_IF_ERROR(makeSocketConnection(c, std::move(sockets[p]), &conn));
+    out->push_back(std::move(conn));
+  }
+  LANES_INFO(Transport, ctx.rank,
+             "tcp: connected %zu peers, %d threads x %d sockets each, %zu-byte stripes",
+             peers.size(), cfg.threads, cfg.socketsPerThread, cfg.stripeBytes);
+  return Status::ok();
+}
+
+}  // namespace
+
+std::unique_ptr<Transport> makeSocketTransport() { return std::make_unique<SocketTransport>(); }
+
+}  // namespace lanes
