@@ -61,9 +61,8 @@ target_include_directories(lanes_cuda_kernels
          $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src>
          $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}>)
 target_compile_definitions(lanes_cuda_kernels PUBLIC LANES_HAVE_CUDA=1)
-# Bit-exact agreement with the CPU reductions: no FMA contraction, no flush-to-zero,
-# IEEE division (the kernels also use explicit _rn intrinsics). -Xptxas -v is cheap
-# and shows register use/spills in verbose builds.
+# Bit-exact agreement with the CPU reductions (docs/kernels.md): no FMA contraction,
+# no flush-to-zero, IEEE division (the kernels also use explicit _rn intrinsics).
 target_compile_options(lanes_cuda_kernels PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false --ftz=false --prec-div=true --prec-sqrt=true>)
 target_link_libraries(lanes_cuda_kernels PUBLIC CUDA::cudart_static)

@@ -21,14 +21,14 @@
 
 namespace {
 
-#define CHECK_CUDA(expr)                                                                \
-  do {                                                                                  \
-    cudaError_t err_ = static_cast<cudaError_t>(expr);                                  \
-    if (err_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,         \
-                   cudaGetErrorString(err_));                                           \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_CUDA(expr)                                                        \
+  do {                                                                          \
+    cudaError_t err_ = static_cast<cudaError_t>(expr);                          \
+    if (err_ != cudaSuccess) {                                                  \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(err_));                                   \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (0)
 
 class DeviceBuffer {
@@ -57,19 +57,29 @@ class Event {
 
 struct Measurement {
   std::string name;
-  double bytesMoved;                           // per call, read + written
+  double bytesMoved;                          // per call, read + written
   std::function<void(cudaStream_t)> enqueue;  // one call
-  double bestSeconds = 1e30;                   // best per-call time over rounds
+  double bestSeconds = 1e30;                  // best per-call time over rounds
 };
 
 size_t parseSize(const char* s) {
   char* end = nullptr;
   double v = std::strtod(s, &end);
   switch (*end) {
-    case 'G': case 'g': v *= 1 << 30; break;
-    case 'M': case 'm': v *= 1 << 20; break;
-    case 'K': case 'k': v *= 1 << 10; break;
-    default: break;
+    case 'G':
+    case 'g':
+      v *= 1 << 30;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1 << 20;
+      break;
+    case 'K':
+    case 'k':
+      v *= 1 << 10;
+      break;
+    default:
+      break;
   }
   return static_cast<size_t>(v);
 }
@@ -82,10 +92,14 @@ int main(int argc, char** argv) {
   int iters = 10;
   int device = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--bytes")) bytes = parseSize(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--device")) device = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--bytes"))
+      bytes = parseSize(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--rounds"))
+      rounds = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--iters"))
+      iters = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--device"))
+      device = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s [--bytes N[K|M|G]] [--rounds R] [--iters I] [--device D]\n",
                    argv[0]);

@@ -41,6 +41,9 @@ struct CollSpec {
   const char* name;  // "AllReduce"
   bool reduces;      // takes an op (-o); otherwise the op column says "none"
   bool rooted;       // takes a root (-r); otherwise the root column says -1
+  // Has an in-place form. nccl-tests runs one for every collective, but Lanes
+  // (like NCCL) rejects overlapping all-to-all and send/recv buffers: N/A there.
+  bool inPlace;
   // Bytes per size the sweep asks for -> counts.
   CollCounts (*counts)(size_t count, int nranks);
   // algbw = algBytes / time; busbw = algbw * busFactor.

@@ -58,50 +58,120 @@ lanesResult_t runSendRecv(const void* s, void* r, size_t c, lanesDataType_t t, l
 using namespace data;
 
 const CollSpec& allReduceSpec() {
-  static const CollSpec s{"AllReduce",  true,           false,
-                          sameCounts,   paramBytes,     allReduceBusFactor,
-                          runAllReduce, allReduceInput, allReduceExpect};
+  static const CollSpec s{.name = "AllReduce",
+                          .reduces = true,
+                          .rooted = false,
+                          .inPlace = true,
+                          .counts = sameCounts,
+                          .algBytes = paramBytes,
+                          .busFactor = allReduceBusFactor,
+                          .run = runAllReduce,
+                          .input = allReduceInput,
+                          .expect = allReduceExpect};
   return s;
 }
 const CollSpec& allGatherSpec() {
-  static const CollSpec s{"AllGather",    false,        false,    gatherCounts,   allRanksBytes,
-                          nMinusOneOverN, runAllGather, ownInput, allGatherExpect};
+  static const CollSpec s{.name = "AllGather",
+                          .reduces = false,
+                          .rooted = false,
+                          .inPlace = true,
+                          .counts = gatherCounts,
+                          .algBytes = allRanksBytes,
+                          .busFactor = nMinusOneOverN,
+                          .run = runAllGather,
+                          .input = ownInput,
+                          .expect = allGatherExpect};
   return s;
 }
 const CollSpec& reduceScatterSpec() {
-  static const CollSpec s{"ReduceScatter",  true,           false,
-                          scatterCounts,    allRanksBytes,  nMinusOneOverN,
-                          runReduceScatter, allReduceInput, reduceScatterExpect};
+  static const CollSpec s{.name = "ReduceScatter",
+                          .reduces = true,
+                          .rooted = false,
+                          .inPlace = true,
+                          .counts = scatterCounts,
+                          .algBytes = allRanksBytes,
+                          .busFactor = nMinusOneOverN,
+                          .run = runReduceScatter,
+                          .input = allReduceInput,
+                          .expect = reduceScatterExpect};
   return s;
 }
 const CollSpec& broadcastSpec() {
-  static const CollSpec s{"Broadcast",   false,        true,     sameCounts,     paramBytes,
-                          unitBusFactor, runBroadcast, ownInput, broadcastExpect};
+  static const CollSpec s{.name = "Broadcast",
+                          .reduces = false,
+                          .rooted = true,
+                          .inPlace = true,
+                          .counts = sameCounts,
+                          .algBytes = paramBytes,
+                          .busFactor = unitBusFactor,
+                          .run = runBroadcast,
+                          .input = ownInput,
+                          .expect = broadcastExpect};
   return s;
 }
 const CollSpec& reduceSpec() {
-  static const CollSpec s{"Reduce",      true,      true,           sameCounts,  paramBytes,
-                          unitBusFactor, runReduce, allReduceInput, reduceExpect};
+  static const CollSpec s{.name = "Reduce",
+                          .reduces = true,
+                          .rooted = true,
+                          .inPlace = true,
+                          .counts = sameCounts,
+                          .algBytes = paramBytes,
+                          .busFactor = unitBusFactor,
+                          .run = runReduce,
+                          .input = allReduceInput,
+                          .expect = reduceExpect};
   return s;
 }
 const CollSpec& allToAllSpec() {
-  static const CollSpec s{"AlltoAll",     false,       false,    allToAllCounts, allRanksBytes,
-                          nMinusOneOverN, runAllToAll, ownInput, allToAllExpect};
+  static const CollSpec s{.name = "AlltoAll",
+                          .reduces = false,
+                          .rooted = false,
+                          .inPlace = false,
+                          .counts = allToAllCounts,
+                          .algBytes = allRanksBytes,
+                          .busFactor = nMinusOneOverN,
+                          .run = runAllToAll,
+                          .input = ownInput,
+                          .expect = allToAllExpect};
   return s;
 }
 const CollSpec& gatherSpec() {
-  static const CollSpec s{"Gather",       false,     true,     gatherCounts, allRanksBytes,
-                          nMinusOneOverN, runGather, ownInput, gatherExpect};
+  static const CollSpec s{.name = "Gather",
+                          .reduces = false,
+                          .rooted = true,
+                          .inPlace = true,
+                          .counts = gatherCounts,
+                          .algBytes = allRanksBytes,
+                          .busFactor = nMinusOneOverN,
+                          .run = runGather,
+                          .input = ownInput,
+                          .expect = gatherExpect};
   return s;
 }
 const CollSpec& scatterSpec() {
-  static const CollSpec s{"Scatter",      false,      true,     scatterCounts, allRanksBytes,
-                          nMinusOneOverN, runScatter, ownInput, scatterExpect};
+  static const CollSpec s{.name = "Scatter",
+                          .reduces = false,
+                          .rooted = true,
+                          .inPlace = true,
+                          .counts = scatterCounts,
+                          .algBytes = allRanksBytes,
+                          .busFactor = nMinusOneOverN,
+                          .run = runScatter,
+                          .input = ownInput,
+                          .expect = scatterExpect};
   return s;
 }
 const CollSpec& sendRecvSpec() {
-  static const CollSpec s{"SendRecv",    false,       false,    sameCounts,    paramBytes,
-                          unitBusFactor, runSendRecv, ownInput, sendRecvExpect};
+  static const CollSpec s{.name = "SendRecv",
+                          .reduces = false,
+                          .rooted = false,
+                          .inPlace = false,
+                          .counts = sameCounts,
+                          .algBytes = paramBytes,
+                          .busFactor = unitBusFactor,
+                          .run = runSendRecv,
+                          .input = ownInput,
+                          .expect = sendRecvExpect};
   return s;
 }
 

@@ -14,8 +14,8 @@
 
 #include "perf/args.h"
 #include "perf/element.h"
-#include "perf/pattern.h"
 #include "perf/json_report.h"
+#include "perf/pattern.h"
 #include "perf/report.h"
 
 namespace lanes::perf {
@@ -263,12 +263,15 @@ void RankRun::sweep(lanesDataType_t t, lanesRedOp_t op) {
     const size_t ts = elementSize(t);
     const uint64_t shown = std::max(c.sendCount, c.recvCount) * ts;
     Result outOfPlace = bench(bytes, t, op, false);
-    Result inPlace = bench(bytes, t, op, true);
+    Result inPlace;
+    if (spec_.inPlace) inPlace = bench(bytes, t, op, true);
     if (!printer()) continue;
     std::printf(
         "%s%s%s\n", rowParams(shown, c.paramCount, typeName, opName, root).c_str(),
         rowResult(outOfPlace.timeUs, outOfPlace.algBw, outOfPlace.busBw, outOfPlace.wrong).c_str(),
-        rowResult(inPlace.timeUs, inPlace.algBw, inPlace.busBw, inPlace.wrong).c_str());
+        (spec_.inPlace ? rowResult(inPlace.timeUs, inPlace.algBw, inPlace.busBw, inPlace.wrong)
+                       : rowSkipped())
+            .c_str());
     std::fflush(stdout);
     json_.addRow({shown, c.paramCount, typeName, opName, root},
                  {outOfPlace.timeUs, outOfPlace.algBw, outOfPlace.busBw, outOfPlace.wrong},

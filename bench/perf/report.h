@@ -64,4 +64,11 @@ inline std::string rowResult(double timeUs, double algBw, double busBw, int64_t 
   return buf;
 }
 
+// A form the collective does not have (in-place all-to-all, send/recv).
+inline std::string rowSkipped() {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+  return buf;
+}
+
 }  // namespace lanes::perf

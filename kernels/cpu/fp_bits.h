@@ -121,6 +121,31 @@ constexpr std::array<float, 256> makeFp8Table(Fp8Format f) {
 inline constexpr std::array<float, 256> kE4m3ToFloat = makeFp8Table(kE4m3);
 inline constexpr std::array<float, 256> kE5m2ToFloat = makeFp8Table(kE5m2);
 
+// fp8 -> float in integer ops, for the vector loops (a table lookup there
+// becomes a slow element-by-element gather). Same values as the tables.
+template <const Fp8Format& F>
+[[gnu::always_inline]] inline float fp8ToFloat(uint8_t code) {
+  constexpr uint32_t kExpMask = ((1u << (7 - F.mantBits)) - 1u) << F.mantBits;
+  const uint32_t sign = uint32_t(code & 0x80u) << 24;
+  const uint32_t em = code & 0x7fu;  // exponent and mantissa
+  const uint32_t exp = em & kExpMask;
+  const uint32_t normal = (em << (23 - F.mantBits)) + (uint32_t(127 - F.bias) << 23);
+  // Subnormal m * 2^(1-bias-mantBits): float(m) is exact, then lower its exponent.
+  const uint32_t subnormal =
+      std::bit_cast<uint32_t>(float(int32_t(em))) - (uint32_t(F.bias + F.mantBits - 1) << 23);
+  // Every lane computes every case and masks select (no ternaries: GCC would
+  // sink the int->float conversion into a branch and not vectorise).
+  const uint32_t isNan =
+      0u - uint32_t(F.hasInf ? (exp == kExpMask) & (em != kExpMask) : em == 0x7fu);
+  const uint32_t isInf = 0u - uint32_t(F.hasInf & (em == kExpMask));
+  const uint32_t isSubnormal = 0u - uint32_t((exp == 0) & (em != 0));
+  const uint32_t isNormal = ~(isNan | isInf | isSubnormal) & (0u - uint32_t(exp != 0));
+  const uint32_t value =
+      (subnormal & isSubnormal) | (normal & isNormal) | (0x7f800000u & isInf) | sign;
+  const uint32_t out = (value & ~isNan) | (kCanonicalNanF32 & isNan);
+  return std::bit_cast<float>(out);
+}
+
 // float -> fp8, round-to-nearest-even, saturating to +-max finite (CUDA's
 // __NV_SATFINITE: infinities saturate too); NaN -> canonical 0x7f.
 template <const Fp8Format& F>

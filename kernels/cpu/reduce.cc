@@ -3,7 +3,8 @@
 // Vectorisation: the loops are plain C++ that GCC auto-vectorises; each
 // kernel is compiled three times (x86-64-v4 = AVX-512, x86-64-v3 = AVX2,
 // baseline) with target_clones and the loader picks one per CPU (ifunc), so
-// no extra dependency and no per-call dispatch cost.
+// no extra dependency and no per-call dispatch cost. float16 alone goes
+// through the F16C instructions where the CPU has them (see halfKernelF16c).
 //
 // Aliasing: each block of kBlockBytes is combined into a local buffer and
 // then copied out, so dst may be a or b exactly without `restrict` tricks
@@ -11,7 +12,6 @@
 // also vectorise at -O2 (GCC's "very cheap" cost model).
 #include "reduce.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -3,7 +3,7 @@
 // Half, bfloat16 and float8 values are widened to float, combined, and
 // rounded back (round-to-nearest-even) after every binary op, as NCCL's
 // kernels do, so a given reduction order gives the same bits everywhere.
-// max/min: see reduce.cc for NaN handling (matches NCCL).
+// max/min: see reduce_ops.h for NaN and +-0 handling (matches NCCL).
 // Pointers must be aligned to the element size; dst may alias a or b exactly
 // but must not overlap them partially.
 #pragma once

@@ -55,13 +55,13 @@ struct Bf16Codec {
 struct E4m3Codec {
   using Storage = uint8_t;
   using Compute = float;
-  static float load(uint8_t x) { return fp::kE4m3ToFloat[x]; }
+  static float load(uint8_t x) { return fp::fp8ToFloat<fp::kE4m3>(x); }
   static uint8_t store(float x) { return fp::floatToFp8<fp::kE4m3>(x); }
 };
 struct E5m2Codec {
   using Storage = uint8_t;
   using Compute = float;
-  static float load(uint8_t x) { return fp::kE5m2ToFloat[x]; }
+  static float load(uint8_t x) { return fp::fp8ToFloat<fp::kE5m2>(x); }
   static uint8_t store(float x) { return fp::floatToFp8<fp::kE5m2>(x); }
 };
 

@@ -17,13 +17,14 @@
 //    one the hardware returns is not documented, so we pin it: -0 < +0.
 //  - FuncPreMulSum multiplies each input by a scalar held in the element type before
 //    summing; FuncSumPostDiv (integer avg) divides the sum truncating toward zero.
+//  - Beyond NCCL: every NaN an op produces is made canonical (the hardware's cvt and
+//    minmax differ across architectures), so results match kernels/cpu bit for bit
+//    and op(a, b) == op(b, a) exactly, which recursive doubling relies on.
 //
 // Memory access: the body moves 16-byte vectors (uint4) with a grid-stride loop,
 // kUnroll vectors per thread per source in flight; head and tail elements (pointers
 // not 16-byte aligned, ragged counts) and any call whose pointers disagree on their
 // offset modulo 16 go element by element.
-#include "kernels/cuda/reduce.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -32,6 +33,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+
+#include "kernels/cuda/reduce.h"
 
 namespace lanes::cuda {
 namespace {
@@ -98,7 +101,9 @@ uint64_t scalarToIntBits(double v) {
 template <class T>
 struct Num<T, std::enable_if_t<std::is_integral_v<T>>> {
   using U = std::make_unsigned_t<T>;
-  __device__ static T add(T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); }
+  __device__ static T add(T a, T b) {
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  }
   __device__ static T mul(T a, T b) {
     // uint8 operands promote to int; the product of two bytes fits, then wraps on the cast.
     return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
@@ -202,8 +207,12 @@ struct Narrow<E5m2> : NarrowFp8<__NV_E5M2, E5m2> {};
 template <class S>
 struct Num<S, std::enable_if_t<std::is_class_v<S>>> {
   using N = Narrow<S>;
-  __device__ static S add(S a, S b) { return N::fromFloat(__fadd_rn(N::toFloat(a), N::toFloat(b))); }
-  __device__ static S mul(S a, S b) { return N::fromFloat(__fmul_rn(N::toFloat(a), N::toFloat(b))); }
+  __device__ static S add(S a, S b) {
+    return N::fromFloat(__fadd_rn(N::toFloat(a), N::toFloat(b)));
+  }
+  __device__ static S mul(S a, S b) {
+    return N::fromFloat(__fmul_rn(N::toFloat(a), N::toFloat(b)));
+  }
   __device__ static S max(S a, S b) {
     return rounded(pickMinMax<true>(a, b, N::toFloat(a), N::toFloat(b), a.bits, b.bits, N::kNan));
   }
@@ -353,8 +362,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) reduceKernel(const Red
 size_t divUp(size_t a, size_t b) { return (a + b - 1) / b; }
 
 template <class S, Fn F, bool kScaled>
-int launchTyped(void* dst, const void* const* srcs, int nsrcs, size_t count, S scalar,
-                int npremul, int divisor, cudaStream_t stream) {
+int launchTyped(void* dst, const void* const* srcs, int nsrcs, size_t count, S scalar, int npremul,
+                int divisor, cudaStream_t stream) {
   ReduceArgs<S> a{};
   a.dst = static_cast<S*>(dst);
   a.nsrcs = nsrcs;
@@ -422,13 +431,15 @@ int dispatchOp(const Call& c) {
       return launchTyped<S, Fn::Min, false>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, 0, c.stream);
     case RedOpKind::Avg:
       if (c.divisor <= 1) {  // x / 1 == x; kernels/cpu finishAvg skips it too
-        return launchTyped<S, Fn::Sum, false>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, 0, c.stream);
+        return launchTyped<S, Fn::Sum, false>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, 0,
+                                              c.stream);
       }
       return launchTyped<S, Fn::Sum, true>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, c.divisor,
                                            c.stream);
     case RedOpKind::PreMulSum:
       if (c.scalar == 1.0 || c.npremul == 0) {
-        return launchTyped<S, Fn::Sum, false>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, 0, c.stream);
+        return launchTyped<S, Fn::Sum, false>(c.dst, c.srcs, c.nsrcs, c.count, none, 0, 0,
+                                              c.stream);
       }
       return launchTyped<S, Fn::Sum, true>(c.dst, c.srcs, c.nsrcs, c.count,
                                            Num<S>::fromScalar(c.scalar), c.npremul, 0, c.stream);
@@ -438,27 +449,40 @@ int dispatchOp(const Call& c) {
 
 int dispatchType(lanesDataType_t type, const Call& c) {
   switch (type) {
-    case lanesInt8: return dispatchOp<int8_t>(c);
-    case lanesUint8: return dispatchOp<uint8_t>(c);
-    case lanesInt32: return dispatchOp<int32_t>(c);
-    case lanesUint32: return dispatchOp<uint32_t>(c);
-    case lanesInt64: return dispatchOp<int64_t>(c);
-    case lanesUint64: return dispatchOp<uint64_t>(c);
-    case lanesFloat16: return dispatchOp<Half>(c);
-    case lanesFloat32: return dispatchOp<float>(c);
-    case lanesFloat64: return dispatchOp<double>(c);
-    case lanesBfloat16: return dispatchOp<Bf16>(c);
-    case lanesFloat8e4m3: return dispatchOp<E4m3>(c);
-    case lanesFloat8e5m2: return dispatchOp<E5m2>(c);
-    default: return cudaErrorInvalidValue;
+    case lanesInt8:
+      return dispatchOp<int8_t>(c);
+    case lanesUint8:
+      return dispatchOp<uint8_t>(c);
+    case lanesInt32:
+      return dispatchOp<int32_t>(c);
+    case lanesUint32:
+      return dispatchOp<uint32_t>(c);
+    case lanesInt64:
+      return dispatchOp<int64_t>(c);
+    case lanesUint64:
+      return dispatchOp<uint64_t>(c);
+    case lanesFloat16:
+      return dispatchOp<Half>(c);
+    case lanesFloat32:
+      return dispatchOp<float>(c);
+    case lanesFloat64:
+      return dispatchOp<double>(c);
+    case lanesBfloat16:
+      return dispatchOp<Bf16>(c);
+    case lanesFloat8e4m3:
+      return dispatchOp<E4m3>(c);
+    case lanesFloat8e5m2:
+      return dispatchOp<E5m2>(c);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
 }  // namespace
 
-int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count,
-                 lanesDataType_t type, RedOpKind op, double premulScalar, int avgDivisor,
-                 cudaStream_t stream, int premulSources) {
+int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, lanesDataType_t type,
+                 RedOpKind op, double premulScalar, int avgDivisor, cudaStream_t stream,
+                 int premulSources) {
   if (nsrcs < 1 || nsrcs > kMaxReduceSources) return cudaErrorInvalidValue;
   if (count == 0) return cudaSuccess;
   if (dst == nullptr || srcs == nullptr) return cudaErrorInvalidValue;
@@ -466,8 +490,8 @@ int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count,
     if (srcs[s] == nullptr) return cudaErrorInvalidValue;
   }
   const int npremul = premulSources < 0 || premulSources > nsrcs ? nsrcs : premulSources;
-  return dispatchType(type, Call{dst, srcs, nsrcs, count, op, premulScalar, avgDivisor, npremul,
-                                 stream});
+  return dispatchType(type,
+                      Call{dst, srcs, nsrcs, count, op, premulScalar, avgDivisor, npremul, stream});
 }
 
 int launchCopy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {

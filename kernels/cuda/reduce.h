@@ -11,7 +11,9 @@
 //  - float16, bfloat16 and float8 values are widened to float, each binary op
 //    is done in float (round-to-nearest-even) and the result rounded back to
 //    the type at once, as NCCL's kernels do. float8 rounding saturates to the
-//    largest finite value (±448 e4m3, ±57344 e5m2); NaN stays NaN.
+//    largest finite value (±448 e4m3, ±57344 e5m2), infinities included.
+//  - Every NaN an op produces is the type's canonical NaN, so CPU and GPU
+//    results, and op(a, b) vs op(b, a), agree bit for bit.
 //  - float and double use IEEE ops with no FMA contraction and no
 //    flush-to-zero; integers wrap modulo 2^bits.
 //  - max/min ignore a NaN operand (NaN only when both are NaN), as NCCL's
@@ -43,12 +45,12 @@ inline constexpr int kMaxReduceSources = 8;
 //    The split lets a pipeline scale only its own raw input while adding
 //    partial results that were already scaled upstream. premulScalar == 1 skips
 //    the multiplication (it is exact).
-//  - op Avg: op is sum; post(x) = x / avgDivisor when avgDivisor > 0
+//  - op Avg: op is sum; post(x) = x / avgDivisor when avgDivisor > 1
 //    (integers truncate toward zero, as NCCL), identity otherwise, so the
 //    intermediate steps of an algorithm pass 0 and only the last passes nranks.
-int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count,
-                 lanesDataType_t type, RedOpKind op, double premulScalar, int avgDivisor,
-                 cudaStream_t stream, int premulSources = -1);
+int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, lanesDataType_t type,
+                 RedOpKind op, double premulScalar, int avgDivisor, cudaStream_t stream,
+                 int premulSources = -1);
 
 // dst[0..bytes) = src[0..bytes) with SM loads/stores, for copies too small or
 // too misaligned to be worth a copy-engine memcpy node. Any byte alignment.

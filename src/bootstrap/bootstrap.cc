@@ -24,7 +24,8 @@ std::vector<std::string> rankNames(const std::vector<RankInfo>& ranks) {
 Status Bootstrap::create(const UniqueIdData& id, int nranks, const RankInfo& self,
                          Deadline deadline, std::unique_ptr<Bootstrap>* out) {
   if (nranks < 1)
-    return invalidArgument("nranks is " + std::to_string(nranks) + "; a communicator needs at "
+    return invalidArgument("nranks is " + std::to_string(nranks) +
+                           "; a communicator needs at "
                            "least one rank");
   if (self.rank < 0 || self.rank >= nranks)
     return invalidArgument("rank " + std::to_string(self.rank) + " is outside 0.." +
@@ -70,8 +71,8 @@ MeshBootstrap::~MeshBootstrap() {
 }
 
 Status MeshBootstrap::start() {
-  if (wake_.fd() < 0) return systemError("eventfd for the bootstrap monitor failed: " +
-                                         errnoText(errno));
+  if (wake_.fd() < 0)
+    return systemError("eventfd for the bootstrap monitor failed: " + errnoText(errno));
   monitor_ = std::thread([this] { monitorLoop(); });
   return Status::ok();
 }
@@ -80,8 +81,8 @@ std::string MeshBootstrap::describe(int rank) const {
   return wire::describeRank(ranks_[static_cast<size_t>(rank)]);
 }
 
-Status MeshBootstrap::sendTo(int peer, uint16_t type, uint32_t tag, const void* data,
-                             size_t bytes, Deadline deadline) {
+Status MeshBootstrap::sendTo(int peer, uint16_t type, uint32_t tag, const void* data, size_t bytes,
+                             Deadline deadline) {
   // Goodbyes and failure notices go to every peer whose socket is open, even
   // one reported dead or gone (a report may be wrong; a peer that left must
   // still get our goodbye or it takes our EOF for a crash).
@@ -116,8 +117,7 @@ Status MeshBootstrap::send(int peer, uint32_t tag, const void* data, size_t byte
   return sendTo(peer, wire::kData, tag, data, bytes, Deadline::after(defaultTimeoutSeconds()));
 }
 
-Status MeshBootstrap::recv(int peer, uint32_t tag, std::vector<uint8_t>* data,
-                           Deadline deadline) {
+Status MeshBootstrap::recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline) {
   if (peer < 0 || peer >= nranks())
     return invalidArgument("bootstrap recv from rank " + std::to_string(peer) +
                            ", which is outside 0.." + std::to_string(nranks() - 1));
@@ -143,8 +143,8 @@ Status MeshBootstrap::exchange(const void* mine, size_t bytes, void* all, Deadli
                           " bytes to " + what + " but rank " + std::to_string(rank_) +
                           " contributed " + std::to_string(bytes) +
                           ": the ranks called the bootstrap collectives differently");
-    if (all && bytes) std::memcpy(static_cast<uint8_t*>(all) + bytes * static_cast<size_t>(p),
-                                  got.data(), bytes);
+    if (all && bytes)
+      std::memcpy(static_cast<uint8_t*>(all) + bytes * static_cast<size_t>(p), got.data(), bytes);
   }
   return Status::ok();
 }
@@ -177,8 +177,8 @@ void MeshBootstrap::spreadFailure(int deadRank, const std::string& why) {
   w.str(why.substr(0, wire::kMaxErrorBytes));
   for (int p = 0; p < nranks(); ++p) {
     if (p == rank_ || p == deadRank) continue;
-    Status st = sendTo(p, wire::kFailure, 0, w.data().data(), w.data().size(),
-                       Deadline::after(2.0));
+    Status st =
+        sendTo(p, wire::kFailure, 0, w.data().data(), w.data().size(), Deadline::after(2.0));
     if (!st.isOk())
       LANES_TRACE(Bootstrap, rank_, "failure notice not delivered: %s", st.message().c_str());
   }

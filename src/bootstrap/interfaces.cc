@@ -55,8 +55,10 @@ Status findInterfaces(const std::string& ifnameSpec, std::vector<InterfaceAddres
   out->clear();
   int wantFamily = AF_UNSPEC;
   if (auto fam = envString("LANES_SOCKET_FAMILY")) {
-    if (*fam == "AF_INET" || *fam == "4") wantFamily = AF_INET;
-    else if (*fam == "AF_INET6" || *fam == "6") wantFamily = AF_INET6;
+    if (*fam == "AF_INET" || *fam == "4")
+      wantFamily = AF_INET;
+    else if (*fam == "AF_INET6" || *fam == "6")
+      wantFamily = AF_INET6;
     else
       return invalidArgument("LANES_SOCKET_FAMILY=" + *fam + " is not AF_INET or AF_INET6");
   }
@@ -98,8 +100,8 @@ Status findInterfaces(const std::string& ifnameSpec, std::vector<InterfaceAddres
   *out = std::move(preferred);
   out->insert(out->end(), loopback.begin(), loopback.end());
   if (out->empty())
-    return invalidArgument("no network interface matches LANES_SOCKET_IFNAME='" + ifnameSpec +
-                           "'" + (wantFamily != AF_UNSPEC ? " and LANES_SOCKET_FAMILY" : "") +
+    return invalidArgument("no network interface matches LANES_SOCKET_IFNAME='" + ifnameSpec + "'" +
+                           (wantFamily != AF_UNSPEC ? " and LANES_SOCKET_FAMILY" : "") +
                            "; interfaces that are up:" + (seen.empty() ? " none" : seen));
   return Status::ok();
 }

@@ -93,9 +93,10 @@ Status parseHexSecret(const std::string& hex, uint8_t secret[32]) {
     if (ok) secret[i] = static_cast<uint8_t>(hi << 4 | lo);
   }
   if (!ok)
-    return invalidArgument("LANES_BOOTSTRAP_SECRET must be 64 hex digits (32 bytes), e.g. from "
-                           "`openssl rand -hex 32`; it has " +
-                           std::to_string(hex.size()) + " characters");
+    return invalidArgument(
+        "LANES_BOOTSTRAP_SECRET must be 64 hex digits (32 bytes), e.g. from "
+        "`openssl rand -hex 32`; it has " +
+        std::to_string(hex.size()) + " characters");
   return Status::ok();
 }
 
@@ -132,8 +133,8 @@ Status launchSecretAndCommId(const LaunchEnv& env, uint8_t secret[32], uint64_t*
     auto h = sha256("lanes-bootstrap-secret|" + env.rootAddr + "|" + job);
     std::memcpy(secret, h.data(), 32);
   }
-  auto c = sha256("lanes-comm-id|" + env.rootAddr + "|" + std::to_string(env.worldSize) + "|" +
-                  job);
+  auto c =
+      sha256("lanes-comm-id|" + env.rootAddr + "|" + std::to_string(env.worldSize) + "|" + job);
   std::memcpy(commId, c.data(), sizeof(*commId));
   return Status::ok();
 }

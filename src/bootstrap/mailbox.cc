@@ -21,9 +21,10 @@ Status Mailbox::peerErrorLocked(int peer) const {
     case State::Alive:
       return Status::ok();
     case State::Left:
-      return remoteError(name + " already left: it shut its communicator down normally, so "
-                                "nothing more will come from or go to it; all ranks must call "
-                                "the same collectives before destroying the communicator");
+      return remoteError(name +
+                         " already left: it shut its communicator down normally, so "
+                         "nothing more will come from or go to it; all ranks must call "
+                         "the same collectives before destroying the communicator");
     case State::Dead:
       return remoteError(name + " is gone: " + why_[static_cast<size_t>(peer)]);
   }
@@ -43,8 +44,7 @@ Status Mailbox::pop(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline
     }
     if (closed_) return invalidUsage("cannot wait for " + what + ": " + closedWhy_);
     Status st = peerErrorLocked(peer);
-    if (!st.isOk())
-      return Status(st.code(), "while waiting for " + what + ": " + st.message());
+    if (!st.isOk()) return Status(st.code(), "while waiting for " + what + ": " + st.message());
     if (deadline.expired())
       return timeoutError("timed out waiting for " + what + " from " +
                           names_[static_cast<size_t>(peer)] +

@@ -63,8 +63,8 @@ void MeshBootstrap::readPeer(int p) {
         LANES_TRACE(Bootstrap, rank_, "%s closed its control connection after its goodbye",
                     describe(p).c_str());
       } else if (st.code() == lanesRemoteError) {
-        peerFailed(p, describe(p) +
-                          " closed its control connection: the process exited or was killed");
+        peerFailed(
+            p, describe(p) + " closed its control connection: the process exited or was killed");
       } else {
         peerFailed(p, describe(p) + " sent a corrupt control frame (" + st.message() +
                           "); this rank stopped listening to it");
@@ -78,8 +78,7 @@ void MeshBootstrap::readPeer(int p) {
   }
 }
 
-void MeshBootstrap::handleFrame(int p, uint16_t type, uint32_t tag,
-                                std::vector<uint8_t>& payload) {
+void MeshBootstrap::handleFrame(int p, uint16_t type, uint32_t tag, std::vector<uint8_t>& payload) {
   switch (type) {
     case wire::kData:
       mailbox_.push(p, tag, std::move(payload));

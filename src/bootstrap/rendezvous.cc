@@ -72,7 +72,8 @@ Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadli
   h.listen = listenAddr;
   auto hello = wire::encodeHello(h, /*toRoot=*/true);
   st = sendFrame(conn, wire::kHello, 0, hello.data(), hello.size(), deadline);
-  if (!st.isOk()) return Status(st.code(), who + " could not greet the bootstrap root: " + st.message());
+  if (!st.isOk())
+    return Status(st.code(), who + " could not greet the bootstrap root: " + st.message());
 
   uint16_t type = 0;
   uint32_t tag = 0;
@@ -80,13 +81,13 @@ Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadli
   const size_t maxTable = 64 + static_cast<size_t>(nranks) * 128;
   st = recvFrame(conn, &type, &tag, &payload, std::max(maxTable, wire::kMaxErrorBytes), deadline);
   if (!st.isOk())
-    return Status(st.code(), who + " did not get the rank table from the bootstrap root at " +
-                                 root.toString() + ": " + st.message() +
-                                 (st.code() == lanesTimeout
-                                      ? " (not every rank arrived: check that all " +
-                                            std::to_string(nranks) +
-                                            " ranks started with the same unique id)"
-                                      : ""));
+    return Status(st.code(),
+                  who + " did not get the rank table from the bootstrap root at " +
+                      root.toString() + ": " + st.message() +
+                      (st.code() == lanesTimeout
+                           ? " (not every rank arrived: check that all " + std::to_string(nranks) +
+                                 " ranks started with the same unique id)"
+                           : ""));
   if (type == wire::kError) {
     Status err = wire::decodeError(payload);
     return Status(err.code(), who + " was refused by the bootstrap root: " + err.message());
@@ -115,8 +116,7 @@ wire::Hello meshHello(const UniqueIdData& id, int nranks, int rank) {
 Status checkMeshHello(const UniqueIdData& id, int nranks, const std::vector<uint8_t>& payload,
                       uint16_t type, wire::Hello* h) {
   if (type != wire::kHello)
-    return invalidArgument("its first frame was of type " + std::to_string(type) +
-                           ", not a hello");
+    return invalidArgument("its first frame was of type " + std::to_string(type) + ", not a hello");
   LANES_RETURN_IF_ERROR(wire::decodeHello(payload, /*toRoot=*/false, h));
   if (!wire::constantTimeEqual(h->secret, id.secret, sizeof(id.secret)))
     return invalidArgument("it presented the wrong secret");
@@ -167,8 +167,8 @@ Status buildMesh(const UniqueIdData& id, int rank, const std::vector<RankInfo>& 
         if (!(*peers)[static_cast<size_t>(j)].valid())
           list += (list.empty() ? "" : ", ") + std::to_string(j);
       return Status(st.code(), "rank " + std::to_string(rank) +
-                                   " timed out waiting for control connections from ranks " +
-                                   list + ": " + st.message());
+                                   " timed out waiting for control connections from ranks " + list +
+                                   ": " + st.message());
     }
     Deadline helloBy = Deadline::after(wire::kHelloTimeoutSeconds);
     if (deadline.at() < helloBy.at()) helloBy = deadline;

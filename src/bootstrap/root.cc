@@ -61,8 +61,8 @@ class RootServer {
       if (fds[i + 1].revents != 0) {
         serve(i);
       } else if (pending_[i].helloBy.expired()) {
-        drop(i, "it sent no hello within " + std::to_string(int(wire::kHelloTimeoutSeconds)) +
-                    " s");
+        drop(i,
+             "it sent no hello within " + std::to_string(int(wire::kHelloTimeoutSeconds)) + " s");
       }
     }
     if (fds[0].revents & POLLIN) acceptAll();
@@ -85,8 +85,7 @@ class RootServer {
     LANES_WARN(Bootstrap, -1,
                "bootstrap root at %s: dropped connection from %s because %s (not a rank of this "
                "communicator, or a rank started with another unique id)",
-               listenName().c_str(),
-               pending_[i].sock.peerName().c_str(), why.c_str());
+               listenName().c_str(), pending_[i].sock.peerName().c_str(), why.c_str());
     pending_.erase(pending_.begin() + static_cast<long>(i));
   }
 
@@ -97,8 +96,8 @@ class RootServer {
 
   // Tells a rank why it was refused, then forgets it.
   void refuse(size_t i, const Status& why) {
-    LANES_WARN(Bootstrap, -1, "bootstrap root: refused %s: %s",
-               pending_[i].sock.peerName().c_str(), why.message().c_str());
+    LANES_WARN(Bootstrap, -1, "bootstrap root: refused %s: %s", pending_[i].sock.peerName().c_str(),
+               why.message().c_str());
     auto payload = wire::encodeError(why);
     (void)sendFrame(pending_[i].sock, wire::kError, 0, payload.data(), payload.size(),
                     Deadline::after(1.0));
@@ -121,15 +120,15 @@ class RootServer {
       return drop(i, "it presented the wrong secret");
     if (h.commId != id_.commId) return drop(i, "it names another communicator");
     if (h.nranks <= 0 || h.rank < 0 || h.rank >= h.nranks)
-      return refuse(i, invalidArgument("rank " + std::to_string(h.rank) + " of " +
-                                       std::to_string(h.nranks) +
-                                       " is not a valid rank: ranks run from 0 to nranks-1"));
+      return refuse(
+          i, invalidArgument("rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) +
+                             " is not a valid rank: ranks run from 0 to nranks-1"));
     if (nranks_ >= 0 && h.nranks != nranks_)
-      return refuse(i, invalidUsage("rank " + std::to_string(h.rank) + " says the communicator has " +
-                                    std::to_string(h.nranks) + " ranks but rank " +
-                                    std::to_string(firstRank_) + " said " +
-                                    std::to_string(nranks_) +
-                                    ": every rank must pass the same nranks"));
+      return refuse(i,
+                    invalidUsage("rank " + std::to_string(h.rank) + " says the communicator has " +
+                                 std::to_string(h.nranks) + " ranks but rank " +
+                                 std::to_string(firstRank_) + " said " + std::to_string(nranks_) +
+                                 ": every rank must pass the same nranks"));
     if (nranks_ < 0) {
       nranks_ = h.nranks;
       firstRank_ = h.rank;
@@ -137,17 +136,17 @@ class RootServer {
     }
     auto& slot = arrived_[static_cast<size_t>(h.rank)];
     if (slot)
-      return refuse(i, invalidUsage("rank " + std::to_string(h.rank) +
-                                    " joined twice (first from " + slot->sock.peerName() +
-                                    ", again from " + p.sock.peerName() +
-                                    "): two processes were given the same rank; check the "
-                                    "launcher's rank assignment"));
+      return refuse(i,
+                    invalidUsage("rank " + std::to_string(h.rank) + " joined twice (first from " +
+                                 slot->sock.peerName() + ", again from " + p.sock.peerName() +
+                                 "): two processes were given the same rank; check the "
+                                 "launcher's rank assignment"));
     h.info.rank = h.rank;
     slot = Arrived{std::move(p.sock), h.info, h.listen};
     ++count_;
     pending_.erase(pending_.begin() + static_cast<long>(i));
-    LANES_TRACE(Bootstrap, -1, "bootstrap root: rank %d of %d arrived (%d so far)", h.rank,
-                nranks_, count_);
+    LANES_TRACE(Bootstrap, -1, "bootstrap root: rank %d of %d arrived (%d so far)", h.rank, nranks_,
+                count_);
   }
 
   void sendTables(Deadline overall) {
@@ -176,14 +175,13 @@ class RootServer {
       ++nmissing;
     }
     if (nmissing > 32) missing += ", ...";
-    std::string msg =
-        nranks_ < 0
-            ? "no rank arrived"
-            : std::to_string(nmissing) + " of " + std::to_string(nranks_) +
-                  " ranks never arrived (ranks " + missing + ")";
+    std::string msg = nranks_ < 0 ? "no rank arrived"
+                                  : std::to_string(nmissing) + " of " + std::to_string(nranks_) +
+                                        " ranks never arrived (ranks " + missing + ")";
     msg = "the bootstrap root at " + listenName() + " gave up after " +
-          std::to_string(static_cast<int>(timeoutSeconds_)) + " s (LANES_BOOTSTRAP_TIMEOUT): " +
-          msg + "; check that every rank started, got the same unique id, and can reach this "
+          std::to_string(static_cast<int>(timeoutSeconds_)) +
+          " s (LANES_BOOTSTRAP_TIMEOUT): " + msg +
+          "; check that every rank started, got the same unique id, and can reach this "
           "address";
     LANES_WARN(Bootstrap, -1, "%s", msg.c_str());
     auto payload = wire::encodeError(timeoutError(msg));
@@ -226,10 +224,14 @@ Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
 
   UniqueIdData id;
   LANES_RETURN_IF_ERROR(wire::setRootAddress(addr, &id));
-  if (secret) std::copy(secret, secret + sizeof(id.secret), id.secret);
-  else LANES_RETURN_IF_ERROR(wire::randomBytes(id.secret, sizeof(id.secret)));
-  if (commId) id.commId = *commId;
-  else LANES_RETURN_IF_ERROR(wire::randomBytes(&id.commId, sizeof(id.commId)));
+  if (secret)
+    std::copy(secret, secret + sizeof(id.secret), id.secret);
+  else
+    LANES_RETURN_IF_ERROR(wire::randomBytes(id.secret, sizeof(id.secret)));
+  if (commId)
+    id.commId = *commId;
+  else
+    LANES_RETURN_IF_ERROR(wire::randomBytes(&id.commId, sizeof(id.commId)));
   LANES_RETURN_IF_ERROR(encodeUniqueId(id, out));
 
   // The thread owns the listener; it ends after one rendezvous or the timeout.

@@ -146,8 +146,8 @@ Status Socket::listen(SocketAddress* address, int backlog, Socket* out) {
   int one = 1;
   setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&address->storage), address->length) != 0)
-    return systemError("cannot listen on " + address->toString() + ": bind failed: " +
-                       errnoText(errno) +
+    return systemError("cannot listen on " + address->toString() +
+                       ": bind failed: " + errnoText(errno) +
                        "; pick another port or an address of this host (LANES_SOCKET_IFNAME)");
   if (::listen(s.fd(), backlog) != 0)
     return systemError("listen on " + address->toString() + " failed: " + errnoText(errno));
@@ -165,8 +165,7 @@ Status Socket::connect(const SocketAddress& address, Deadline deadline, Socket* 
     Socket s(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!s.valid()) return systemError("socket() failed: " + errnoText(errno));
     s.peer_ = address;
-    int rc = ::connect(s.fd(), reinterpret_cast<const sockaddr*>(&address.storage),
-                       address.length);
+    int rc = ::connect(s.fd(), reinterpret_cast<const sockaddr*>(&address.storage), address.length);
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
       pollfd p{s.fd(), POLLOUT, 0};
@@ -218,12 +217,12 @@ Status Socket::accept(Deadline deadline, Socket* out, SocketAddress* peer) const
     }
     int err = errno;
     if (err == EINTR || err == ECONNABORTED) continue;
-    if (err != EAGAIN && err != EWOULDBLOCK)
-      return systemError("accept failed: " + errnoText(err));
+    if (err != EAGAIN && err != EWOULDBLOCK) return systemError("accept failed: " + errnoText(err));
     if (deadline.expired()) return timeoutError("no connection arrived before the deadline");
     pollfd p{fd_, POLLIN, 0};
     int n = ::poll(&p, 1, deadline.remainingMs());
-    if (n < 0 && errno != EINTR) return systemError("poll on a listener failed: " + errnoText(errno));
+    if (n < 0 && errno != EINTR)
+      return systemError("poll on a listener failed: " + errnoText(errno));
   }
 }
 
@@ -287,7 +286,8 @@ Status Socket::sendAll(const void* data, size_t bytes, Deadline deadline) const 
     LANES_RETURN_IF_ERROR(trySend(p, bytes, &done));
     p += done;
     bytes -= done;
-    if (bytes > 0 && done == 0) LANES_RETURN_IF_ERROR(waitFor(*this, POLLOUT, deadline, "sending to"));
+    if (bytes > 0 && done == 0)
+      LANES_RETURN_IF_ERROR(waitFor(*this, POLLOUT, deadline, "sending to"));
   }
   return Status::ok();
 }

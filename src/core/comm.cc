@@ -2,14 +2,19 @@
 
 #include "core/log.h"
 
-void lanesComm::fail(lanesResult_t code, const std::string& message) {
+void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRank,
+                     const std::string& cause) {
   {
     std::lock_guard<std::mutex> lock(failureMutex);
     if (asyncError.load() != lanesSuccess) return;  // the first failure is the one to report
     failureMessage = message;
+    failedRank = deadRank;
+    failureCause = cause;
     asyncError.store(code);
+    for (auto& hook : onFailure)
+      if (hook) hook();
   }
-  LANES_WARN(Init, rank, "%s", message.c_str());
+  LANES_INFO(Init, rank, "communicator failed: %s", message.c_str());
   for (auto& c : connections)
     if (c) c->close();
 }

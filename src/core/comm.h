@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,12 +58,24 @@ struct lanesComm {
   std::atomic<int> asyncError{lanesSuccess};
   std::mutex failureMutex;
   std::string failureMessage;
+  int failedRank = -1;       // the rank whose death caused the failure, when known
+  std::string failureCause;  // what was seen of that rank, to pass on to others
+  // Run once by fail(), under failureMutex, right after the failure is
+  // recorded: device paths release GPU streams parked on flags. Hooks must be
+  // short and must not call checkAbort(); an empty entry is skipped (a
+  // context clears its entry, under failureMutex, when it goes away).
+  std::vector<std::function<void()>> onFailure;
 
   std::mutex errorMutex;
   std::string lastError;
 
+  // Host-staged device path (src/exec/cuda/staged_*), made on first eligible
+  // call. Last member: destroyed first, while the failure state it uses lives.
+  std::unique_ptr<lanes::DeviceContext> staged;
+
   // Records the first fatal failure and wakes every port.
-  void fail(lanesResult_t code, const std::string& message);
+  void fail(lanesResult_t code, const std::string& message, int deadRank = -1,
+            const std::string& cause = "");
   // What a waiting op should return now, or OK.
   lanes::Status checkAbort();
   std::string describe() const;  // "rank 2 of 4 (comm name)"

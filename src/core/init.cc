@@ -137,10 +137,11 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
   LANES_RETURN_IF_ERROR(Bootstrap::create(idData, nranks, self, deadline, &comm->bootstrap));
   lanesComm* raw = comm.get();
   comm->bootstrap->setFailureHandler([raw](int deadRank, const std::string& why) {
-    raw->fail(lanesRemoteError, "rank " + std::to_string(deadRank) + " failed: " + why +
-                                    ". Every rank of this communicator is affected; destroy it "
-                                    "(lanesCommAbort) and restart the job or recreate the "
-                                    "communicator among the survivors.");
+    raw->fail(lanesRemoteError,
+              why + ". Every rank of this communicator is affected; destroy it "
+                    "(lanesCommAbort) and restart the job or recreate the communicator among "
+                    "the survivors.",
+              deadRank, why);
   });
   Status status = connectPeers(comm.get(), options.timeoutSeconds);
   if (!status) {

@@ -56,9 +56,17 @@ lanesResult_t lanesCommAbort(lanesComm_t comm) {
     CommRef ref(comm);
     if (!ref) return report(nullptr, notLive("lanesCommAbort"));
     comm->aborted.store(true);
-    if (comm->bootstrap)
-      comm->bootstrap->spreadFailure(comm->rank, "rank " + std::to_string(comm->rank) +
-                                                     " aborted its communicator (lanesCommAbort)");
+    if (comm->bootstrap) {
+      // Pass on the root cause when there is one, so every survivor names the
+      // rank that died rather than the one that gave up because of it.
+      std::lock_guard<std::mutex> lock(comm->failureMutex);
+      if (comm->failedRank >= 0 && comm->failedRank != comm->rank)
+        comm->bootstrap->spreadFailure(comm->failedRank, comm->failureCause);
+      else
+        comm->bootstrap->spreadFailure(
+            comm->rank,
+            "rank " + std::to_string(comm->rank) + " aborted its communicator (lanesCommAbort)");
+    }
     for (auto& c : comm->connections)
       if (c) c->close();
   }

@@ -51,7 +51,7 @@ struct SmallFormat {
   uint32_t maxBits;  // largest finite magnitude
   uint32_t infBits;  // 0: no infinity (e4m3)
   uint32_t nanBits;  // the canonical NaN every op result uses
-  bool saturate;  // overflow (and inf) to maxBits instead of inf
+  bool saturate;     // overflow (and inf) to maxBits instead of inf
   double maxFinite;
 };
 
@@ -143,12 +143,18 @@ const TypeInfo& infoOf(lanesDataType_t t) {
 
 const char* opName(RedOpKind op) {
   switch (op) {
-    case RedOpKind::Sum: return "sum";
-    case RedOpKind::Prod: return "prod";
-    case RedOpKind::Max: return "max";
-    case RedOpKind::Min: return "min";
-    case RedOpKind::Avg: return "avg";
-    case RedOpKind::PreMulSum: return "premulsum";
+    case RedOpKind::Sum:
+      return "sum";
+    case RedOpKind::Prod:
+      return "prod";
+    case RedOpKind::Max:
+      return "max";
+    case RedOpKind::Min:
+      return "min";
+    case RedOpKind::Avg:
+      return "avg";
+    case RedOpKind::PreMulSum:
+      return "premulsum";
   }
   return "unknown";
 }
@@ -186,19 +192,26 @@ class Ref {
   // Exact value as double (floats only).
   double value(uint64_t v) const {
     switch (t_.kind) {
-      case Kind::F32: return f32(v);
-      case Kind::F64: return f64(v);
-      case Kind::Small: return decode(*t_.fmt, static_cast<uint32_t>(v));
-      default: return 0;
+      case Kind::F32:
+        return f32(v);
+      case Kind::F64:
+        return f64(v);
+      case Kind::Small:
+        return decode(*t_.fmt, static_cast<uint32_t>(v));
+      default:
+        return 0;
     }
   }
   // Every NaN an op produces is canonical: 0x7fffffff, 0x7fffffffffffffff, 0x7fff, 0x7f.
   uint64_t canon(uint64_t v) const {
     if (!isNan(v)) return v;
     switch (t_.kind) {
-      case Kind::F32: return 0x7fffffffu;
-      case Kind::F64: return 0x7fffffffffffffffull;
-      default: return t_.fmt->nanBits;
+      case Kind::F32:
+        return 0x7fffffffu;
+      case Kind::F64:
+        return 0x7fffffffffffffffull;
+      default:
+        return t_.fmt->nanBits;
     }
   }
   bool isNan(uint64_t v) const {
@@ -214,9 +227,12 @@ class Ref {
   uint64_t arith(uint64_t a, uint64_t b, F32Op f, F64Op d, IntOp i) const {
     switch (t_.kind) {
       case Kind::Int:
-      case Kind::Uint: return i(a, b) & mask();
-      case Kind::F32: return canon(bits(f(f32(a), f32(b))));
-      case Kind::F64: return canon(bits(d(f64(a), f64(b))));
+      case Kind::Uint:
+        return i(a, b) & mask();
+      case Kind::F32:
+        return canon(bits(f(f32(a), f32(b))));
+      case Kind::F64:
+        return canon(bits(d(f64(a), f64(b))));
       case Kind::Small: {
         const float x = static_cast<float>(value(a));
         const float y = static_cast<float>(value(b));
@@ -260,18 +276,26 @@ class Ref {
   }
   uint64_t combine(RedOpKind op, uint64_t a, uint64_t b) const {
     switch (op) {
-      case RedOpKind::Prod: return mul(a, b);
-      case RedOpKind::Max: return minmax(a, b, true);
-      case RedOpKind::Min: return minmax(a, b, false);
-      default: return add(a, b);
+      case RedOpKind::Prod:
+        return mul(a, b);
+      case RedOpKind::Max:
+        return minmax(a, b, true);
+      case RedOpKind::Min:
+        return minmax(a, b, false);
+      default:
+        return add(a, b);
     }
   }
   uint64_t divide(uint64_t a, int d) const {
     switch (t_.kind) {
-      case Kind::Int: return static_cast<uint64_t>(sext(a) / d) & mask();  // toward zero
-      case Kind::Uint: return a / static_cast<uint64_t>(d);
-      case Kind::F32: return canon(bits(f32(a) / static_cast<float>(d)));
-      case Kind::F64: return canon(bits(f64(a) / static_cast<double>(d)));
+      case Kind::Int:
+        return static_cast<uint64_t>(sext(a) / d) & mask();  // toward zero
+      case Kind::Uint:
+        return a / static_cast<uint64_t>(d);
+      case Kind::F32:
+        return canon(bits(f32(a) / static_cast<float>(d)));
+      case Kind::F64:
+        return canon(bits(f64(a) / static_cast<double>(d)));
       case Kind::Small:
         return encode(*t_.fmt, static_cast<float>(value(a)) / static_cast<float>(d));
     }
@@ -284,9 +308,12 @@ class Ref {
       case Kind::Uint:
         return (v < 0 ? static_cast<uint64_t>(static_cast<int64_t>(v)) : static_cast<uint64_t>(v)) &
                mask();
-      case Kind::F32: return bits(static_cast<float>(v));
-      case Kind::F64: return bits(v);
-      case Kind::Small: return encode(*t_.fmt, static_cast<float>(v));
+      case Kind::F32:
+        return bits(static_cast<float>(v));
+      case Kind::F64:
+        return bits(v);
+      case Kind::Small:
+        return encode(*t_.fmt, static_cast<float>(v));
     }
     return 0;
   }
@@ -323,17 +350,34 @@ std::vector<uint64_t> makeInput(const TypeInfo& t, size_t count, uint32_t seed) 
     double x = (rng() & 1 ? -1 : 1) * std::ldexp(mant(rng), expo(rng));
     bool rawBits = false;
     switch (pick) {
-      case 0: x = NAN; break;
-      case 1: x = INFINITY; break;
-      case 2: x = -INFINITY; break;
-      case 3: x = -0.0; break;
-      case 4: x = 0.0; break;
-      case 5: x = t.kind == Kind::Small ? t.fmt->maxFinite : 1e30; break;
-      case 6: x = t.kind == Kind::Small ? -t.fmt->maxFinite : -1e30; break;
+      case 0:
+        x = NAN;
+        break;
+      case 1:
+        x = INFINITY;
+        break;
+      case 2:
+        x = -INFINITY;
+        break;
+      case 3:
+        x = -0.0;
+        break;
+      case 4:
+        x = 0.0;
+        break;
+      case 5:
+        x = t.kind == Kind::Small ? t.fmt->maxFinite : 1e30;
+        break;
+      case 6:
+        x = t.kind == Kind::Small ? -t.fmt->maxFinite : -1e30;
+        break;
       case 7:
       case 8:
-      case 9: rawBits = true; break;
-      default: break;
+      case 9:
+        rawBits = true;
+        break;
+      default:
+        break;
     }
     if (rawBits) {
       v[i] = rng() & ref.mask();
@@ -381,7 +425,8 @@ class Stream {
 
 std::vector<uint8_t> pack(const TypeInfo& t, const std::vector<uint64_t>& v) {
   std::vector<uint8_t> out(v.size() * t.size);
-  for (size_t i = 0; i < v.size(); ++i) std::memcpy(&out[i * t.size], &v[i], t.size);  // little-endian
+  for (size_t i = 0; i < v.size(); ++i)
+    std::memcpy(&out[i * t.size], &v[i], t.size);  // little-endian
   return out;
 }
 uint64_t unpackAt(const TypeInfo& t, const uint8_t* p, size_t i) {
@@ -410,18 +455,18 @@ constexpr uint8_t kSentinel = 0xa5;
 void runCase(const Case& c) {
   const TypeInfo& t = infoOf(c.type);
   const Ref ref(t);
-  SCOPED_TRACE(::testing::Message() << t.name << " " << opName(c.op) << " nsrcs=" << c.nsrcs
-                                    << " count=" << c.count << " dstOffset=" << c.dstOffset
-                                    << " srcOffset0=" << c.srcOffsets[0]
-                                    << (c.inPlace ? " in-place" : "") << " scalar=" << c.scalar
-                                    << " divisor=" << c.divisor
-                                    << " premulSources=" << c.premulSources);
+  SCOPED_TRACE(::testing::Message()
+               << t.name << " " << opName(c.op) << " nsrcs=" << c.nsrcs << " count=" << c.count
+               << " dstOffset=" << c.dstOffset << " srcOffset0=" << c.srcOffsets[0]
+               << (c.inPlace ? " in-place" : "") << " scalar=" << c.scalar
+               << " divisor=" << c.divisor << " premulSources=" << c.premulSources);
   std::vector<std::vector<uint64_t>> in(c.nsrcs);
   std::vector<std::unique_ptr<DeviceBuffer>> bufs;
   std::vector<const void*> srcPtrs(c.nsrcs);
   for (int s = 0; s < c.nsrcs; ++s) {
-    in[s] = makeInput(t, c.count, 1000u * static_cast<uint32_t>(c.type) + 17u * s +
-                                      static_cast<uint32_t>(c.count % 997));
+    in[s] = makeInput(
+        t, c.count,
+        1000u * static_cast<uint32_t>(c.type) + 17u * s + static_cast<uint32_t>(c.count % 997));
     const size_t off = c.srcOffsets[s];
     bufs.push_back(std::make_unique<DeviceBuffer>((c.count + off + kGuard) * t.size));
     ASSERT_NE(bufs.back()->get(), nullptr) << "cudaMalloc failed";
@@ -461,8 +506,7 @@ void runCase(const Case& c) {
     ASSERT_EQ(out[b], kSentinel) << "byte " << b << " after the destination was written";
   }
 
-  const int npremul =
-      c.premulSources < 0 || c.premulSources > c.nsrcs ? c.nsrcs : c.premulSources;
+  const int npremul = c.premulSources < 0 || c.premulSources > c.nsrcs ? c.nsrcs : c.premulSources;
   const bool scaled = c.op == RedOpKind::PreMulSum && c.scalar != 1.0;
   const uint64_t s = ref.scalar(c.scalar);
   const uint8_t* got = out.data() + dstOff * t.size;
@@ -504,7 +548,8 @@ TEST_P(ReduceMatrix, MatchesReference) {
   const auto [type, op] = GetParam();
   const TypeInfo& t = infoOf(type);
   for (int nsrcs : {1, 2, 3, 8}) {
-    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, size_t{(1 << 20) + 1}}) {
+    for (size_t count :
+         {size_t{0}, size_t{1}, size_t{7}, size_t{4096 + 3}, size_t{(1 << 20) + 1}}) {
       for (size_t mis : {size_t{0}, size_t{1}}) {
         Case c{type, op, nsrcs, count, std::vector<size_t>(nsrcs, mis), mis};
         if (op == RedOpKind::PreMulSum) c.scalar = scalarFor(t);
@@ -533,8 +578,8 @@ INSTANTIATE_TEST_SUITE_P(
 class Kernels : public GpuKernelTest {};
 
 TEST_F(Kernels, SourcesWithDifferentAlignmentsUseTheElementPath) {
-  for (lanesDataType_t type : {lanesInt8, lanesFloat16, lanesFloat32, lanesFloat64,
-                               lanesBfloat16, lanesFloat8e5m2}) {
+  for (lanesDataType_t type :
+       {lanesInt8, lanesFloat16, lanesFloat32, lanesFloat64, lanesBfloat16, lanesFloat8e5m2}) {
     for (RedOpKind op : {RedOpKind::Sum, RedOpKind::Max, RedOpKind::PreMulSum}) {
       Case c{type, op, 3, 4096 + 5, {0, 1, 2}, 3};
       c.scalar = 0.3;
@@ -582,7 +627,8 @@ TEST_F(Kernels, ScaleMultipliesEveryElementLikePreMulSum) {
     ASSERT_EQ(cudaMemcpy(src.get() + t.size, bytes.data(), bytes.size(), cudaMemcpyHostToDevice),
               cudaSuccess);
     const double scalar = scalarFor(t);
-    ASSERT_EQ(launchScale(dst.get() + t.size, src.get() + t.size, count, t.type, scalar, nullptr), 0);
+    ASSERT_EQ(launchScale(dst.get() + t.size, src.get() + t.size, count, t.type, scalar, nullptr),
+              0);
     std::vector<uint8_t> out(bytes.size());
     ASSERT_EQ(cudaMemcpy(out.data(), dst.get() + t.size, out.size(), cudaMemcpyDeviceToHost),
               cudaSuccess);
@@ -590,20 +636,21 @@ TEST_F(Kernels, ScaleMultipliesEveryElementLikePreMulSum) {
     for (size_t i = 0; i < count; ++i) {
       const uint64_t want = ref.mul(in[i], s);
       const uint64_t got = unpackAt(t, out.data(), i);
-      ASSERT_TRUE(ref.same(got, want)) << "element " << i << ": " << ref.show(in[i]) << " * "
-                                       << ref.show(s) << " expected " << ref.show(want) << ", got "
-                                       << ref.show(got);
+      ASSERT_TRUE(ref.same(got, want))
+          << "element " << i << ": " << ref.show(in[i]) << " * " << ref.show(s) << " expected "
+          << ref.show(want) << ", got " << ref.show(got);
     }
   }
 }
 
 TEST_F(Kernels, CopyHandlesAnyByteAlignmentAndLength) {
   std::mt19937 rng(7);
-  for (size_t bytes : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{4099},
-                       size_t{(1 << 20) + 3}}) {
+  for (size_t bytes :
+       {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{4099}, size_t{(1 << 20) + 3}}) {
     for (size_t srcOff : {size_t{0}, size_t{1}, size_t{5}}) {
       for (size_t dstOff : {size_t{0}, size_t{1}, size_t{5}}) {
-        SCOPED_TRACE(::testing::Message() << bytes << " bytes, src+" << srcOff << " dst+" << dstOff);
+        SCOPED_TRACE(::testing::Message()
+                     << bytes << " bytes, src+" << srcOff << " dst+" << dstOff);
         std::vector<uint8_t> in(bytes);
         for (auto& b : in) b = static_cast<uint8_t>(rng());
         DeviceBuffer src(bytes + 32), dst(bytes + 32);
@@ -647,10 +694,10 @@ TEST_F(Kernels, RejectsBadArguments) {
 // The reference formats themselves, on values whose encodings are known.
 TEST_F(Kernels, ReferenceConversionsKnownValues) {
   EXPECT_EQ(encode(kHalf, 1.0f), 0x3c00u);
-  EXPECT_EQ(encode(kHalf, 65520.0f), 0x7c00u);  // rounds to inf
-  EXPECT_EQ(encode(kHalf, 0x1p-24f), 0x0001u);  // smallest subnormal
+  EXPECT_EQ(encode(kHalf, 65520.0f), 0x7c00u);        // rounds to inf
+  EXPECT_EQ(encode(kHalf, 0x1p-24f), 0x0001u);        // smallest subnormal
   EXPECT_EQ(encode(kBf16, 1.0f + 0x1p-8f), 0x3f80u);  // tie to even
-  EXPECT_EQ(encode(kE4m3, 1000.0f), 0x7eu);  // saturates to 448
+  EXPECT_EQ(encode(kE4m3, 1000.0f), 0x7eu);           // saturates to 448
   EXPECT_EQ(encode(kE4m3, -INFINITY), 0xfeu);
   EXPECT_EQ(encode(kE5m2, INFINITY), 0x7bu);  // satfinite: inf -> 57344
   EXPECT_EQ(decode(kE4m3, 0x7e), 448.0);

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -118,7 +119,9 @@ class FakeBootstrap final : public Bootstrap {
   int rank() const override { return rank_; }
   int nranks() const override { return group_->nranks(); }
   const std::vector<RankInfo>& ranks() const override { return group_->ranks(); }
-  const UniqueIdData& id() const override { return group_->id(); }
+  const UniqueIdData& id() const override { return idOverride_ ? *idOverride_ : group_->id(); }
+  // Makes this rank present another id (a foreign communicator's secret).
+  void overrideId(const UniqueIdData& id) { idOverride_ = id; }
   Status allGather(void* data, size_t bytes, Deadline deadline) override {
     return group_->allGather(rank_, data, bytes, deadline);
   }
@@ -141,6 +144,7 @@ class FakeBootstrap final : public Bootstrap {
  private:
   FakeBootstrapGroup* group_;
   int rank_;
+  std::optional<UniqueIdData> idOverride_;
 };
 
 // Runs fn(rank) on one thread per rank and joins them all.

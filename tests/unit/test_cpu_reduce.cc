@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/fp_bits.h"
 #include "kernels/cpu/reduce.h"
 
 #if defined(__SSE__)
@@ -459,6 +460,18 @@ TEST(CpuReduce, AllHalfBf16Fp8PatternsRoundTrip) {
   checkAllPatterns(
       kE5m2, 8, [](uint32_t c) { return e5m2ToFloat(uint8_t(c)); },
       [](float v) { return uint32_t(floatToE5m2(v)); });
+}
+
+// The vector loops decode fp8 arithmetically, the exported functions by table.
+TEST(CpuReduce, Fp8ArithmeticDecodeMatchesTable) {
+  for (uint32_t c = 0; c < 256; ++c) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(fp::fp8ToFloat<fp::kE4m3>(uint8_t(c))),
+              std::bit_cast<uint32_t>(e4m3ToFloat(uint8_t(c))))
+        << "e4m3 0x" << std::hex << c;
+    EXPECT_EQ(std::bit_cast<uint32_t>(fp::fp8ToFloat<fp::kE5m2>(uint8_t(c))),
+              std::bit_cast<uint32_t>(e5m2ToFloat(uint8_t(c))))
+        << "e5m2 0x" << std::hex << c;
+  }
 }
 
 // float -> narrow rounding on random floats, midpoints and their neighbours.

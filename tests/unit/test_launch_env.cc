@@ -34,12 +34,28 @@ class ScopedEnv {
   }
 
  private:
-  static constexpr const char* kAll[] = {
-      "LANES_RANK", "LANES_WORLD_SIZE", "LANES_LOCAL_RANK", "LANES_ROOT_ADDR", "LANES_ROOT_PORT",
-      "LANES_BOOTSTRAP_SECRET", "LANES_JOB_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-      "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-      "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-      "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE"};
+  static constexpr const char* kAll[] = {"LANES_RANK",
+                                         "LANES_WORLD_SIZE",
+                                         "LANES_LOCAL_RANK",
+                                         "LANES_ROOT_ADDR",
+                                         "LANES_ROOT_PORT",
+                                         "LANES_BOOTSTRAP_SECRET",
+                                         "LANES_JOB_ID",
+                                         "RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_RANK",
+                                         "MASTER_ADDR",
+                                         "MASTER_PORT",
+                                         "OMPI_COMM_WORLD_RANK",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "SLURM_PROCID",
+                                         "SLURM_NTASKS",
+                                         "SLURM_LOCALID",
+                                         "SLURM_JOB_ID",
+                                         "TORCHELASTIC_RUN_ID",
+                                         "OMPI_MCA_orte_ess_jobid",
+                                         "PMIX_NAMESPACE"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -53,11 +69,11 @@ TEST(LaunchEnv, NoLauncherIsAnError) {
 
 TEST(LaunchEnv, LanesVariables) {
   ScopedEnv env(Vars{{"LANES_RANK", "2"},
-                 {"LANES_WORLD_SIZE", "4"},
-                 {"LANES_LOCAL_RANK", "0"},
-                 {"LANES_ROOT_ADDR", "10.1.2.3:5000"},
-                 {"RANK", "9"},  // lower priority, ignored
-                 {"WORLD_SIZE", "16"}});
+                     {"LANES_WORLD_SIZE", "4"},
+                     {"LANES_LOCAL_RANK", "0"},
+                     {"LANES_ROOT_ADDR", "10.1.2.3:5000"},
+                     {"RANK", "9"},  // lower priority, ignored
+                     {"WORLD_SIZE", "16"}});
   LaunchEnv le;
   ASSERT_TRUE(readLaunchEnv(&le).isOk());
   EXPECT_EQ(le.source, "lanes");
@@ -69,10 +85,10 @@ TEST(LaunchEnv, LanesVariables) {
 
 TEST(LaunchEnv, TorchrunUsesThePortAfterMasterPort) {
   ScopedEnv env(Vars{{"RANK", "3"},
-                 {"WORLD_SIZE", "8"},
-                 {"LOCAL_RANK", "3"},
-                 {"MASTER_ADDR", "node7"},
-                 {"MASTER_PORT", "29500"}});
+                     {"WORLD_SIZE", "8"},
+                     {"LOCAL_RANK", "3"},
+                     {"MASTER_ADDR", "node7"},
+                     {"MASTER_PORT", "29500"}});
   LaunchEnv le;
   ASSERT_TRUE(readLaunchEnv(&le).isOk());
   EXPECT_EQ(le.source, "torchrun");
@@ -85,20 +101,20 @@ TEST(LaunchEnv, TorchrunUsesThePortAfterMasterPort) {
 TEST(LaunchEnv, RootPortAndRootAddrOverrides) {
   {
     ScopedEnv env(Vars{{"RANK", "0"},
-                   {"WORLD_SIZE", "2"},
-                   {"MASTER_ADDR", "fd00::1"},
-                   {"MASTER_PORT", "29500"},
-                   {"LANES_ROOT_PORT", "4000"}});
+                       {"WORLD_SIZE", "2"},
+                       {"MASTER_ADDR", "fd00::1"},
+                       {"MASTER_PORT", "29500"},
+                       {"LANES_ROOT_PORT", "4000"}});
     LaunchEnv le;
     ASSERT_TRUE(readLaunchEnv(&le).isOk());
     EXPECT_EQ(le.rootAddr, "[fd00::1]:4000");
   }
   {
     ScopedEnv env(Vars{{"RANK", "0"},
-                   {"WORLD_SIZE", "2"},
-                   {"MASTER_ADDR", "a"},
-                   {"MASTER_PORT", "1"},
-                   {"LANES_ROOT_ADDR", "[::1]:7000"}});
+                       {"WORLD_SIZE", "2"},
+                       {"MASTER_ADDR", "a"},
+                       {"MASTER_PORT", "1"},
+                       {"LANES_ROOT_ADDR", "[::1]:7000"}});
     LaunchEnv le;
     ASSERT_TRUE(readLaunchEnv(&le).isOk());
     EXPECT_EQ(le.rootAddr, "[::1]:7000");
@@ -114,9 +130,9 @@ TEST(LaunchEnv, OpenMpiNeedsARootAddress) {
     EXPECT_NE(st.message().find("LANES_ROOT_ADDR"), std::string::npos) << st.message();
   }
   ScopedEnv env(Vars{{"OMPI_COMM_WORLD_RANK", "1"},
-                 {"OMPI_COMM_WORLD_SIZE", "2"},
-                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
-                 {"LANES_ROOT_ADDR", "host0:1234"}});
+                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                     {"LANES_ROOT_ADDR", "host0:1234"}});
   LaunchEnv le;
   ASSERT_TRUE(readLaunchEnv(&le).isOk());
   EXPECT_EQ(le.source, "openmpi");
@@ -135,10 +151,10 @@ TEST(LaunchEnv, Slurm) {
     EXPECT_NE(st.message().find("LANES_ROOT_ADDR"), std::string::npos);
   }
   ScopedEnv env(Vars{{"SLURM_PROCID", "5"},
-                 {"SLURM_NTASKS", "6"},
-                 {"SLURM_LOCALID", "1"},
-                 {"MASTER_ADDR", "10.0.0.9"},
-                 {"MASTER_PORT", "6000"}});
+                     {"SLURM_NTASKS", "6"},
+                     {"SLURM_LOCALID", "1"},
+                     {"MASTER_ADDR", "10.0.0.9"},
+                     {"MASTER_PORT", "6000"}});
   LaunchEnv le;
   ASSERT_TRUE(readLaunchEnv(&le).isOk());
   EXPECT_EQ(le.source, "slurm");
@@ -151,7 +167,8 @@ TEST(LaunchEnv, Slurm) {
 // Each malformed value is reported naming its variable.
 TEST(LaunchEnv, MalformedValuesNameTheVariable) {
   const std::vector<std::pair<std::map<std::string, std::string>, std::string>> cases = {
-      {{{"RANK", "abc"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}, "RANK=abc"},
+      {{{"RANK", "abc"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}},
+       "RANK=abc"},
       {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}, "RANK=2"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0"},
       {{{"RANK", "0"}}, "WORLD_SIZE is not set"},
@@ -162,7 +179,9 @@ TEST(LaunchEnv, MalformedValuesNameTheVariable) {
        "LANES_ROOT_ADDR=hostonly"},
       {{{"LANES_RANK", "0"}, {"LANES_WORLD_SIZE", "2"}, {"LANES_ROOT_ADDR", "h:0"}},
        "LANES_ROOT_ADDR=h:0"},
-      {{{"LANES_RANK", "0"}, {"LANES_WORLD_SIZE", "2"}, {"LANES_LOCAL_RANK", "-1"},
+      {{{"LANES_RANK", "0"},
+        {"LANES_WORLD_SIZE", "2"},
+        {"LANES_LOCAL_RANK", "-1"},
         {"LANES_ROOT_ADDR", "h:1"}},
        "LANES_LOCAL_RANK=-1"},
       {{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "x"}}, "SLURM_NTASKS=x"},

@@ -90,7 +90,8 @@ TEST(Socket, SendAllRecvAllMovesEveryByte) {
   std::vector<uint8_t> out(3 << 20), in(out.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 7 + 3);
   // Bigger than the socket buffers: needs the receiver running meanwhile.
-  std::thread sender([&] { EXPECT_TRUE(a.sendAll(out.data(), out.size(), Deadline::after(30)).isOk()); });
+  std::thread sender(
+      [&] { EXPECT_TRUE(a.sendAll(out.data(), out.size(), Deadline::after(30)).isOk()); });
   EXPECT_TRUE(b.recvAll(in.data(), in.size(), Deadline::after(30)).isOk());
   sender.join();
   EXPECT_EQ(in, out);
@@ -115,7 +116,8 @@ TEST(Socket, ClosedPeerIsRemoteErrorNamingIt) {
   // Writing to a closed peer fails (and does not raise SIGPIPE).
   std::vector<uint8_t> big(1 << 20);
   Status ws;
-  for (int i = 0; i < 64 && ws.isOk(); ++i) ws = b.sendAll(big.data(), big.size(), Deadline::after(10));
+  for (int i = 0; i < 64 && ws.isOk(); ++i)
+    ws = b.sendAll(big.data(), big.size(), Deadline::after(10));
   EXPECT_EQ(ws.code(), lanesRemoteError);
 }
 

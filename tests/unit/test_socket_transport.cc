@@ -176,5 +176,33 @@ TEST(SocketTransport, RanksWithDifferentSettingsFailTogether) {
   EXPECT_NE(status[0].message().find("rank 1"), std::string::npos) << status[0].message();
 }
 
+TEST(SocketTransport, DataSocketWithAForeignSecretIsRefused) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"}});
+  FakeBootstrapGroup group(2, false);
+  std::vector<Status> status(2);
+  runRanks(2, [&](int rank) {
+    FakeBootstrap bootstrap(&group, rank);
+    if (rank == 0) {
+      UniqueIdData foreign = group.id();
+      foreign.secret[5] ^= 1;
+      bootstrap.overrideId(foreign);
+    }
+    TransportContext ctx;
+    ctx.bootstrap = &bootstrap;
+    ctx.rank = rank;
+    ctx.nranks = 2;
+    ctx.ranks = &group.ranks();
+    ctx.commTag = group.commTag();
+    ctx.timeoutSeconds = 2;
+    std::vector<std::unique_ptr<Connection>> out;
+    status[rank] = makeSocketTransport()->connect(ctx, {1 - rank}, &out);
+    if (status[rank].isOk()) status[rank] = internalError("connected with a foreign secret");
+  });
+  // Rank 1 dropped every socket of rank 0 and waited for real ones in vain.
+  EXPECT_EQ(status[1].code(), lanesTimeout) << status[1].message();
+  EXPECT_NE(status[1].message().find("never arrived"), std::string::npos) << status[1].message();
+  EXPECT_FALSE(status[0].isOk());
+}
+
 }  // namespace
 }  // namespace lanes::testing

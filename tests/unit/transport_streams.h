@@ -149,8 +149,14 @@ inline std::vector<std::string> exchangeAll(FakeBootstrapGroup& group,
   int n = group.nranks();
   std::vector<std::string> errors(static_cast<size_t>(n));
   runRanks(n, [&](int rank) {
-    errors[static_cast<size_t>(rank)] = driveStreams(rank, conns[static_cast<size_t>(rank)].byPeer,
-                                                     sizes, Deadline::after(seconds));
+    std::string& error = errors[static_cast<size_t>(rank)];
+    error = driveStreams(rank, conns[static_cast<size_t>(rank)].byPeer, sizes,
+                         Deadline::after(seconds));
+    // A rank that gave up closes its connections, so its peers fail fast
+    // instead of waiting out their deadlines.
+    if (!error.empty()) {
+      for (auto& c : conns[static_cast<size_t>(rank)].owned) c->close();
+    }
     FakeBootstrap bootstrap(&group, rank);
     (void)bootstrap.barrier(Deadline::after(seconds));
   });

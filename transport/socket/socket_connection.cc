@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/deadline.h"
 #include "core/log.h"
 #include "transport/common/byte_ring.h"
 #include "transport/socket/stripe_map.h"
@@ -24,6 +25,9 @@ constexpr uint16_t kKindData = 1;
 constexpr uint16_t kKindCredit = 2;  // offset = bytes the receiver has consumed
 // Only a safety net: post(), consume() and credits wake a sleeping worker at once.
 constexpr int kIdlePollMs = 100;
+// How long destruction waits for posted bytes to reach the kernel, so that
+// destroying a communicator right after a send does not drop its tail.
+constexpr double kDrainSeconds = 2;
 // Frames moved per socket per pass, so one busy socket does not starve the others.
 constexpr int kFramesPerPass = 16;
 
@@ -146,7 +150,10 @@ class SocketRecvPort final : public RecvPort {
 class SocketConnection final : public Connection {
  public:
   SocketConnection(const SocketConnectionConfig& config, std::vector<Socket> sockets);
-  ~SocketConnection() override { close(); }
+  ~SocketConnection() override {
+    drain(Deadline::after(kDrainSeconds));
+    close();
+  }
   Status start();
 
   int peer() const override { return cfg_.peer; }
@@ -162,6 +169,7 @@ class SocketConnection final : public Connection {
   std::vector<uint64_t> payloadSent() const;
 
  private:
+  void drain(Deadline deadline);
   void workerLoop(Worker& w);
   Status sendSome(DataSocket& s, bool* progressed);
   Status recvSome(DataSocket& s, bool* progressed);
@@ -262,6 +270,19 @@ void SocketConnection::close() {
                    cfg_.peerAddress + ") was closed on rank " + std::to_string(cfg_.rank)));
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
+  }
+}
+
+void SocketConnection::drain(Deadline deadline) {
+  Backoff backoff;
+  while (!failed_.load(std::memory_order_acquire) && !deadline.expired()) {
+    bool sent = true;
+    for (const SendLane& lane : send_) {
+      sent &= lane.released.load(std::memory_order_acquire) >=
+              lane.produced.load(std::memory_order_relaxed);
+    }
+    if (sent) return;
+    backoff.pause();
   }
 }
 

@@ -6,6 +6,7 @@
 #include "core/deadline.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/staged_allreduce.h"
 
 namespace lanes {
 namespace {
@@ -245,6 +246,11 @@ void DeviceProxy::reclaim(bool wait) {
 }
 
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
+  // All-reduces among ranks of one host take the host-staged copy-engine
+  // path (no CPU thread in the way); everything else goes through the proxy.
+  StagedAllReduce* staged = nullptr;
+  LANES_RETURN_IF_ERROR(StagedAllReduce::route(requests.front().comm, requests, &staged));
+  if (staged != nullptr) return staged->enqueue(requests, stream);
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(requests.front().comm, &proxy));
   return proxy->enqueue(requests, stream);

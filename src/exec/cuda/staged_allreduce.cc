@@ -1,0 +1,436 @@
+#include "exec/cuda/staged_allreduce.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "exec/cuda/cuda_check.h"
+#include "kernels/cuda/reduce.h"
+
+namespace lanes {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t roundUp(size_t v, size_t m) { return ceilDiv(v, m) * m; }
+
+Status kernelStatus(int rc, const char* what) {
+  return cudaStatus(static_cast<cudaError_t>(rc), what);
+}
+
+// Makes the communicator's GPU current for a scope.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (device >= 0 && cudaGetDevice(&previous_) == cudaSuccess && previous_ != device &&
+        cudaSetDevice(device) == cudaSuccess)
+      changed_ = true;
+  }
+  ~DeviceScope() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+};
+
+// Identical on every rank: depends on the requests and the host map only.
+bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
+  for (const Request& r : requests)
+    if (r.isP2p || r.args.coll != CollType::AllReduce) return false;
+  const auto& ranks = comm->bootstrap->ranks();
+  for (const RankInfo& info : ranks)
+    if (info.hostHash != ranks.front().hostHash) return false;
+  return true;
+}
+
+// What every rank states before the path is used; all must match.
+struct Proposal {
+  int32_t willing = 0;
+  int32_t slots = 0;
+  uint64_t chunkBytes = 0;
+};
+
+// Ranks of this process on this GPU: their streams share the context's
+// hardware queues; too few queues and a stream parked on a peer's counter
+// can block, in the same queue, the work that would raise it.
+void warnAboutQueues(lanesComm* comm) {
+  const auto& ranks = comm->bootstrap->ranks();
+  const RankInfo& self = ranks[comm->rank];
+  int sharing = 0;
+  int lowest = comm->rank;
+  for (const RankInfo& r : ranks) {
+    if (r.pid != self.pid || r.cudaDev != self.cudaDev) continue;
+    ++sharing;
+    lowest = std::min(lowest, r.rank);
+  }
+  if (sharing < 2 || lowest != comm->rank) return;  // said once per process and GPU
+  int64_t queues = 8;
+  if (const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) queues = std::atoi(v);
+  const int64_t needed = int64_t{sharing} * 4;  // 3 internal streams + the user's
+  if (queues < needed)
+    LANES_WARN(Init, comm->rank,
+               "%d ranks of this process share GPU %d: their %lld streams exceed "
+               "CUDA_DEVICE_MAX_CONNECTIONS=%lld hardware queues, and a stream waiting for a "
+               "peer may block the peer's work queued behind it. Set "
+               "CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, or run ranks as "
+               "processes.",
+               sharing, self.cudaDev, static_cast<long long>(needed),
+               static_cast<long long>(queues));
+}
+
+}  // namespace
+
+Status StagedAllReduce::route(lanesComm* comm, const std::vector<Request>& requests,
+                              StagedAllReduce** out) {
+  *out = nullptr;
+  if (requests.empty() || !eligible(comm, requests)) return Status::ok();
+  std::lock_guard<std::mutex> lock(comm->deviceMutex);
+  if (!comm->staged) {
+    std::unique_ptr<StagedAllReduce> staged(new StagedAllReduce(comm));
+    Status s = staged->setup();
+    comm->staged = std::move(staged);
+    if (!s) {
+      comm->fail(s.code(), s.message());
+      return s;
+    }
+  }
+  auto* staged = static_cast<StagedAllReduce*>(comm->staged.get());
+  if (staged->enabled_) *out = staged;
+  return Status::ok();
+}
+
+Status StagedAllReduce::createLocalResources() {
+  LANES_RETURN_IF_ERROR(StreamMemops::get(&memops_));
+  for (cudaStream_t* s : {&down_, &reduce_, &up_})
+    LANES_CUDA_RETURN(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+  for (cudaEvent_t* e : {&downDone_, &reduceDone_})
+    LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  return Status::ok();
+}
+
+void StagedAllReduce::releaseLocalResources() {
+  if (scratch_ != nullptr) cudaFree(scratch_);
+  for (cudaEvent_t e : {downDone_, reduceDone_})
+    if (e != nullptr) cudaEventDestroy(e);
+  for (cudaStream_t s : {down_, reduce_, up_})
+    if (s != nullptr) cudaStreamDestroy(s);
+  scratch_ = nullptr;
+  downDone_ = reduceDone_ = nullptr;
+  down_ = reduce_ = up_ = nullptr;
+}
+
+Status StagedAllReduce::setup() {
+  DeviceScope device(comm_->cudaDev);
+  const int n = comm_->nranks;
+  if (n == 1) {
+    enabled_ = true;  // one rank: a single copy kernel on the user's stream
+    return Status::ok();
+  }
+  Deadline deadline = Deadline::after(comm_->options.timeoutSeconds);
+  StageArenaConfig config = StageArenaConfig::fromEnv();
+
+  // 1. What this rank can do; every rank must say yes with the same sizes.
+  std::string why;
+  Status local;
+  if (envBool("LANES_STAGED_DISABLE", false)) {
+    why = "LANES_STAGED_DISABLE=1";
+  } else {
+    local = createLocalResources();
+    if (local) {
+      StageArenaLayout layout(n, config);
+      // A segment is at most ceil(chunk/n) elements rounded up to 16 bytes.
+      scratchStride_ = roundUp(layout.chunkBytes / n + 32, 256);
+      local = cudaStatus(cudaMalloc(&scratch_, scratchStride_ * (n - 1)), "cudaMalloc (scratch)");
+    }
+    if (!local) why = local.message();
+  }
+  Proposal mine;
+  mine.willing = why.empty() ? 1 : 0;
+  mine.slots = config.slots;
+  mine.chunkBytes = config.chunkBytes;
+  std::vector<Proposal> all(static_cast<size_t>(n));
+  all[static_cast<size_t>(comm_->rank)] = mine;
+  LANES_RETURN_IF_ERROR(comm_->bootstrap->allGather(all.data(), sizeof(Proposal), deadline));
+  for (int r = 0; r < n && why.empty(); ++r) {
+    const Proposal& p = all[static_cast<size_t>(r)];
+    if (!p.willing)
+      why = "rank " + std::to_string(r) + " cannot use it (its log says why)";
+    else if (p.slots != mine.slots || p.chunkBytes != mine.chunkBytes)
+      why = "LANES_STAGE_CHUNK_BYTES / LANES_STAGE_SLOTS differ between rank " + std::to_string(r) +
+            " and rank " + std::to_string(comm_->rank);
+  }
+
+  // 2. The shared arena (collective; on failure every rank falls back alike).
+  if (why.empty()) {
+    bool fatal = false;
+    const std::string commTag = [&] {
+      char buf[32];
+      snprintf(buf, sizeof(buf), "lanes-%016llx",
+               static_cast<unsigned long long>(comm_->bootstrap->id().commId));
+      return std::string(buf);
+    }();
+    Status s = StageArena::create(*comm_->bootstrap, commTag, config, deadline, &arena_, &fatal);
+    if (fatal) return s;
+    if (!s) why = s.message();
+  }
+  if (!why.empty()) {
+    releaseLocalResources();
+    arena_.reset();
+    if (!local || mine.willing)
+      LANES_WARN(Init, comm_->rank,
+                 "device all-reduce: the host-staged copy-engine path is off (%s); using the "
+                 "host proxy",
+                 why.c_str());
+    else
+      LANES_INFO(Init, comm_->rank, "device all-reduce: host proxy (%s)", why.c_str());
+    return Status::ok();
+  }
+
+  // 3. Failure handling: a failed communicator poisons the counters.
+  watchdog_ = std::make_unique<StagedWatchdog>(comm_, arena_.get());
+  {
+    std::lock_guard<std::mutex> lock(comm_->failureMutex);
+    StagedWatchdog* dog = watchdog_.get();
+    hookIndex_ = comm_->onFailure.size();
+    comm_->onFailure.push_back([dog] { dog->poison(); });
+    if (comm_->asyncError.load() != lanesSuccess) dog->poison();  // failed meanwhile
+  }
+  warnAboutQueues(comm_);
+  enabled_ = true;
+  LANES_INFO(Init, comm_->rank,
+             "device all-reduce: host-staged copy-engine path, chunk %zu %s x %d slots",
+             config.chunkBytes >= kMiB ? config.chunkBytes / kMiB : config.chunkBytes / 1024,
+             config.chunkBytes >= kMiB ? "MiB" : "KiB", config.slots);
+  return Status::ok();
+}
+
+StagedAllReduce::~StagedAllReduce() {
+  if (!watchdog_) {
+    releaseLocalResources();
+    return;
+  }
+  DeviceScope device(comm_->cudaDev);
+  const bool failed = comm_->aborted.load() || comm_->asyncError.load() != lanesSuccess;
+  if (failed) watchdog_->poison();
+  bool drained = watchdog_->drain(Deadline::after(comm_->options.timeoutSeconds));
+  if (!drained && !watchdog_->poisoned()) {
+    LANES_WARN(Init, comm_->rank,
+               "destroying the communicator while its device all-reduces still wait for peers "
+               "after %.0f s; releasing them (their results are undefined)",
+               comm_->options.timeoutSeconds);
+    watchdog_->poison();
+    drained = watchdog_->drain(Deadline::after(10));
+  }
+  {
+    std::lock_guard<std::mutex> lock(comm_->failureMutex);
+    comm_->onFailure[hookIndex_] = nullptr;
+  }
+  watchdog_.reset();
+  if (!drained) {
+    LANES_WARN(Init, comm_->rank,
+               "a stream still uses the host-staging arena; leaking it rather than freeing "
+               "memory the GPU may touch");
+    arena_->leak();
+    return;  // streams, events and scratch stay too
+  }
+  releaseLocalResources();
+}
+
+Status StagedAllReduce::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
+  DeviceScope device(comm_->cudaDev);
+  std::vector<cudaStream_t> streams{stream};
+  for (const Request& r : requests)
+    if (std::find(streams.begin(), streams.end(), r.stream) == streams.end())
+      streams.push_back(r.stream);
+  for (cudaStream_t s : streams) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    LANES_CUDA_RETURN(cudaStreamIsCapturing(s, &capture));
+    if (capture != cudaStreamCaptureStatusNone)
+      return invalidUsage(
+          "capturing a Lanes all-reduce on device buffers into a CUDA Graph is refused: the "
+          "host-staged path orders ranks by chunk counters written into the streams, and a "
+          "graph replay would repeat the captured counters instead of taking new ones. Issue "
+          "the collective outside the capture (or set LANES_STAGED_DISABLE=1 to get the proxy's "
+          "behaviour, which refuses capture too).");
+  }
+
+  // Join: the group's other streams feed `stream`; they wait for it after.
+  std::vector<cudaEvent_t> joins;
+  struct JoinGuard {
+    std::vector<cudaEvent_t>& evs;
+    ~JoinGuard() {
+      for (cudaEvent_t e : evs) cudaEventDestroy(e);  // deferred by CUDA until done
+    }
+  } joinGuard{joins};
+  auto join = [&](cudaStream_t from, cudaStream_t to) -> Status {
+    cudaEvent_t ev;
+    LANES_CUDA_RETURN(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    joins.push_back(ev);
+    LANES_CUDA_RETURN(cudaEventRecord(ev, from));
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(to, ev, 0));
+    return Status::ok();
+  };
+  for (size_t i = 1; i < streams.size(); ++i) LANES_RETURN_IF_ERROR(join(streams[i], stream));
+
+  if (comm_->nranks == 1) {
+    // One rank: recv = op(send) (Avg divides by 1, PreMulSum scales).
+    for (const Request& r : requests) {
+      if (r.args.count == 0) continue;
+      const void* src = r.args.send;
+      LANES_RETURN_IF_ERROR(kernelStatus(
+          cuda::launchReduce(r.args.recv, &src, 1, r.args.count, r.args.type, r.op.kind,
+                             r.op.scalar, r.op.kind == RedOpKind::Avg ? 1 : 0, stream),
+          "launchReduce (single rank)"));
+    }
+  } else {
+    StagedWatchdog::Batch batch;
+    LANES_RETURN_IF_ERROR(watchdog_->takeEvent(&batch.start));
+    Status s = watchdog_->takeEvent(&batch.done);
+    if (!s) {
+      cudaEventDestroy(batch.start);
+      return s;
+    }
+    batch.label = "device all-reduce (host-staged), " + std::to_string(requests.size()) +
+                  " request(s) from chunk " + std::to_string(chunksIssued_ + 1);
+    s = cudaStatus(cudaEventRecord(batch.start, stream), "cudaEventRecord (start)");
+    if (s) s = cudaStatus(cudaStreamWaitEvent(down_, batch.start, 0), "cudaStreamWaitEvent");
+    const uint64_t firstChunk = chunksIssued_;
+    for (size_t i = 0; s && i < requests.size(); ++i) s = enqueueOne(requests[i]);
+    if (s) s = cudaStatus(cudaEventRecord(batch.done, up_), "cudaEventRecord (done)");
+    if (s) s = cudaStatus(cudaStreamWaitEvent(stream, batch.done, 0), "cudaStreamWaitEvent");
+    batch.lastChunk = static_cast<uint32_t>(chunksIssued_);
+    if (!s && chunksIssued_ != firstChunk) {
+      // Counters of this batch may already be in the streams while others
+      // are missing: peers would wait for them forever. Fail (and poison).
+      comm_->fail(s.code(), "enqueueing a device all-reduce on the CUDA streams failed on " +
+                                comm_->describe() + ": " + s.message());
+    }
+    watchdog_->track(std::move(batch));
+    LANES_RETURN_IF_ERROR(s);
+  }
+  for (size_t i = 1; i < streams.size(); ++i) LANES_RETURN_IF_ERROR(join(stream, streams[i]));
+  return Status::ok();
+}
+
+Status StagedAllReduce::reduceSegment(void* dst, const std::vector<const void*>& srcs, size_t count,
+                                      const Request& r, cudaStream_t stream) {
+  const RedOpKind op = r.op.kind;
+  const int nranks = static_cast<int>(srcs.size());
+  const int first = std::min(nranks, cuda::kMaxReduceSources);
+  const bool onePass = first == nranks;
+  LANES_RETURN_IF_ERROR(
+      kernelStatus(cuda::launchReduce(dst, srcs.data(), first, count, r.args.type, op, r.op.scalar,
+                                      (op == RedOpKind::Avg && onePass) ? nranks : 0, stream),
+                   "launchReduce"));
+  // More than 8 ranks: fold the rest in, 7 at a time, into the partial result.
+  for (int done = first; done < nranks;) {
+    const int take = std::min(nranks - done, cuda::kMaxReduceSources - 1);
+    const bool last = done + take == nranks;
+    std::vector<const void*> pass;
+    if (op == RedOpKind::PreMulSum) {
+      // The new sources are scaled, the partial sum (already scaled) is not.
+      pass.assign(srcs.begin() + done, srcs.begin() + done + take);
+      pass.push_back(dst);
+    } else {
+      pass.push_back(dst);
+      pass.insert(pass.end(), srcs.begin() + done, srcs.begin() + done + take);
+    }
+    LANES_RETURN_IF_ERROR(kernelStatus(
+        cuda::launchReduce(dst, pass.data(), static_cast<int>(pass.size()), count, r.args.type, op,
+                           r.op.scalar, (op == RedOpKind::Avg && last) ? nranks : 0, stream, take),
+        "launchReduce"));
+    done += take;
+  }
+  return Status::ok();
+}
+
+Status StagedAllReduce::enqueueOne(const Request& r) {
+  const StageArenaLayout& layout = arena_->layout();
+  const int n = comm_->nranks;
+  const int me = comm_->rank;
+  const size_t elem = datatypeSize(r.args.type);
+  const size_t count = r.args.count;
+  const size_t chunkElems = layout.chunkBytes / elem;
+  const size_t align = std::max<size_t>(1, 16 / elem);  // segments start 16-byte aligned
+  const auto* send = static_cast<const std::byte*>(r.args.send);
+  auto* recv = static_cast<std::byte*>(r.args.recv);
+  const auto slots = static_cast<uint64_t>(layout.slots);
+  auto* scratch = static_cast<std::byte*>(scratch_);
+
+  for (size_t off = 0; off < count; off += chunkElems) {
+    const size_t len = std::min(chunkElems, count - off);
+    const uint64_t issued = ++chunksIssued_;
+    const auto g = static_cast<uint32_t>(issued);
+    const int slot = static_cast<int>(issued % slots);
+    watchdog_->noteChunk(g);
+    const size_t seg = roundUp(ceilDiv(len, static_cast<size_t>(n)), align);
+    auto segBegin = [&](int p) { return std::min(len, seg * static_cast<size_t>(p)); };
+    auto segEnd = [&](int p) { return std::min(len, seg * static_cast<size_t>(p + 1)); };
+    const size_t myBegin = segBegin(me);
+    const size_t myLen = segEnd(me) - myBegin;
+    const std::byte* in = send + off * elem;
+    std::byte* out = recv + off * elem;
+
+    // A (down): the slot is free once every rank consumed its previous use
+    // (that also means every rank finished reading the input slots and the
+    // result slot of chunk g-K). In place is safe: this chunk's input is
+    // copied down before B or C write any of it.
+    if (issued > slots) {
+      for (int p = 0; p < n; ++p)
+        LANES_RETURN_IF_ERROR(memops_->waitGeq(down_, arena_->flag(StageFlag::Consumed, p),
+                                               static_cast<uint32_t>(issued - slots)));
+    }
+    LANES_CUDA_RETURN(
+        cudaMemcpyAsync(arena_->input(me, slot), in, len * elem, cudaMemcpyDeviceToHost, down_));
+    LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, me), g));
+    LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(reduce_, downDone_, 0));
+
+    // B (reduce): my segment, from my device input and the peers' staged ones.
+    if (myLen > 0) {
+      std::vector<const void*> srcs(static_cast<size_t>(n));
+      for (int p = 0; p < n; ++p) {
+        if (p == me) {
+          srcs[static_cast<size_t>(p)] = in + myBegin * elem;
+          continue;
+        }
+        std::byte* dst = scratch + static_cast<size_t>(p < me ? p : p - 1) * scratchStride_;
+        LANES_RETURN_IF_ERROR(memops_->waitGeq(reduce_, arena_->flag(StageFlag::Ready, p), g));
+        LANES_CUDA_RETURN(cudaMemcpyAsync(dst, arena_->input(p, slot) + myBegin * elem,
+                                          myLen * elem, cudaMemcpyHostToDevice, reduce_));
+        srcs[static_cast<size_t>(p)] = dst;
+      }
+      LANES_RETURN_IF_ERROR(reduceSegment(out + myBegin * elem, srcs, myLen, r, reduce_));
+      LANES_CUDA_RETURN(cudaMemcpyAsync(arena_->result(slot) + myBegin * elem, out + myBegin * elem,
+                                        myLen * elem, cudaMemcpyDeviceToHost, reduce_));
+    }
+    LANES_RETURN_IF_ERROR(memops_->write(reduce_, arena_->flag(StageFlag::Reduced, me), g));
+    LANES_CUDA_RETURN(cudaEventRecord(reduceDone_, reduce_));
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, reduceDone_, 0));
+
+    // C (up): everyone else's segments, which sit contiguously around mine.
+    for (int p = 0; p < n; ++p) {
+      if (p == me || segEnd(p) == segBegin(p)) continue;
+      LANES_RETURN_IF_ERROR(memops_->waitGeq(up_, arena_->flag(StageFlag::Reduced, p), g));
+    }
+    if (myBegin > 0)
+      LANES_CUDA_RETURN(
+          cudaMemcpyAsync(out, arena_->result(slot), myBegin * elem, cudaMemcpyHostToDevice, up_));
+    const size_t myEnd = myBegin + myLen;
+    if (myEnd < len)
+      LANES_CUDA_RETURN(cudaMemcpyAsync(out + myEnd * elem, arena_->result(slot) + myEnd * elem,
+                                        (len - myEnd) * elem, cudaMemcpyHostToDevice, up_));
+    LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->flag(StageFlag::Consumed, me), g));
+  }
+  return Status::ok();
+}
+
+}  // namespace lanes

@@ -1,0 +1,76 @@
+// Device-buffer all-reduce through the host-staged transport, when every rank
+// of the communicator is on this host (several may share one GPU). No CPU
+// thread is in the path: the ranks' own streams move the bytes with the copy
+// engines and order themselves by counters in shared host memory
+// (cuStreamWriteValue32 / cuStreamWaitValue32). Per chunk g (slot g % K, the
+// chunk cut into nranks segments, segment r owned by rank r):
+//   A (down):   wait every rank's `consumed` >= g-K; D2H my input chunk into
+//               my input slot; ready[me] = g.
+//   B (reduce): wait every peer's `ready` >= g; H2D segment me of each peer's
+//               slot into scratch; one reduce kernel (sources in rank order)
+//               writes my segment of recvbuf; D2H it into the result slot;
+//               reduced[me] = g.
+//   C (up):     wait every peer's `reduced` >= g; H2D the other segments of
+//               the result slot into recvbuf; consumed[me] = g.
+// A, B and C are three internal streams, so chunk g+1 goes down while chunk g
+// is reduced and chunk g-1 comes up. Every segment is reduced once, by its
+// owner, so every rank gets the same bits. docs/gpu_data_path.md has the
+// picture, the bytes on PCIe, and the failure handling.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/request.h"
+#include "exec/cuda/staged_watchdog.h"
+#include "exec/cuda/stream_memops.h"
+#include "exec/device_path.h"
+#include "transport/hoststage/arena.h"
+
+namespace lanes {
+
+class StagedAllReduce final : public DeviceContext {
+ public:
+  // Whether the staged path serves this batch of device requests: every
+  // request an all-reduce and every rank on this host (a decision identical
+  // on all ranks), the path not disabled (LANES_STAGED_DISABLE=1) and set up
+  // on every rank. The first eligible call sets the path up, collectively.
+  // *out is null when the batch must go to the proxy.
+  static Status route(lanesComm* comm, const std::vector<Request>& requests, StagedAllReduce** out);
+  ~StagedAllReduce() override;
+
+  // Enqueues the batch on `stream` (requests on other streams of the group
+  // join it) and returns without waiting.
+  Status enqueue(std::vector<Request>& requests, cudaStream_t stream);
+  // Whether the ranks agreed to use the path (false: the proxy serves all).
+  bool enabled() const { return enabled_; }
+
+ private:
+  explicit StagedAllReduce(lanesComm* comm) : comm_(comm) {}
+  // Collective: agrees with every rank whether to use the path; a non-OK
+  // status means the communicator failed (the ranks could not agree).
+  Status setup();
+  Status createLocalResources();
+  Status enqueueOne(const Request& r);
+  Status reduceSegment(void* dst, const std::vector<const void*>& srcs, size_t count,
+                       const Request& r, cudaStream_t stream);
+  void releaseLocalResources();
+
+  lanesComm* comm_;
+  bool enabled_ = false;
+  const StreamMemops* memops_ = nullptr;
+  std::unique_ptr<StageArena> arena_;
+  std::unique_ptr<StagedWatchdog> watchdog_;
+  size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
+  cudaStream_t down_ = nullptr, reduce_ = nullptr, up_ = nullptr;
+  cudaEvent_t downDone_ = nullptr, reduceDone_ = nullptr;  // re-recorded per chunk
+  void* scratch_ = nullptr;                                // nranks-1 peer segments on the GPU
+  size_t scratchStride_ = 0;
+  uint64_t chunksIssued_ = 0;  // advances identically on every rank
+};
+
+}  // namespace lanes

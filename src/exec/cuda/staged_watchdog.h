@@ -1,0 +1,86 @@
+// StagedWatchdog: the host side of the host-staged path's failure handling.
+// GPU streams of every local rank wait on counters in the shared arena
+// (cuStreamWaitValue32). If a peer dies, aborts, or never calls the
+// collective, those waits would park the streams forever. The watchdog
+//  - poisons: on a communicator failure it stores a value far ahead of every
+//    counter into all of them, and keeps re-storing it (a stream that runs
+//    on may write a smaller value back) until the context is destroyed, so
+//    every wait passes; results are garbage, the error is reported by
+//    lanesCommGetAsyncError;
+//  - times out: a batch whose streams started but did not finish within the
+//    communicator's timeout fails the communicator (lanesTimeout), naming the
+//    ranks whose counters lag, which in turn poisons.
+// It is one thread per communicator that sleeps between 50 ms checks; it is
+// never in a collective's critical path.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/deadline.h"
+#include "core/status.h"
+#include "transport/hoststage/arena.h"
+
+struct lanesComm;
+
+namespace lanes {
+
+class StagedWatchdog {
+ public:
+  // One enqueued batch: its first and last chunk counters and the events
+  // bracketing it on the internal streams.
+  struct Batch {
+    cudaEvent_t start = nullptr;  // recorded on the user's stream before the batch
+    cudaEvent_t done = nullptr;   // recorded on the last internal stream after it
+    uint32_t lastChunk = 0;
+    std::string label;
+  };
+
+  StagedWatchdog(lanesComm* comm, const StageArena* arena);
+  ~StagedWatchdog();  // stops the thread; call drain() first
+  StagedWatchdog(const StagedWatchdog&) = delete;
+  StagedWatchdog& operator=(const StagedWatchdog&) = delete;
+
+  // An event from the pool (or a new one), for a Batch.
+  Status takeEvent(cudaEvent_t* out);
+  void track(Batch batch);
+  // The chunk counter most recently issued (poison is set relative to it).
+  void noteChunk(uint32_t g) { lastIssued_.store(g, std::memory_order_relaxed); }
+  // Starts poisoning now and until destruction. Safe from any thread and
+  // from lanesComm::fail's hook (no locks taken).
+  void poison();
+  bool poisoned() const { return poisoned_.load(std::memory_order_acquire); }
+  // Waits until every tracked batch finished or `deadline` passes.
+  bool drain(Deadline deadline);
+
+ private:
+  void run();
+  void retireFinished();  // under mutex_
+  void checkStall(Clock::time_point now);
+  std::string lagReport(uint32_t g) const;
+
+  lanesComm* comm_;
+  const StageArena* arena_;
+  std::atomic<uint32_t> lastIssued_{0};
+  std::atomic<bool> poisoned_{false};
+  std::atomic<bool> stop_{false};
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Batch> pending_;
+  Clock::time_point oldestStarted_{};
+  bool oldestStartedKnown_ = false;
+  bool timedOut_ = false;
+  std::vector<cudaEvent_t> freeEvents_;
+  std::thread thread_;
+};
+
+}  // namespace lanes

@@ -1,0 +1,270 @@
+#include "tests/gpu/gpu_harness.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+namespace lanes::test {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Ranks of the GPU tests fail on the library's timeout (30 s unless the user
+// set LANES_TIMEOUT) well before the watchdog. Runs before every ordinary
+// static initialiser, so tests/multi/harness.cc's default (20 s) does not win.
+__attribute__((constructor(101))) void setGpuTimeoutDefault() { setenv("LANES_TIMEOUT", "30", 0); }
+
+std::atomic<bool> g_cudaUsed{false};
+
+// Rank of the calling thread in runGpuThreads, -1 elsewhere.
+thread_local int t_threadRank = -1;
+
+struct GpuRankFailure {
+  std::string message;
+};
+
+SteadyClock::time_point deadlineAfter(double seconds) {
+  return SteadyClock::now() +
+         std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Stream-ordered frees must not hand memory back to the OS at each sync:
+// trimming the pool is not guaranteed to be free of device-wide waits.
+void keepPoolMemory(int device) {
+  cudaMemPool_t pool = nullptr;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  uint64_t keep = std::numeric_limits<uint64_t>::max();
+  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess)
+    cudaGetLastError();
+}
+
+// All thread ranks meet here before their communicators are destroyed; a
+// rank that never comes (hung) is waited for only until the deadline.
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  bool arriveAndWait(double seconds) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (++arrived_ == n_) cv_.notify_all();
+    return cv_.wait_until(lock, deadlineAfter(seconds), [&] { return arrived_ >= n_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_;
+  int arrived_ = 0;
+};
+
+}  // namespace
+
+int gpusVisibleHere() {
+  static const int count = [] {
+    g_cudaUsed = true;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+int gpusVisibleFromChild() {
+  static const int count = [] {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::fprintf(stderr, "gpusVisibleFromChild: fork: %s\n", std::strerror(errno));
+      return 0;
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      int n = 0;
+      if (cudaGetDeviceCount(&n) != cudaSuccess) _exit(0);
+      _exit(std::min(n, 100));
+    }
+    auto deadline = deadlineAfter(60);
+    for (;;) {
+      int status = 0;
+      pid_t got = ::waitpid(pid, &status, WNOHANG);
+      if (got == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+      if (SteadyClock::now() > deadline) {
+        std::fprintf(stderr, "gpusVisibleFromChild: the probe did not finish in 60 s\n");
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }();
+  return count;
+}
+
+bool cudaInitialisedHere() { return g_cudaUsed.load(); }
+
+void gpuRankFail(const char* file, int line, const std::string& message) {
+  if (t_threadRank >= 0) {
+    const char* base = std::strrchr(file, '/');
+    throw GpuRankFailure{strprintf("%s:%d: %s", base ? base + 1 : file, line, message.c_str())};
+  }
+  rankFail(file, line, message);  // forked rank: report over the pipe and exit
+}
+
+double streamWaitSeconds() { return rankTimeoutSeconds() + 30.0; }
+
+void syncStream(cudaStream_t stream, double seconds) {
+  auto deadline = deadlineAfter(seconds);
+  auto sleep = std::chrono::microseconds(5);
+  for (;;) {
+    cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady)
+      gpuRankFail(
+          __FILE__, __LINE__,
+          strprintf("cudaStreamQuery reports %s: the stream's work failed", cudaGetErrorString(e)));
+    if (SteadyClock::now() > deadline)
+      gpuRankFail(__FILE__, __LINE__,
+                  strprintf("the stream had not finished its work after %.0f s (a collective "
+                            "enqueued on it never completed)",
+                            seconds));
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
+  }
+}
+
+void runGpuThreads(int nranks, const GpuBody& body) {
+  ASSERT_GT(gpusVisibleHere(), 0);
+  std::vector<std::string> before = listLanesShm();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  keepPoolMemory(0);
+  std::vector<int> devlist(nranks, 0);  // every rank on GPU 0
+  std::vector<lanesComm_t> comms(nranks, nullptr);
+  lanesResult_t res = lanesCommInitAll(comms.data(), nranks, devlist.data());
+  ASSERT_EQ(res, lanesSuccess) << describeFailure("lanesCommInitAll", res, nullptr);
+
+  Barrier beforeDestroy(nranks);
+  std::mutex mu;
+  std::condition_variable cv;
+  int finished = 0;
+  std::vector<std::string> failures(nranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      t_threadRank = r;
+      std::string failure;
+      cudaStream_t stream = nullptr;
+      try {
+        GPU_CHECK_CUDA(cudaSetDevice(0));
+        GPU_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        GpuRank self{r, nranks, comms[r], stream, false};
+        body(self);
+        syncStream(stream);
+      } catch (const GpuRankFailure& f) {
+        failure = f.message;
+      } catch (const std::exception& e) {
+        failure = strprintf("exception: %s", e.what());
+      }
+      if (!beforeDestroy.arriveAndWait(streamWaitSeconds()) && failure.empty())
+        failure = "a peer rank never reached the end of the test body";
+      // Destroying the communicator also lets go of a stream parked on it.
+      lanesResult_t d = lanesCommDestroy(comms[r]);
+      if (d != lanesSuccess && failure.empty())
+        failure = describeFailure("lanesCommDestroy", d, nullptr);
+      if (stream != nullptr) cudaStreamDestroy(stream);
+      t_threadRank = -1;
+      std::lock_guard<std::mutex> lock(mu);
+      failures[r] = failure;
+      ++finished;
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    const double watchdog = watchdogSeconds();
+    if (!cv.wait_until(lock, deadlineAfter(watchdog), [&] { return finished == nranks; })) {
+      std::fprintf(stderr,
+                   "watchdog: %d of %d GPU thread ranks had not finished after %.0f s "
+                   "(LANES_TEST_WATCHDOG); a hung thread cannot be recovered, aborting\n",
+                   nranks - finished, nranks, watchdog);
+      std::abort();
+    }
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nranks; ++r)
+    if (!failures[r].empty()) ADD_FAILURE() << "rank " << r << " (thread): " << failures[r];
+  expectNoShmLeaks(before, "the threaded GPU run");
+}
+
+void runGpuProcesses(int nranks, const GpuBody& body) {
+  ASSERT_FALSE(cudaInitialisedHere()) << "the parent of forked GPU ranks must not use CUDA";
+  runForked(nranks, [&body](int rank, int n, const lanesUniqueId& id) {
+    // The child's first CUDA call: the GPU becomes current before init, so the
+    // communicator takes GPU 0.
+    GPU_CHECK_CUDA(cudaSetDevice(0));
+    keepPoolMemory(0);
+    cudaStream_t stream = nullptr;
+    GPU_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CommGuard comm(initComm(rank, n, id));
+    GpuRank self{rank, n, comm.get(), stream, true};
+    body(self);
+    syncStream(stream);
+  });
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes, cudaStream_t stream) : bytes_(bytes), stream_(stream) {
+  void* p = nullptr;
+  GPU_CHECK_CUDA(cudaMallocAsync(&p, bytes + 2 * kGuard, stream));
+  base_ = static_cast<std::byte*>(p);
+  GPU_CHECK_CUDA(cudaMemsetAsync(base_, kSentinel, bytes + 2 * kGuard, stream));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (base_ != nullptr) cudaFreeAsync(base_, stream_);
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
+  GPU_CHECK(offset + bytes <= bytes_, "upload of %zu bytes at %zu into a %zu-byte buffer", bytes,
+            offset, bytes_);
+  if (bytes == 0) return;
+  GPU_CHECK_CUDA(cudaMemcpyAsync(data() + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void DeviceBuffer::fill(uint8_t value) {
+  if (bytes_ > 0) GPU_CHECK_CUDA(cudaMemsetAsync(data(), value, bytes_, stream_));
+}
+
+std::vector<std::byte> DeviceBuffer::download(std::string* guardProblem) const {
+  std::vector<std::byte> all(bytes_ + 2 * kGuard);
+  GPU_CHECK_CUDA(cudaMemcpyAsync(all.data(), base_, all.size(), cudaMemcpyDeviceToHost, stream_));
+  syncStream(stream_);
+  if (guardProblem != nullptr) {
+    guardProblem->clear();
+    for (size_t i = 0; i < kGuard && guardProblem->empty(); ++i) {
+      if (all[i] != std::byte{kSentinel})
+        *guardProblem = strprintf("device write %zu bytes before the buffer start", kGuard - i);
+      else if (all[kGuard + bytes_ + i] != std::byte{kSentinel})
+        *guardProblem = strprintf("device write %zu bytes past the buffer end", i);
+    }
+  }
+  return std::vector<std::byte>(all.begin() + kGuard, all.begin() + kGuard + bytes_);
+}
+
+}  // namespace lanes::test

@@ -1,0 +1,137 @@
+#include "transport/hoststage/arena.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/env.h"
+#include "core/log.h"
+
+namespace lanes {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kMiB = size_t{1} << 20;
+
+size_t roundUp(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+// Every rank learns every rank's outcome of one setup step, so all of them
+// take the same branch. *fatal: the gather itself failed.
+Status agree(Bootstrap& bootstrap, const Status& local, const char* what, Deadline deadline,
+             bool* fatal) {
+  std::vector<int32_t> codes(static_cast<size_t>(bootstrap.nranks()), 0);
+  codes[static_cast<size_t>(bootstrap.rank())] = static_cast<int32_t>(local.code());
+  Status gathered = bootstrap.allGather(codes.data(), sizeof(int32_t), deadline);
+  if (!gathered) {
+    *fatal = true;
+    return gathered;
+  }
+  if (!local) return local;
+  for (size_t r = 0; r < codes.size(); ++r) {
+    if (codes[r] != 0)
+      return Status(static_cast<lanesResult_t>(codes[r]),
+                    "rank " + std::to_string(r) + " failed to " + what + " (its own log says why)");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+StageArenaConfig StageArenaConfig::fromEnv() {
+  StageArenaConfig c;
+  size_t chunk = c.chunkBytes;
+  if (auto text = envString("LANES_STAGE_CHUNK_BYTES")) {
+    uint64_t size = 0;
+    if (parseSize(*text, &size))
+      chunk = static_cast<size_t>(size);
+    else
+      LANES_WARN(Init, -1, "LANES_STAGE_CHUNK_BYTES=%s is not a size; using %zu", text->c_str(),
+                 chunk);
+  }
+  c.chunkBytes = roundUp(std::max<size_t>(chunk, 64 * 1024), kPage);
+  c.slots = static_cast<int>(std::clamp<int64_t>(envInt("LANES_STAGE_SLOTS", c.slots), 2, 64));
+  return c;
+}
+
+StageArenaLayout::StageArenaLayout(int n, const StageArenaConfig& config)
+    : nranks(n), slots(config.slots), chunkBytes(config.chunkBytes) {
+  flagsBytes = roundUp(static_cast<size_t>(n) * 3 * kFlagLine, kPage);
+}
+
+Status StageArena::create(Bootstrap& bootstrap, const std::string& commTag,
+                          const StageArenaConfig& config, Deadline deadline,
+                          std::unique_ptr<StageArena>* out, bool* fatal) {
+  *fatal = false;
+  const int rank = bootstrap.rank();
+  StageArenaLayout layout(bootstrap.nranks(), config);
+  std::unique_ptr<StageArena> arena(new StageArena(layout));
+  arena->segment_ = std::make_unique<ShmSegment>();
+  const std::string name = "/" + commTag + "-stage";
+  const size_t bytes = layout.totalBytes();
+
+  // 1. The lowest rank creates and reserves the segment (zero-filled: every
+  //    counter starts at 0).
+  Status local;
+  if (rank == 0) {
+    local = ShmSegment::create(name, bytes, bytes, arena->segment_.get());
+    if (!local)
+      local = Status(local.code(),
+                     "rank 0 could not create the " + std::to_string(bytes / kMiB) +
+                         " MiB host-staging arena (" + std::to_string(layout.nranks) +
+                         " ranks x LANES_STAGE_SLOTS=" + std::to_string(layout.slots) +
+                         " x LANES_STAGE_CHUNK_BYTES=" + std::to_string(layout.chunkBytes) +
+                         " plus results): " + local.message());
+  }
+  LANES_RETURN_IF_ERROR(agree(bootstrap, local, "create the host-staging arena", deadline, fatal));
+
+  // 2. The others map it.
+  if (rank != 0) {
+    local = ShmSegment::open(name, bytes, arena->segment_.get());
+    if (!local)
+      local = Status(local.code(), "rank " + std::to_string(rank) +
+                                       " could not map the host-staging arena: " + local.message());
+  }
+  Status mapped = agree(bootstrap, local, "map the host-staging arena", deadline, fatal);
+  // 3. Everyone has mapped it (or given up): the name can go.
+  arena->segment_->unlink();
+  LANES_RETURN_IF_ERROR(mapped);
+
+  // 4. Each mapping is registered once (threads of one process hold separate
+  //    mappings of the same pages, each registered by its own rank).
+  cudaError_t err = cudaHostRegister(arena->segment_->data(), bytes,
+                                     cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (err == cudaSuccess) {
+    arena->registered_ = true;
+  } else {
+    local = cudaError("rank " + std::to_string(rank) + ": cudaHostRegister of the " +
+                      std::to_string(bytes / kMiB) + " MiB host-staging arena failed: " +
+                      cudaGetErrorName(err) + " (" + cudaGetErrorString(err) +
+                      "); check the locked-memory limit (ulimit -l) or lower "
+                      "LANES_STAGE_CHUNK_BYTES / LANES_STAGE_SLOTS");
+    cudaGetLastError();  // not sticky: clear it so later calls don't see it
+  }
+  LANES_RETURN_IF_ERROR(
+      agree(bootstrap, local, "register the host-staging arena with CUDA", deadline, fatal));
+  *out = std::move(arena);
+  return Status::ok();
+}
+
+StageArena::~StageArena() {
+  if (leaked_) {
+    // A stream may still read or write these pages: keep them mapped and
+    // pinned for the life of the process rather than let the GPU fault.
+    (void)segment_.release();  // intentional leak, see above
+    return;
+  }
+  if (registered_) cudaHostUnregister(segment_->data());
+}
+
+void StageArena::poisonAll(uint32_t value) const {
+  for (int r = 0; r < layout_.nranks; ++r) {
+    for (StageFlag f : {StageFlag::Ready, StageFlag::Reduced, StageFlag::Consumed})
+      __atomic_store_n(flag(f, r), value, __ATOMIC_RELEASE);
+  }
+}
+
+}  // namespace lanes

@@ -1,0 +1,90 @@
+// StageArena: the host-staged transport's shared memory. One POSIX shm
+// segment per communicator (all ranks on one host), mapped by every rank and
+// registered with CUDA, holding
+//   - a flags page: per rank three counters (ready, reduced, consumed), each
+//     on its own 64-byte line, written and awaited by GPU streams;
+//   - input slots: nranks x slots x chunkBytes (a rank stages its chunk here);
+//   - result slots: slots x chunkBytes (each rank writes its reduced segment).
+// The lowest rank creates and sizes the segment, every rank maps it, and the
+// creator removes the name once all have mapped it: nothing is left in
+// /dev/shm even when a rank dies later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "core/status.h"
+#include "transport/shm/shm_segment.h"
+
+namespace lanes {
+
+enum class StageFlag : int { Ready = 0, Reduced = 1, Consumed = 2 };
+
+struct StageArenaConfig {
+  size_t chunkBytes = size_t{4} << 20;  // LANES_STAGE_CHUNK_BYTES
+  int slots = 4;                        // LANES_STAGE_SLOTS
+  // Reads the two variables (clamped: chunk >= 64 KiB, multiple of 4 KiB; 2..64 slots).
+  static StageArenaConfig fromEnv();
+};
+
+// Offsets inside the segment; identical on every rank.
+struct StageArenaLayout {
+  static constexpr size_t kFlagLine = 64;
+  int nranks = 0;
+  int slots = 0;
+  size_t chunkBytes = 0;
+  size_t flagsBytes = 0;  // whole pages
+
+  StageArenaLayout(int nranks, const StageArenaConfig& config);
+  size_t flagOffset(StageFlag f, int rank) const {
+    return (static_cast<size_t>(rank) * 3 + static_cast<size_t>(f)) * kFlagLine;
+  }
+  size_t inputOffset(int rank, int slot) const {
+    return flagsBytes + (static_cast<size_t>(rank) * slots + slot) * chunkBytes;
+  }
+  size_t resultOffset(int slot) const {
+    return flagsBytes + (static_cast<size_t>(nranks) * slots + slot) * chunkBytes;
+  }
+  size_t totalBytes() const { return resultOffset(slots); }
+};
+
+class StageArena {
+ public:
+  // Collective over the communicator's bootstrap. On failure every rank
+  // returns an error (the same decision everywhere); *fatal is set when the
+  // bootstrap itself failed (a peer died or timed out), i.e. when the ranks
+  // may not agree and the communicator must be failed rather than fall back.
+  static Status create(Bootstrap& bootstrap, const std::string& commTag,
+                       const StageArenaConfig& config, Deadline deadline,
+                       std::unique_ptr<StageArena>* out, bool* fatal);
+  ~StageArena();
+  StageArena(const StageArena&) = delete;
+  StageArena& operator=(const StageArena&) = delete;
+
+  const StageArenaLayout& layout() const { return layout_; }
+  std::byte* input(int rank, int slot) const { return base() + layout_.inputOffset(rank, slot); }
+  std::byte* result(int slot) const { return base() + layout_.resultOffset(slot); }
+  volatile uint32_t* flag(StageFlag f, int rank) const {
+    return reinterpret_cast<volatile uint32_t*>(base() + layout_.flagOffset(f, rank));
+  }
+  // Stores `value` into every counter of every rank (failure: lets each
+  // parked stream wait pass). Any thread, any time while the arena lives.
+  void poisonAll(uint32_t value) const;
+  // The arena is given up without unregistering or unmapping: used when a
+  // stream may still touch it after the destroy deadline.
+  void leak() { leaked_ = true; }
+
+ private:
+  StageArena(const StageArenaLayout& layout) : layout_(layout) {}
+  std::byte* base() const { return static_cast<std::byte*>(segment_->data()); }
+
+  StageArenaLayout layout_;
+  std::unique_ptr<ShmSegment> segment_;
+  bool registered_ = false;
+  bool leaked_ = false;
+};
+
+}  // namespace lanes
