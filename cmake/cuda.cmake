@@ -63,8 +63,10 @@ target_include_directories(lanes_cuda_kernels
 target_compile_definitions(lanes_cuda_kernels PUBLIC LANES_HAVE_CUDA=1)
 # Bit-exact agreement with the CPU reductions (docs/kernels.md): no FMA contraction,
 # no flush-to-zero, IEEE division (the kernels also use explicit _rn intrinsics).
+# Hidden visibility as lanes_objects: linked into liblanes.so, only the C API is exported.
 target_compile_options(lanes_cuda_kernels PRIVATE
-  $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false --ftz=false --prec-div=true --prec-sqrt=true>)
+  $<$<COMPILE_LANGUAGE:CUDA>:--fmad=false --ftz=false --prec-div=true --prec-sqrt=true
+                             -Xcompiler=-fvisibility=hidden>)
 target_link_libraries(lanes_cuda_kernels PUBLIC CUDA::cudart_static)
 
 if(LANES_BUILD_TESTS AND EXISTS ${CMAKE_SOURCE_DIR}/tests/gpu/CMakeLists.txt)

@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
   // 0x3c bytes: float32 ~0.0115, bfloat16 ~0.0115; finite, no denormals.
   CHECK_CUDA(cudaMemset(a.get(), 0x3c, bytes));
   CHECK_CUDA(cudaMemset(b.get(), 0x3c, bytes));
+  CHECK_CUDA(cudaDeviceSynchronize());  // the memsets ran on the legacy stream
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const void* srcs[2] = {a.get(), b.get()};

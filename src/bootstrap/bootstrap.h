@@ -63,6 +63,8 @@ class Bootstrap {
 
   // Out-of-band collectives and point-to-point, all bounded by `deadline`.
   // allGather: `data` holds nranks slots of `bytes`; this rank's slot is filled.
+  // Tags >= 2^31 are reserved for allGather/barrier; messages per (peer, tag)
+  // arrive in order; send() is thread-safe and may target this rank itself.
   virtual Status allGather(void* data, size_t bytes, Deadline deadline) = 0;
   virtual Status barrier(Deadline deadline) = 0;
   virtual Status send(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
@@ -70,11 +72,14 @@ class Bootstrap {
 
   // Called from the monitor thread when a peer is found dead (its control
   // connection closed or reset, or another rank reported it), with a
-  // sentence saying what was seen. Set once, before any collective.
+  // sentence saying what was seen. Set once, before any collective. Deaths
+  // seen before it is set are reported when it is set; each rank once. It
+  // may call spreadFailure, but must not block for long.
   using FailureHandler = std::function<void(int deadRank, const std::string& why)>;
   virtual void setFailureHandler(FailureHandler handler) = 0;
   // Tells every live peer that `deadRank` failed (or this rank is aborting
   // when deadRank == rank()), so they fail fast instead of timing out.
+  // Marks deadRank dead here too, without calling this rank's handler.
   virtual void spreadFailure(int deadRank, const std::string& why) = 0;
   // Latest progress counter each peer reported (watchdog hints); -1 unknown.
   virtual void reportProgress(uint64_t completedSeq) = 0;

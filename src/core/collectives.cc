@@ -55,7 +55,7 @@ Status layoutOf(const CollCall& c, int rank, int nranks, Layout* out) {
       l.sendBytes = all; l.recvBytes = one; l.inPlaceOffset = one * rank;
       break;
     case CollType::AlltoAll:
-      l.sendBytes = all; l.recvBytes = all; l.inPlaceAllowed = false;
+      l.sendBytes = all; l.recvBytes = all; l.inPlaceOffset = 0;  // in place: send == recv
       break;
     case CollType::Gather:
       l.sendBytes = one; l.recvBytes = isRoot ? all : 0; l.inPlaceOffset = one * rank;

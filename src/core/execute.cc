@@ -76,6 +76,17 @@ Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
   out->comm = comm;
   out->label = "send/recv group #" + std::to_string(comm->seq);
   Step& step = out->schedule->addStep();
+  // A send whose buffer a receive of the same group overwrites (in-place
+  // exchange) sends a snapshot taken before anything moves.
+  auto overlapsAnyRecv = [&](const Request* s) {
+    auto a = reinterpret_cast<uintptr_t>(s->sendbuf);
+    for (const Request* r : reqs) {
+      if (r->isSend || r->bytes == 0) continue;
+      auto b = reinterpret_cast<uintptr_t>(r->recvbuf);
+      if (a < b + r->bytes && b < a + s->bytes) return true;
+    }
+    return false;
+  };
   std::vector<Request*> selfSends, selfRecvs;
   for (Request* r : reqs) {
     if (r->peer == comm->rank) {
@@ -88,6 +99,11 @@ Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
       op.kind = OpKind::Send;
       op.sendPeer = r->peer;
       op.src = r->sendbuf;
+      if (r->bytes > 0 && overlapsAnyRecv(r)) {
+        std::byte* copy = out->schedule->allocScratch(r->bytes);
+        std::memcpy(copy, r->sendbuf, r->bytes);
+        op.src = copy;
+      }
     } else {
       op.kind = OpKind::Recv;
       op.recvPeer = r->peer;

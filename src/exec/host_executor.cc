@@ -109,7 +109,8 @@ Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
       std::span<const std::byte> view;
       Status status = port.peek(&view);
       if (!status) return status;
-      size_t wire = std::min(view.size(), st.padded - st.recvWire);
+      // Work in pieces so the sender gets slots back while we reduce the rest.
+      size_t wire = std::min({view.size(), st.padded - st.recvWire, kRingCommitBytes});
       if (wire == 0) break;
       size_t payload = std::min(wire, st.op->bytes - st.received);
       const Op& op = *st.op;

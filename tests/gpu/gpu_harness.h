@@ -53,10 +53,12 @@ inline constexpr const char* kNoGpu = "no CUDA device visible";
 // For tests that fork ranks: this process must not have touched CUDA.
 #define GPU_SKIP_UNLESS_GPU_FOR_FORK()                                                        \
   do {                                                                                        \
-    if (::lanes::test::cudaInitialisedHere())                                                 \
+    if (::lanes::test::cudaInitialisedHere()) {                                               \
+      if (::lanes::test::gpusVisibleHere() <= 0) GTEST_SKIP() << ::lanes::test::kNoGpu;       \
       GTEST_SKIP() << "CUDA was already initialised in this process by an earlier test, so "  \
                       "forked ranks could not use the GPU; run this test in its own process " \
                       "(ctest does)";                                                         \
+    }                                                                                         \
     if (::lanes::test::gpusVisibleFromChild() <= 0) GTEST_SKIP() << ::lanes::test::kNoGpu;    \
   } while (0)
 

@@ -489,6 +489,9 @@ void runCase(const Case& c) {
   }
   void* dst = dstBase + dstOff * t.size;
 
+  // cudaMemset and pageable cudaMemcpy may still be in flight on the legacy stream,
+  // which a non-blocking stream does not wait for.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   Stream stream;
   ASSERT_EQ(launchReduce(dst, srcPtrs.data(), c.nsrcs, c.count, c.type, c.op, c.scalar, c.divisor,
                          stream.get(), c.premulSources),

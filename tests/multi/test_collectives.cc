@@ -9,6 +9,8 @@
 #include <sys/mman.h>
 
 #include <cmath>
+#include <chrono>
+#include <map>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -350,7 +352,9 @@ TEST_P(CollectiveMatrix, HostBuffers) {
     CommGuard comm(initComm(rank, n, id));
     const std::vector<Combo> combos = planCombos(coll, n);
     std::vector<uint64_t> hashes;
-    for (const Combo& k : combos) runCombo(coll, k, rank, n, comm.get(), &hashes);
+    std::map<size_t, double> tm;  // TMPHACK
+    for (const Combo& k : combos) { auto t0 = std::chrono::steady_clock::now(); runCombo(coll, k, rank, n, comm.get(), &hashes); tm[k.count * typeSize(k.type)] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    if (rank == 0) for (auto& [b, t] : tm) fprintf(stderr, "TM bytes %zu: %.2f s\n", b, t);
     if (coll == Collective::AllReduce)
       checkIdenticalOutputs(hashes, combos, coll, rank, n, comm.get());
   });

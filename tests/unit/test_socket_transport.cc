@@ -79,7 +79,11 @@ TEST_P(SocketStreams, AllLanesDeliverBytesInOrder) {
 INSTANTIATE_TEST_SUITE_P(Ranks, SocketStreams,
                          ::testing::Values(StreamCase{2, "4M", "128K"}, StreamCase{3, "4M", "128K"},
                                            StreamCase{4, "4M", "128K"}, StreamCase{2, "64K", "4K"},
-                                           StreamCase{3, "64K", "4K"}, StreamCase{4, "32K", "4K"}));
+                                           StreamCase{3, "64K", "4K"}, StreamCase{4, "32K", "4K"}),
+                         [](const ::testing::TestParamInfo<StreamCase>& info) {
+                           return std::to_string(info.param.ranks) + "ranks_ring" +
+                                  info.param.ringBytes + "_stripe" + info.param.stripeBytes;
+                         });
 
 TEST(SocketTransport, CanConnectAnyRank) {
   auto t = makeSocketTransport();

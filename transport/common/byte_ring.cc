@@ -37,7 +37,9 @@ size_t ByteRing::write(const void* src, size_t bytes) {
   auto* in = static_cast<const std::byte*>(src);
   while (done < bytes) {
     auto region = writable();
-    size_t n = std::min(region.size(), bytes - done);
+    // Publish in pieces so the reader starts on the first bytes while the
+    // rest are still being copied.
+    size_t n = std::min({region.size(), bytes - done, kRingCommitBytes});
     if (n == 0) break;
     std::memcpy(region.data(), in + done, n);
     commit(n);

@@ -15,6 +15,8 @@
 namespace lanes {
 
 inline constexpr size_t kRingGranule = 16;
+// Largest piece write() publishes at once (a multiple of the granule).
+inline constexpr size_t kRingCommitBytes = 64 * 1024;
 
 inline size_t padToGranule(size_t bytes) { return (bytes + kRingGranule - 1) & ~(kRingGranule - 1); }
 

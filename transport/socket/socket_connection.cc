@@ -319,16 +319,20 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
   size_t n = std::min(bytes, room);
   if (n < bytes) n &= ~(kRingGranule - 1);
   if (n == 0) return Status::ok();
-  size_t at = static_cast<size_t>(p % capacity_);
-  size_t first = std::min(n, capacity_ - at);
+  // Published in pieces so the workers start sending the first bytes while
+  // the rest are still being copied.
   auto* in = static_cast<const std::byte*>(src);
-  std::memcpy(s.buffer.data() + at, in, first);
-  std::memcpy(s.buffer.data(), in + first, n - first);
-  // seq_cst pairs with the worker's sleeping flag: either it sees the bytes
-  // before sleeping, or we see it asleep and wake it.
-  s.produced.store(p + n, std::memory_order_seq_cst);
+  for (size_t done = 0; done < n;) {
+    size_t at = static_cast<size_t>((p + done) % capacity_);
+    size_t piece = std::min({n - done, capacity_ - at, kRingCommitBytes});
+    std::memcpy(s.buffer.data() + at, in + done, piece);
+    done += piece;
+    // seq_cst pairs with the worker's sleeping flag: either it sees the
+    // bytes before sleeping, or we see it asleep and wake it.
+    s.produced.store(p + done, std::memory_order_seq_cst);
+    wakeSleepers();
+  }
   *taken = n;
-  wakeSleepers();
   return Status::ok();
 }
 

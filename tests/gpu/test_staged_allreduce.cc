@@ -1,0 +1,479 @@
+// Device all-reduce over the host-staged copy-engine path (src/exec/cuda/staged_*):
+// ranks sharing GPU 0 as threads (1, 2, 3, 4, 8) and as forked processes (2, 4);
+// float32 sum, bfloat16 sum, int32 max, float32 avg; in place and out of place;
+// counts from 0 to 40 MiB. Results must equal the exact expected values, bit for
+// bit, on every rank. Stream ordering: a kernel writes the input right before the
+// all-reduce and another copies the output right after, with no host
+// synchronisation in between. Failure handling: a peer that aborts, or never
+// arrives, must release the streams parked on its counters. Skipped when no GPU
+// is visible.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+#include "exec/cuda/staged_allreduce.h"
+#include "kernels/cuda/reduce.h"
+#include "lanes/lanes.h"
+
+namespace lanes {
+namespace {
+
+// Before any CUDA call of this process: enough hardware queues for 8 ranks x
+// 4 streams on one GPU (see docs/gpu_data_path.md), and 1 MiB chunks so the
+// 8-rank arena (9 x 4 slots x chunk) fits a default 64 MiB /dev/shm. The
+// lead's environment wins where it sets them.
+const bool kEnvSet = [] {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("LANES_STAGE_CHUNK_BYTES", "1M", 0);
+  return true;
+}();
+
+constexpr int kNoDevice = 77;  // a child's exit code when it sees no GPU
+
+bool gpuVisible() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+struct Case {
+  lanesDataType_t type;
+  lanesRedOp_t op;
+  const char* name;
+};
+constexpr Case kCases[] = {{lanesFloat32, lanesSum, "float32 sum"},
+                           {lanesBfloat16, lanesSum, "bfloat16 sum"},
+                           {lanesInt32, lanesMax, "int32 max"},
+                           {lanesFloat32, lanesAvg, "float32 avg"}};
+
+size_t elemSize(lanesDataType_t t) { return t == lanesBfloat16 ? 2 : 4; }
+
+// Rank r's input at i (small integers: exact in every type and every sum).
+// The kernel before the all-reduce doubles `pattern`, so the input is 2 * this.
+int patternValue(int rank, size_t i, lanesRedOp_t op) {
+  if (op == lanesMax)
+    return static_cast<int>((i * 7919 + static_cast<size_t>(rank) * 104729) % 2001) - 1000;
+  return static_cast<int>((i * 7 + static_cast<size_t>(rank) * 3) % 11) - 5;
+}
+
+uint16_t bf16Bits(float f) {  // exact for the small integers used here
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+void storeValue(std::vector<uint8_t>& buf, size_t i, lanesDataType_t t, double v) {
+  if (t == lanesFloat32) {
+    float f = static_cast<float>(v);
+    std::memcpy(&buf[i * 4], &f, 4);
+  } else if (t == lanesInt32) {
+    int32_t x = static_cast<int32_t>(v);
+    std::memcpy(&buf[i * 4], &x, 4);
+  } else {
+    uint16_t b = bf16Bits(static_cast<float>(v));
+    std::memcpy(&buf[i * 2], &b, 2);
+  }
+}
+
+std::vector<uint8_t> hostPattern(int rank, size_t count, const Case& c) {
+  std::vector<uint8_t> buf(count * elemSize(c.type));
+  for (size_t i = 0; i < count; ++i) storeValue(buf, i, c.type, patternValue(rank, i, c.op));
+  return buf;
+}
+
+std::vector<uint8_t> expected(int nranks, size_t count, const Case& c) {
+  std::vector<uint8_t> buf(count * elemSize(c.type));
+  for (size_t i = 0; i < count; ++i) {
+    if (c.op == lanesMax) {
+      int m = INT32_MIN;
+      for (int r = 0; r < nranks; ++r) m = std::max(m, 2 * patternValue(r, i, c.op));
+      storeValue(buf, i, c.type, m);
+      continue;
+    }
+    int sum = 0;
+    for (int r = 0; r < nranks; ++r) sum += 2 * patternValue(r, i, c.op);
+    if (c.op == lanesAvg) {
+      float avg = static_cast<float>(sum) / static_cast<float>(nranks);  // as the kernel divides
+      std::memcpy(&buf[i * 4], &avg, 4);
+    } else {
+      storeValue(buf, i, c.type, sum);
+    }
+  }
+  return buf;
+}
+
+std::string cudaText(cudaError_t e, const char* what) {
+  return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+#define TRY_CUDA(call)                                 \
+  do {                                                 \
+    cudaError_t e_ = (call);                           \
+    if (e_ != cudaSuccess) return cudaText(e_, #call); \
+  } while (0)
+#define TRY_LANES(call)                                                                 \
+  do {                                                                                  \
+    lanesResult_t r_ = (call);                                                          \
+    if (r_ != lanesSuccess) return std::string(#call) + ": " + lanesGetLastError(comm); \
+  } while (0)
+
+// Device buffers of one rank for one call; freed by RAII.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) {
+    if (cudaMalloc(&ptr, bytes == 0 ? 16 : bytes) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (ptr) cudaFree(ptr);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// One rank's device buffers, allocated once for the largest call: cudaMalloc and
+// cudaFree may synchronise the whole device, and with ranks as threads that
+// would wait for a peer's stream parked on this rank's next call: a deadlock
+// (NCCL warns of the same). Only stream-ordered calls happen in between.
+struct RankBuffers {
+  DeviceBuffer pattern, send, recv, check;
+  explicit RankBuffers(size_t bytes) : pattern(bytes), send(bytes), recv(bytes), check(bytes) {}
+  bool ok() const { return pattern.ptr && send.ptr && recv.ptr && check.ptr; }
+};
+
+// One all-reduce on `comm`, stream-ordered between a kernel that writes the
+// input and a kernel that copies the output out. Returns "" or what went wrong;
+// *result receives this rank's output bytes.
+std::string runOne(lanesComm_t comm, int rank, size_t count, const Case& c, bool inPlace,
+                   cudaStream_t stream, RankBuffers& b, std::vector<uint8_t>* result) {
+  const size_t bytes = count * elemSize(c.type);
+  std::vector<uint8_t> pattern = hostPattern(rank, count, c);
+  void* recv = inPlace ? b.send.ptr : b.recv.ptr;
+  if (bytes > 0)
+    TRY_CUDA(cudaMemcpyAsync(b.pattern.ptr, pattern.data(), bytes, cudaMemcpyHostToDevice, stream));
+  // Sentinels: a result read too early, or input taken too early, shows up.
+  const size_t fill = bytes == 0 ? 16 : bytes;
+  TRY_CUDA(cudaMemsetAsync(b.send.ptr, 0x7f, fill, stream));
+  TRY_CUDA(cudaMemsetAsync(b.recv.ptr, 0x55, fill, stream));
+  TRY_CUDA(cudaMemsetAsync(b.check.ptr, 0x33, fill, stream));
+  TRY_CUDA(cudaStreamSynchronize(stream));
+
+  // No host synchronisation from here to the stream sync.
+  TRY_CUDA(static_cast<cudaError_t>(
+      cuda::launchScale(b.send.ptr, b.pattern.ptr, count, c.type, 2.0, stream)));
+  TRY_LANES(lanesAllReduce(b.send.ptr, recv, count, c.type, c.op, comm, stream));
+  TRY_CUDA(static_cast<cudaError_t>(cuda::launchCopy(b.check.ptr, recv, bytes, stream)));
+  TRY_CUDA(cudaStreamSynchronize(stream));
+
+  result->assign(bytes, 0);
+  if (bytes > 0) {
+    TRY_CUDA(cudaMemcpyAsync(result->data(), b.check.ptr, bytes, cudaMemcpyDeviceToHost, stream));
+    TRY_CUDA(cudaStreamSynchronize(stream));
+  }
+  lanesResult_t async = lanesSuccess;
+  TRY_LANES(lanesCommGetAsyncError(comm, &async));
+  if (async != lanesSuccess) return std::string("async error: ") + lanesGetLastError(comm);
+  return "";
+}
+
+std::string firstMismatch(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                          size_t elem) {
+  if (got.size() != want.size())
+    return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+  for (size_t i = 0; i < got.size(); i += elem) {
+    if (std::memcmp(&got[i], &want[i], elem) != 0)
+      return "first wrong element at index " + std::to_string(i / elem) + " of " +
+             std::to_string(got.size() / elem);
+  }
+  return "";
+}
+
+bool stagedActive(lanesComm_t comm) {
+  auto* staged = dynamic_cast<StagedAllReduce*>(comm->staged.get());
+  return staged != nullptr && staged->enabled();
+}
+
+// Every case, count and placement on one rank; compares against the
+// expected values. Returns the failures, one per line.
+std::string runMatrix(lanesComm_t comm, int rank, int nranks, const std::vector<size_t>& counts,
+                      std::vector<std::vector<uint8_t>>* allResults) {
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    return "cudaStreamCreate failed";
+  RankBuffers buffers(*std::max_element(counts.begin(), counts.end()) * 4);
+  if (!buffers.ok()) return "cudaMalloc failed";
+  std::string failures;
+  for (const Case& c : kCases) {
+    for (size_t count : counts) {
+      for (bool inPlace : {false, true}) {
+        std::vector<uint8_t> got;
+        std::string what = std::string(c.name) + " count " + std::to_string(count) +
+                           (inPlace ? " in place" : " out of place");
+        std::string err = runOne(comm, rank, count, c, inPlace, stream, buffers, &got);
+        if (err.empty()) err = firstMismatch(got, expected(nranks, count, c), elemSize(c.type));
+        if (!err.empty())
+          failures += "rank " + std::to_string(rank) + ", " + what + ": " + err + "\n";
+        if (allResults) allResults->push_back(std::move(got));
+      }
+    }
+  }
+  if (!stagedActive(comm))
+    failures += "rank " + std::to_string(rank) +
+                ": the host-staged path was not used (LANES_DEBUG=INFO says why)\n";
+  cudaStreamDestroy(stream);
+  return failures;
+}
+
+const std::vector<size_t> kAllCounts = {0, 1, 7, 4097, (size_t{3} << 20) + 5, size_t{10} << 20};
+
+// ---------------------------------------------------------------------------------
+// Processes first: a forked child must start from a parent that never touched
+// CUDA (run by ctest, every test is its own process anyway).
+
+class StagedAllReduceProcesses : public ::testing::TestWithParam<int> {};
+
+int childMain(const lanesUniqueId& id, int nranks, int rank) {
+  if (!gpuVisible()) return kNoDevice;
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  lanesComm_t comm = nullptr;
+  if (lanesCommInitRank(&comm, nranks, id, rank) != lanesSuccess) {
+    fprintf(stderr, "rank %d: init failed: %s\n", rank, lanesGetLastError(nullptr));
+    return 3;
+  }
+  const std::vector<size_t> counts = {0, 1, 4097, (size_t{3} << 20) + 5};
+  std::string failures = runMatrix(comm, rank, nranks, counts, nullptr);
+  lanesCommDestroy(comm);
+  if (!failures.empty()) {
+    fprintf(stderr, "%s", failures.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+TEST_P(StagedAllReduceProcesses, MatchesExpectedOnEveryRank) {
+  const int nranks = GetParam();
+  lanesUniqueId id;
+  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
+  std::vector<pid_t> children;
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0) << "fork failed";
+    if (pid == 0) _exit(childMain(id, nranks, r));
+    children.push_back(pid);
+  }
+  // Watchdog: a hang fails the test instead of the run.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  std::vector<int> codes(static_cast<size_t>(nranks), -1);
+  size_t left = children.size();
+  while (left > 0 && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (codes[i] != -1) continue;
+      int status = 0;
+      if (waitpid(children[i], &status, WNOHANG) == children[i]) {
+        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        --left;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (size_t i = 0; i < children.size(); ++i) {
+    if (codes[i] == -1) {
+      kill(children[i], SIGKILL);
+      waitpid(children[i], nullptr, 0);
+    }
+  }
+  ASSERT_EQ(left, 0u) << "ranks still running after 240 s (hang)";
+  if (codes[0] == kNoDevice) GTEST_SKIP() << "no CUDA device visible";
+  for (int r = 0; r < nranks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceProcesses, ::testing::Values(2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// ---------------------------------------------------------------------------------
+// Threads of this process sharing GPU 0.
+
+class StagedThreads : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpuVisible()) GTEST_SKIP() << "no CUDA device visible";
+  }
+  // Ranks as threads on GPU 0 via lanesCommInitAll.
+  static std::vector<lanesComm_t> initAll(int nranks) {
+    std::vector<lanesComm_t> comms(static_cast<size_t>(nranks), nullptr);
+    std::vector<int> devs(static_cast<size_t>(nranks), 0);
+    EXPECT_EQ(lanesCommInitAll(comms.data(), nranks, devs.data()), lanesSuccess)
+        << lanesGetLastError(nullptr);
+    return comms;
+  }
+};
+
+// Sets the path up (a collective step) with one small all-reduce on every rank.
+void warmUp(const std::vector<lanesComm_t>& comms, void* const* bufs) {
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      cudaStream_t s;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      lanesAllReduce(bufs[r], bufs[r], 16, lanesFloat32, lanesSum, comms[r], s);
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+class StagedAllReduceThreads : public StagedThreads, public ::testing::WithParamInterface<int> {};
+
+TEST_P(StagedAllReduceThreads, MatchesExpectedBitIdenticalOnEveryRank) {
+  const int nranks = GetParam();
+  std::vector<lanesComm_t> comms = initAll(nranks);
+  ASSERT_NE(comms[0], nullptr);
+  std::vector<std::string> failures(static_cast<size_t>(nranks));
+  std::vector<std::vector<std::vector<uint8_t>>> results(static_cast<size_t>(nranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      if (cudaSetDevice(0) != cudaSuccess) {
+        failures[static_cast<size_t>(r)] = "cudaSetDevice(0) failed";
+        return;
+      }
+      failures[static_cast<size_t>(r)] = runMatrix(comms[static_cast<size_t>(r)], r, nranks,
+                                                   kAllCounts, &results[static_cast<size_t>(r)]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nranks; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "");
+  // Bit-identical across ranks (each segment is reduced once, by its owner).
+  for (int r = 1; r < nranks; ++r) {
+    ASSERT_EQ(results[static_cast<size_t>(r)].size(), results[0].size());
+    for (size_t k = 0; k < results[0].size(); ++k)
+      EXPECT_TRUE(results[static_cast<size_t>(r)][k] == results[0][k])
+          << "rank " << r << " differs from rank 0 in call " << k;
+  }
+  for (lanesComm_t c : comms) EXPECT_EQ(lanesCommDestroy(c), lanesSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceThreads, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// Waits for `stream` by polling, so a stream parked forever fails the test.
+bool streamFinishes(cudaStream_t stream, int seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    cudaError_t q = cudaStreamQuery(stream);
+    if (q != cudaErrorNotReady) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// Rank 1 never joins the all-reduce and aborts: rank 0's stream, parked on
+// rank 1's counters, must be released and the failure reported.
+TEST_F(StagedThreads, PeerAbortReleasesParkedStream) {
+  std::vector<lanesComm_t> comms = initAll(2);
+  ASSERT_NE(comms[0], nullptr);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const size_t count = size_t{3} << 20;
+  DeviceBuffer buf(count * 4);
+  ASSERT_NE(buf.ptr, nullptr);
+  DeviceBuffer other(count * 4);
+  void* bufs[2] = {buf.ptr, other.ptr};
+  warmUp(comms, bufs);
+  ASSERT_TRUE(stagedActive(comms[0]));
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(lanesAllReduce(buf.ptr, buf.ptr, count, lanesFloat32, lanesSum, comms[0], stream),
+            lanesSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "finished without its peer";
+  ASSERT_EQ(lanesCommAbort(comms[1]), lanesSuccess);
+  EXPECT_TRUE(streamFinishes(stream, 60)) << "the stream stayed parked after the peer aborted";
+  lanesResult_t async = lanesSuccess;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (async == lanesSuccess && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_EQ(lanesCommGetAsyncError(comms[0], &async), lanesSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(async, lanesSuccess);
+  EXPECT_EQ(lanesCommAbort(comms[0]), lanesSuccess);
+  cudaStreamDestroy(stream);
+}
+
+// Rank 1 never calls the all-reduce (and stays alive): after the
+// communicator's timeout rank 0 fails with lanesTimeout and its stream goes on.
+TEST_F(StagedThreads, MissingPeerTimesOut) {
+  lanesUniqueId id;
+  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
+  std::vector<lanesComm_t> comms(2, nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      lanesConfig_t config = LANES_CONFIG_INITIALIZER;
+      config.timeoutSeconds = 3;
+      lanesCommInitRankConfig(&comms[static_cast<size_t>(r)], 2, id, r, &config);
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_NE(comms[0], nullptr);
+  ASSERT_NE(comms[1], nullptr);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  DeviceBuffer buf(4096 * 4);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  // Setting up the path is collective: both ranks make one all-reduce first.
+  DeviceBuffer other(4096 * 4);
+  void* bufs[2] = {buf.ptr, other.ptr};
+  warmUp(comms, bufs);
+  ASSERT_TRUE(stagedActive(comms[0]));
+  // Now rank 0 alone.
+  ASSERT_EQ(lanesAllReduce(buf.ptr, buf.ptr, 4096, lanesFloat32, lanesSum, comms[0], stream),
+            lanesSuccess);
+  EXPECT_TRUE(streamFinishes(stream, 60)) << "the stream stayed parked past the timeout";
+  lanesResult_t async = lanesSuccess;
+  ASSERT_EQ(lanesCommGetAsyncError(comms[0], &async), lanesSuccess);
+  EXPECT_EQ(async, lanesTimeout) << lanesGetLastError(comms[0]);
+  cudaStreamDestroy(stream);
+  lanesCommAbort(comms[0]);
+  lanesCommAbort(comms[1]);
+}
+
+// Capture into a CUDA Graph is refused with a clear error, not silently broken.
+TEST_F(StagedThreads, GraphCaptureIsRefused) {
+  std::vector<lanesComm_t> comms = initAll(2);
+  ASSERT_NE(comms[0], nullptr);
+  // Set the path up first (collective), then capture on rank 0 only.
+  DeviceBuffer buf0(64), buf1(64);
+  void* bufs[2] = {buf0.ptr, buf1.ptr};
+  warmUp(comms, bufs);
+  ASSERT_TRUE(stagedActive(comms[0]));
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  lanesResult_t r =
+      lanesAllReduce(buf0.ptr, buf0.ptr, 16, lanesFloat32, lanesSum, comms[0], stream);
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(stream, &graph);
+  if (graph) cudaGraphDestroy(graph);
+  EXPECT_EQ(r, lanesInvalidUsage);
+  EXPECT_NE(std::string(lanesGetLastError(comms[0])).find("CUDA Graph"), std::string::npos)
+      << lanesGetLastError(comms[0]);
+  cudaStreamDestroy(stream);
+  for (lanesComm_t c : comms) lanesCommDestroy(c);
+}
+
+}  // namespace
+}  // namespace lanes
