@@ -47,6 +47,9 @@ struct lanesComm {
   // Device-buffer machinery, made on first use (src/exec/cuda).
   std::mutex deviceMutex;
   std::unique_ptr<lanes::DeviceContext> device;
+  // Held while the host engine drives this communicator's connections (the
+  // caller's thread for host buffers, the device proxy for device buffers).
+  std::mutex engineMutex;
 
   // Pre-multiplied-sum ops created on this communicator (index = op - lanesNumOps).
   std::mutex opsMutex;

@@ -152,6 +152,9 @@ Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>*
   std::map<lanesComm*, std::vector<Request>> deviceOf;
   std::map<lanesComm*, bool> hasHost;
   for (Request& r : requests) {
+    // A call that moves no bytes on this rank moves none anywhere (count 0):
+    // a no-op, valid in any group, as in NCCL.
+    if (r.sendBytes == 0 && r.recvBytes == 0) continue;
     if (r.onDevice)
       deviceOf[r.comm].push_back(r);
     else
@@ -167,7 +170,7 @@ Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>*
     LANES_RETURN_IF_ERROR(enqueueDeviceRequests(reqs, reqs.front().stream));
   }
   for (Request& r : requests)
-    if (!r.onDevice) hostOnly->push_back(r);
+    if (!r.onDevice && (r.sendBytes > 0 || r.recvBytes > 0)) hostOnly->push_back(r);
   return Status::ok();
 }
 
@@ -178,6 +181,21 @@ Status executeRequests(std::vector<Request>& all) {
   std::vector<Request> requests;
   LANES_RETURN_IF_ERROR(splitDeviceRequests(all, &requests));
   if (requests.empty()) return Status::ok();
+  // Host calls keep their place after device calls issued before them, and
+  // never drive the connections at the same time as the device proxy.
+  std::vector<lanesComm*> comms;
+  for (Request& r : requests)
+    if (std::find(comms.begin(), comms.end(), r.comm) == comms.end()) comms.push_back(r.comm);
+  std::sort(comms.begin(), comms.end());  // a fixed lock order
+  std::vector<std::unique_lock<std::mutex>> engines;
+  for (lanesComm* comm : comms) {
+    {
+      std::lock_guard<std::mutex> lock(comm->deviceMutex);
+      if (comm->device)
+        LANES_RETURN_IF_ERROR(comm->device->drain(Deadline::after(comm->options.timeoutSeconds)));
+    }
+    engines.emplace_back(comm->engineMutex);
+  }
   return executeHostRequests(requests);
 }
 

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "core/deadline.h"
 #include "core/status.h"
 #include "lanes/lanes.h"
 
@@ -44,6 +45,9 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 class DeviceContext {
  public:
   virtual ~DeviceContext() = default;
+  // Returns once all device work enqueued so far has been carried out on the
+  // host side, so a host-memory call keeps the communicator's issue order.
+  virtual Status drain(Deadline deadline) = 0;
 };
 
 }  // namespace lanes

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "core/log.h"
 #include "kernels/cpu/reduce.h"
@@ -32,14 +31,30 @@ struct OpState {
   bool sendDone() const { return !hasSend(op->kind) || sentWire == padded; }
 };
 
-// The ops of one step, queued per peer in each direction (FIFO as in the step).
+// Ops of one step bound for (or coming from) one peer, FIFO as in the step.
+struct PeerQueue {
+  int peer = -1;
+  std::vector<size_t> ops;  // indices into StepState::ops
+  size_t head = 0;
+};
+
+// The ops of one step, queued per peer in each direction. Steps are small
+// (a handful of peers), so flat vectors beat maps; their capacity is reused
+// from step to step so a small collective allocates nothing here.
 struct StepState {
   std::vector<OpState> ops;
-  std::map<int, std::vector<size_t>> sendQueue;  // peer -> op indices
-  std::map<int, std::vector<size_t>> recvQueue;
-  std::map<int, size_t> sendHead, recvHead;
+  std::vector<PeerQueue> sendQueue;
+  std::vector<PeerQueue> recvQueue;
   size_t remaining = 0;
 };
+
+PeerQueue& queueFor(std::vector<PeerQueue>& queues, int peer) {
+  for (PeerQueue& q : queues)
+    if (q.peer == peer) return q;
+  queues.emplace_back();
+  queues.back().peer = peer;
+  return queues.back();
+}
 
 // One chain of work items that share a (connections, lane) stream.
 struct Track {
@@ -52,8 +67,10 @@ struct Track {
 };
 
 void loadStep(const Step& step, StepState* s) {
-  *s = StepState{};
-  s->ops.reserve(step.ops.size());
+  s->ops.clear();
+  s->sendQueue.clear();
+  s->recvQueue.clear();
+  s->remaining = 0;
   for (const Op& op : step.ops) {
     OpState st;
     st.op = &op;
@@ -70,17 +87,15 @@ void loadStep(const Step& step, StepState* s) {
     if (op.kind == OpKind::Copy || op.bytes == 0) continue;
     bool pending = false;
     if (hasSend(op.kind)) {
-      s->sendQueue[op.sendPeer].push_back(i);
+      queueFor(s->sendQueue, op.sendPeer).ops.push_back(i);
       pending = true;
     }
     if (hasRecv(op.kind)) {
-      s->recvQueue[op.recvPeer].push_back(i);
+      queueFor(s->recvQueue, op.recvPeer).ops.push_back(i);
       pending = true;
     }
     if (pending) ++s->remaining;
   }
-  for (auto& [peer, q] : s->sendQueue) s->sendHead[peer] = 0;
-  for (auto& [peer, q] : s->recvQueue) s->recvHead[peer] = 0;
 }
 
 std::string describe(const ExecWork& w) {
@@ -99,8 +114,10 @@ Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
   const Schedule& sched = *w.schedule;
   const size_t elem = std::max<size_t>(1, datatypeSize(sched.type));
 
-  for (auto& [peer, queue] : s.recvQueue) {
-    size_t& head = s.recvHead[peer];
+  for (PeerQueue& q : s.recvQueue) {
+    const int peer = q.peer;
+    const std::vector<size_t>& queue = q.ops;
+    size_t& head = q.head;
     while (head < queue.size()) {
       OpState& st = s.ops[queue[head]];
       if (peer < 0 || peer >= static_cast<int>(conns.size()) || conns[peer] == nullptr)
@@ -133,8 +150,10 @@ Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
     }
   }
 
-  for (auto& [peer, queue] : s.sendQueue) {
-    size_t& head = s.sendHead[peer];
+  for (PeerQueue& q : s.sendQueue) {
+    const int peer = q.peer;
+    const std::vector<size_t>& queue = q.ops;
+    size_t& head = q.head;
     while (head < queue.size()) {
       OpState& st = s.ops[queue[head]];
       if (peer < 0 || peer >= static_cast<int>(conns.size()) || conns[peer] == nullptr)
@@ -174,19 +193,17 @@ Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
 // Names what a stuck step still waits for, for the timeout message.
 std::string pendingDescription(const StepState& s) {
   std::string out;
-  for (const auto& [peer, queue] : s.recvQueue) {
-    auto it = s.recvHead.find(peer);
-    if (it->second >= queue.size()) continue;
-    const OpState& st = s.ops[queue[it->second]];
-    out += (out.empty() ? "" : "; ") + std::string("receiving from rank ") + std::to_string(peer) +
+  for (const PeerQueue& q : s.recvQueue) {
+    if (q.head >= q.ops.size()) continue;
+    const OpState& st = s.ops[q.ops[q.head]];
+    out += (out.empty() ? "" : "; ") + std::string("receiving from rank ") + std::to_string(q.peer) +
            " (" + std::to_string(st.received) + " of " + std::to_string(st.op->bytes) +
            " bytes arrived)";
   }
-  for (const auto& [peer, queue] : s.sendQueue) {
-    auto it = s.sendHead.find(peer);
-    if (it->second >= queue.size()) continue;
-    const OpState& st = s.ops[queue[it->second]];
-    out += (out.empty() ? "" : "; ") + std::string("sending to rank ") + std::to_string(peer) +
+  for (const PeerQueue& q : s.sendQueue) {
+    if (q.head >= q.ops.size()) continue;
+    const OpState& st = s.ops[q.ops[q.head]];
+    out += (out.empty() ? "" : "; ") + std::string("sending to rank ") + std::to_string(q.peer) +
            " (" + std::to_string(std::min(st.sentWire, st.op->bytes)) + " of " +
            std::to_string(st.op->bytes) + " bytes taken)";
   }

@@ -14,9 +14,10 @@ AlgoChoice defaultChoice(CollType coll, size_t bytes, int nranks) {
       static_cast<size_t>(envInt("LANES_SMALL_MSG_BYTES", 64 * 1024));
   switch (coll) {
     case CollType::AllReduce:
-      if (bytes <= smallBytes && nranks > 2)
+      // With 2 ranks one exchange replaces the ring's two dependent hops.
+      if (bytes <= smallBytes && nranks > 1)
         return {AlgoId::RecursiveDoubling, "all-reduce at or below LANES_SMALL_MSG_BYTES"};
-      return {AlgoId::Ring, "all-reduce above LANES_SMALL_MSG_BYTES (or 2 ranks)"};
+      return {AlgoId::Ring, "all-reduce above LANES_SMALL_MSG_BYTES"};
     case CollType::AllGather:
       if (bytes <= smallBytes && isPowerOfTwo(nranks) && nranks > 2)
         return {AlgoId::RecursiveDoubling, "small all-gather, power-of-two ranks"};

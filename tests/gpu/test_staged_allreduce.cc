@@ -26,6 +26,7 @@
 #include "exec/cuda/staged_allreduce.h"
 #include "kernels/cuda/reduce.h"
 #include "lanes/lanes.h"
+#include "tests/gpu/gpu_harness.h"
 
 namespace lanes {
 namespace {
@@ -261,6 +262,7 @@ int childMain(const lanesUniqueId& id, int nranks, int rank) {
 }
 
 TEST_P(StagedAllReduceProcesses, MatchesExpectedOnEveryRank) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();  // this process must not have touched CUDA
   const int nranks = GetParam();
   lanesUniqueId id;
   ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
@@ -306,7 +308,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceProcesses, ::testing::Values(2, 4
 class StagedThreads : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!gpuVisible()) GTEST_SKIP() << "no CUDA device visible";
+    GPU_SKIP_UNLESS_GPU_HERE();  // also tells the harness CUDA is now in use here
   }
   // Ranks as threads on GPU 0 via lanesCommInitAll.
   static std::vector<lanesComm_t> initAll(int nranks) {

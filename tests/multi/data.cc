@@ -100,6 +100,118 @@ int64_t exactLimit(lanesDataType_t t) {
   }
 }
 
+// Decode tables for the narrow floats and encode tables for the small
+// integers every input is drawn from: the codec is the hot loop of filling
+// and checking multi-MiB buffers.
+constexpr int kEncodeRange = 2048;
+struct CodecTables {
+  std::vector<double> half, bf16, e4m3, e5m2;  // by bit pattern
+  std::vector<uint16_t> encHalf, encBf16;      // by value + kEncodeRange
+  std::vector<uint8_t> encE4m3, encE5m2;
+  CodecTables() {
+    for (uint32_t b = 0; b < 65536; ++b) {
+      half.push_back(decodeBits(b, kHalfFormat));
+      bf16.push_back(decodeBits(b, kBf16Format));
+    }
+    for (uint32_t b = 0; b < 256; ++b) {
+      e4m3.push_back(decodeBits(b, kE4m3Format));
+      e5m2.push_back(decodeBits(b, kE5m2Format));
+    }
+    for (int v = -kEncodeRange; v <= kEncodeRange; ++v) {
+      encHalf.push_back(static_cast<uint16_t>(encodeBits(v, kHalfFormat)));
+      encBf16.push_back(static_cast<uint16_t>(encodeBits(v, kBf16Format)));
+      encE4m3.push_back(static_cast<uint8_t>(encodeBits(v, kE4m3Format)));
+      encE5m2.push_back(static_cast<uint8_t>(encodeBits(v, kE5m2Format)));
+    }
+  }
+};
+const CodecTables& codec() {
+  static const CodecTables tables;
+  return tables;
+}
+
+// Encodes through the table when `v` is a small integer (always, for inputs).
+template <typename Bits>
+Bits encodeVia(const std::vector<Bits>& table, double v, FloatFormat f) {
+  if (v >= -kEncodeRange && v <= kEncodeRange && v == std::floor(v) && !(v == 0 && std::signbit(v)))
+    return table[static_cast<size_t>(static_cast<int>(v) + kEncodeRange)];
+  return static_cast<Bits>(encodeBits(v, f));
+}
+
+// The input rule of one (type, reduction, nranks, salt), resolved once.
+struct InputRule {
+  Reduction r;
+  bool sign;
+  int64_t m;
+  int nranks;
+  uint32_t salt;
+
+  InputRule(lanesDataType_t t, Reduction red, int n, uint32_t s)
+      : r(red), sign(isSigned(t)), nranks(n), salt(s) {
+    const int64_t limit = exactLimit(t);
+    if (r == Reduction::Max || r == Reduction::Min) {
+      m = std::min<int64_t>(limit, 100);
+    } else {
+      // Partial sums of n inputs (times the pre-multiplier 2) stay exact.
+      m = std::clamp<int64_t>(limit / (2 * n), 1, 1000);
+    }
+  }
+
+  double operator()(int rank, size_t index) const {
+    const uint64_t h = mix(index * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(rank) << 40) ^
+                           (static_cast<uint64_t>(salt) << 8));
+    switch (r) {
+      case Reduction::Sum:
+      case Reduction::PreMulSum:
+      case Reduction::Avg:
+      case Reduction::Max:
+      case Reduction::Min:
+        if (r == Reduction::Avg || !sign) return static_cast<double>(h % (m + 1));
+        return static_cast<double>(static_cast<int64_t>(h % (2 * m + 1)) - m);
+      case Reduction::Prod: {
+        // +-1 everywhere, 2 from at most 3 ranks (|product| <= 8), some zeros.
+        if (index % 17 == 5 && static_cast<size_t>(rank) == index % nranks) return 0;
+        double v = (rank < 3 && (h >> 1) % 4 == 0) ? 2 : 1;
+        return (sign && (h & 1)) ? -v : v;
+      }
+    }
+    return 0;
+  }
+
+  double expected(lanesDataType_t t, size_t index, double* sumAbs) const {
+    double acc = r == Reduction::Prod ? 1 : 0;
+    double absAcc = 0;
+    for (int rank = 0; rank < nranks; ++rank) {
+      double x = (*this)(rank, index);
+      absAcc += std::fabs(x);
+      switch (r) {
+        case Reduction::Sum:
+        case Reduction::Avg:
+          acc += x;
+          break;
+        case Reduction::PreMulSum:
+          acc += kPreMulScalar * x;
+          break;
+        case Reduction::Prod:
+          acc *= x;
+          break;
+        case Reduction::Max:
+          acc = rank == 0 ? x : std::max(acc, x);
+          break;
+        case Reduction::Min:
+          acc = rank == 0 ? x : std::min(acc, x);
+          break;
+      }
+    }
+    if (sumAbs != nullptr) *sumAbs = absAcc;
+    if (r == Reduction::Avg) {
+      // Integers: sum, then divide (inputs are non-negative, so trunc == floor).
+      acc = isFloat(t) ? acc / nranks : std::floor(acc / nranks);
+    }
+    return acc;
+  }
+};
+
 }  // namespace
 
 const char* typeName(lanesDataType_t t) {
@@ -205,14 +317,14 @@ double typeEpsilon(lanesDataType_t t) {
   }
 }
 
-uint16_t encodeHalf(double v) { return static_cast<uint16_t>(encodeBits(v, kHalfFormat)); }
-uint16_t encodeBfloat16(double v) { return static_cast<uint16_t>(encodeBits(v, kBf16Format)); }
-uint8_t encodeE4m3(double v) { return static_cast<uint8_t>(encodeBits(v, kE4m3Format)); }
-uint8_t encodeE5m2(double v) { return static_cast<uint8_t>(encodeBits(v, kE5m2Format)); }
-double decodeHalf(uint16_t bits) { return decodeBits(bits, kHalfFormat); }
-double decodeBfloat16(uint16_t bits) { return decodeBits(bits, kBf16Format); }
-double decodeE4m3(uint8_t bits) { return decodeBits(bits, kE4m3Format); }
-double decodeE5m2(uint8_t bits) { return decodeBits(bits, kE5m2Format); }
+uint16_t encodeHalf(double v) { return encodeVia(codec().encHalf, v, kHalfFormat); }
+uint16_t encodeBfloat16(double v) { return encodeVia(codec().encBf16, v, kBf16Format); }
+uint8_t encodeE4m3(double v) { return encodeVia(codec().encE4m3, v, kE4m3Format); }
+uint8_t encodeE5m2(double v) { return encodeVia(codec().encE5m2, v, kE5m2Format); }
+double decodeHalf(uint16_t bits) { return codec().half[bits]; }
+double decodeBfloat16(uint16_t bits) { return codec().bf16[bits]; }
+double decodeE4m3(uint8_t bits) { return codec().e4m3[bits]; }
+double decodeE5m2(uint8_t bits) { return codec().e5m2[bits]; }
 
 double loadElement(lanesDataType_t t, const void* base, size_t i) {
   auto load = [&](auto tag) {
@@ -304,67 +416,12 @@ std::vector<std::byte> scalarBytes(lanesDataType_t t, double value) {
 
 double reductionInput(lanesDataType_t t, Reduction r, int rank, int nranks, size_t index,
                       uint32_t salt) {
-  const uint64_t h = mix(index * 0x9e3779b97f4a7c15ull ^ (static_cast<uint64_t>(rank) << 40) ^
-                         (static_cast<uint64_t>(salt) << 8));
-  const int64_t limit = exactLimit(t);
-  const bool sign = isSigned(t);
-  switch (r) {
-    case Reduction::Sum:
-    case Reduction::PreMulSum:
-    case Reduction::Avg: {
-      // Partial sums of n inputs (times the pre-multiplier 2) stay exact.
-      const int64_t m = std::clamp<int64_t>(limit / (2 * nranks), 1, 1000);
-      if (r == Reduction::Avg || !sign) return static_cast<double>(h % (m + 1));
-      return static_cast<double>(static_cast<int64_t>(h % (2 * m + 1)) - m);
-    }
-    case Reduction::Prod: {
-      // +-1 everywhere, 2 from at most 3 ranks (|product| <= 8), some zeros.
-      if (index % 17 == 5 && static_cast<size_t>(rank) == index % nranks) return 0;
-      double v = (rank < 3 && (h >> 1) % 4 == 0) ? 2 : 1;
-      return (sign && (h & 1)) ? -v : v;
-    }
-    case Reduction::Max:
-    case Reduction::Min: {
-      const int64_t m = std::min<int64_t>(limit, 100);
-      if (!sign) return static_cast<double>(h % (m + 1));
-      return static_cast<double>(static_cast<int64_t>(h % (2 * m + 1)) - m);
-    }
-  }
-  return 0;
+  return InputRule(t, r, nranks, salt)(rank, index);
 }
 
 double reductionExpected(lanesDataType_t t, Reduction r, int nranks, size_t index, uint32_t salt,
                          double* sumAbs) {
-  double acc = r == Reduction::Prod ? 1 : 0;
-  double absAcc = 0;
-  for (int rank = 0; rank < nranks; ++rank) {
-    double x = reductionInput(t, r, rank, nranks, index, salt);
-    absAcc += std::fabs(x);
-    switch (r) {
-      case Reduction::Sum:
-      case Reduction::Avg:
-        acc += x;
-        break;
-      case Reduction::PreMulSum:
-        acc += kPreMulScalar * x;
-        break;
-      case Reduction::Prod:
-        acc *= x;
-        break;
-      case Reduction::Max:
-        acc = rank == 0 ? x : std::max(acc, x);
-        break;
-      case Reduction::Min:
-        acc = rank == 0 ? x : std::min(acc, x);
-        break;
-    }
-  }
-  if (sumAbs != nullptr) *sumAbs = absAcc;
-  if (r == Reduction::Avg) {
-    // Integers: sum, then divide (inputs are non-negative, so trunc == floor).
-    acc = isFloat(t) ? acc / nranks : std::floor(acc / nranks);
-  }
-  return acc;
+  return InputRule(t, r, nranks, salt).expected(t, index, sumAbs);
 }
 
 bool reductionMatches(lanesDataType_t t, Reduction r, double got, double expected, double sumAbs) {
@@ -378,17 +435,18 @@ bool reductionMatches(lanesDataType_t t, Reduction r, double got, double expecte
 
 void fillReductionInput(lanesDataType_t t, Reduction r, int rank, int nranks, void* base,
                         size_t count, size_t firstIndex, uint32_t salt) {
-  for (size_t i = 0; i < count; ++i)
-    storeElement(t, base, i, reductionInput(t, r, rank, nranks, firstIndex + i, salt));
+  const InputRule rule(t, r, nranks, salt);
+  for (size_t i = 0; i < count; ++i) storeElement(t, base, i, rule(rank, firstIndex + i));
 }
 
 std::string checkReductionOutput(lanesDataType_t t, Reduction r, int nranks, const void* base,
                                  size_t count, size_t firstIndex, uint32_t salt) {
+  const InputRule rule(t, r, nranks, salt);
   size_t wrong = 0;
   std::string first;
   for (size_t i = 0; i < count; ++i) {
     double sumAbs = 0;
-    double expected = reductionExpected(t, r, nranks, firstIndex + i, salt, &sumAbs);
+    double expected = rule.expected(t, firstIndex + i, &sumAbs);
     double got = loadElement(t, base, i);
     if (reductionMatches(t, r, got, expected, sumAbs)) continue;
     if (wrong++ == 0)

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "tests/unit/fake_bootstrap.h"
@@ -59,6 +60,10 @@ struct StreamCase {
   const char* ringBytes;
   const char* stripeBytes;
 };
+
+void PrintTo(const StreamCase& c, std::ostream* os) {
+  *os << c.ranks << "ranks_ring" << c.ringBytes << "_stripe" << c.stripeBytes;
+}
 
 class SocketStreams : public ::testing::TestWithParam<StreamCase> {};
 

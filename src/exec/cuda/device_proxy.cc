@@ -75,20 +75,13 @@ DeviceProxy::~DeviceProxy() {
   // Any stream still parked on a batch must be let go before staging is freed.
   if (flags_ != nullptr) __atomic_store_n(&flags_[kDoneFlag], nextSeq_, __ATOMIC_RELEASE);
   reclaim(true);
+  if (lastStarted_ != nullptr) cudaEventDestroy(lastStarted_);
   if (flags_ != nullptr) cudaFreeHost(const_cast<uint32_t*>(flags_));
 }
 
 Status DeviceProxy::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
   reclaim(false);
   DeviceGuard guard(comm_->cudaDev);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  LANES_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone)
-    return invalidUsage(
-        "capturing a Lanes collective on device buffers into a CUDA Graph is refused: the "
-        "host-staged path orders each call by a sequence number written into the stream, and a "
-        "graph replay would repeat the captured number instead of taking a new one. Issue the "
-        "collective outside the capture (e.g. between graph launches).");
 
   // Other streams of the group join the first one, and wait for it after.
   std::vector<cudaStream_t> others;
@@ -148,7 +141,17 @@ Status DeviceProxy::enqueue(std::vector<Request>& requests, cudaStream_t stream)
     }
     batch.staged.push_back(staged);
   }
-  Status s = memops_->write(stream, &flags_[kStartFlag], batch.seq);
+  Status s = Status::ok();
+  if (lastStarted_ != nullptr)
+    s = cudaStatus(cudaStreamWaitEvent(stream, lastStarted_, 0), "cudaStreamWaitEvent");
+  if (s) s = memops_->write(stream, &flags_[kStartFlag], batch.seq);
+  if (s) {
+    cudaEvent_t started = nullptr;
+    s = cudaStatus(cudaEventCreateWithFlags(&started, cudaEventDisableTiming), "cudaEventCreate");
+    if (s) s = cudaStatus(cudaEventRecord(started, stream), "cudaEventRecord");
+    if (lastStarted_ != nullptr) cudaEventDestroy(lastStarted_);  // released once complete
+    lastStarted_ = started;
+  }
   if (s) s = memops_->waitGeq(stream, &flags_[kDoneFlag], batch.seq);
   for (size_t i = 0; s && i < requests.size(); ++i) {
     const Request& r = requests[i];
@@ -201,6 +204,7 @@ void DeviceProxy::run() {
       if (queue_.empty()) return;
       batch = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
     waitForStart(batch);
     bool stopping;
@@ -209,7 +213,10 @@ void DeviceProxy::run() {
       stopping = stop_;
     }
     Status status = comm_->checkAbort();
-    if (status && !stopping) status = executeHostRequests(batch.staged);
+    if (status && !stopping) {
+      std::lock_guard<std::mutex> engine(comm_->engineMutex);
+      status = executeHostRequests(batch.staged);
+    }
     if (!status && !stopping) {
       // The stream cannot return an error: record it for lanesCommGetAsyncError.
       comm_->fail(status.code(), status.message());
@@ -217,7 +224,21 @@ void DeviceProxy::run() {
     __atomic_store_n(&flags_[kDoneFlag], batch.seq, __ATOMIC_RELEASE);
     std::lock_guard<std::mutex> lock(mutex_);
     finished_.push_back(std::move(batch));
+    running_ = false;
+    drained_.notify_all();
   }
+}
+
+Status DeviceProxy::drain(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!queue_.empty() || running_) {
+    if (drained_.wait_until(lock, deadline.at()) == std::cv_status::timeout && deadline.expired())
+      return timeoutError(comm_->describe() +
+                          ": a host-memory call waited for earlier device-buffer calls of this "
+                          "communicator that never started; their CUDA streams did not reach "
+                          "them (synchronise those streams before mixing host and device calls)");
+  }
+  return Status::ok();
 }
 
 void DeviceProxy::reclaim(bool wait) {

@@ -29,6 +29,9 @@ class DeviceProxy final : public DeviceContext {
   ~DeviceProxy() override;
 
   Status enqueue(std::vector<Request>& requests, cudaStream_t stream);
+  // Waits until every batch enqueued so far has run on the host (a
+  // host-memory call on the same communicator must come after them).
+  Status drain(Deadline deadline) override;
 
  private:
   struct Batch {
@@ -50,9 +53,14 @@ class DeviceProxy final : public DeviceContext {
   // flags_[0]: start (written by streams), flags_[16]: done (written here).
   volatile uint32_t* flags_ = nullptr;
   uint32_t nextSeq_ = 0;
+  // Recorded after the previous batch's start flag: batches issued on
+  // different streams still raise their flags in issue order.
+  cudaEvent_t lastStarted_ = nullptr;
+  bool running_ = false;  // the proxy thread is executing a batch
 
   std::mutex mutex_;
   std::condition_variable wake_;
+  std::condition_variable drained_;
   std::deque<Batch> queue_;
   std::deque<Batch> finished_;
   bool stop_ = false;

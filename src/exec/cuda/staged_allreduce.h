@@ -46,6 +46,9 @@ class StagedAllReduce final : public DeviceContext {
   // Enqueues the batch on `stream` (requests on other streams of the group
   // join it) and returns without waiting.
   Status enqueue(std::vector<Request>& requests, cudaStream_t stream);
+  // The staged path never touches the host engine's connections, so host
+  // calls need not wait for it.
+  Status drain(Deadline) override { return Status::ok(); }
   // Whether the ranks agreed to use the path (false: the proxy serves all).
   bool enabled() const { return enabled_; }
 
