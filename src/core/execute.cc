@@ -135,6 +135,18 @@ Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
 // that died, which beats whatever neighbour the executor was waiting on.
 Status explainFailure(lanesComm* comm, const Status& status) {
   Status recorded = comm->checkAbort();
+  if (recorded.isOk() && status.code() == lanesRemoteError) {
+    // A closed connection is often the echo of a failure elsewhere: a peer
+    // that learned of a dead rank closes its connections. The bootstrap's
+    // notice naming the dead rank is normally milliseconds behind; wait for
+    // it briefly so the error names the rank that died, not the messenger.
+    Deadline grace = Deadline::after(2.0);
+    Backoff backoff;
+    while (recorded.isOk() && !grace.expired()) {
+      backoff.pause();
+      recorded = comm->checkAbort();
+    }
+  }
   if (!recorded.isOk() && status.code() != lanesInvalidUsage &&
       status.code() != lanesInvalidArgument) {
     return Status(recorded.code(), recorded.message() + " (while running: " + status.message() + ")");
