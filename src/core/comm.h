@@ -42,6 +42,8 @@ struct lanesComm {
   std::vector<std::unique_ptr<lanes::Connection>> connections;  // by peer
   lanes::ConnectionTable table;                                 // raw view for the executor
   int lanes = 2;
+  int localRanks = 1;        // ranks of this communicator on this host
+  unsigned spinLimit = 64;   // see Backoff
   uint64_t seq = 0;     // collectives and groups issued so far
   uint64_t splitSeq = 0;
   // Device-buffer machinery, made on first use (src/exec/cuda).
@@ -75,6 +77,10 @@ struct lanesComm {
   // Host-staged device path (src/exec/cuda/staged_*), made on first eligible
   // call. Last member: destroyed first, while the failure state it uses lives.
   std::unique_ptr<lanes::DeviceContext> staged;
+  // Small-message device all-reduce (src/exec/cuda/ll_*), made on first
+  // candidate call. After `staged`: destroyed before it, while the failure
+  // state it uses lives.
+  std::unique_ptr<lanes::DeviceContext> ll;
 
   // Records the first fatal failure and wakes every port.
   void fail(lanesResult_t code, const std::string& message, int deadRank = -1,

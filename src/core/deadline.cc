@@ -3,7 +3,10 @@
 #include <sched.h>
 #include <time.h>
 
+#include <unistd.h>
+
 #include <climits>
+#include <cstdlib>
 
 namespace lanes {
 
@@ -17,18 +20,28 @@ int Deadline::remainingMs() const {
 
 void Backoff::pause() {
   ++spins_;
-  if (spins_ < 64) {
+  if (spins_ < spinLimit_) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
     return;
   }
-  if (spins_ < 2048) {
+  if (spins_ < spinLimit_ + 2048) {
     sched_yield();
     return;
   }
   timespec ts{0, 20000};  // 20 us: long waits cost little CPU, short ones stay fast
   nanosleep(&ts, nullptr);
+}
+
+unsigned spinLimitFor(int localRanks) {
+  static const long configured = [] {
+    const char* v = std::getenv("LANES_SPIN_ITERATIONS");
+    return v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : -1L;
+  }();
+  if (configured >= 0) return static_cast<unsigned>(configured);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return localRanks <= cores ? 4000u : 64u;
 }
 
 }  // namespace lanes

@@ -28,11 +28,20 @@ class Deadline {
 // there are more ranks than cores (the test machine has 2).
 class Backoff {
  public:
+  // `spinLimit`: busy-wait iterations before yielding the core. Long spins
+  // win when every rank has a core; when ranks outnumber cores, spinning
+  // steals the time slice the awaited peer needs, so callers pass a small one.
+  explicit Backoff(unsigned spinLimit = 64) : spinLimit_(spinLimit) {}
   void pause();
   void reset() { spins_ = 0; }
 
  private:
   unsigned spins_ = 0;
+  unsigned spinLimit_;
 };
+
+// Spin budget for ranks of this process: LANES_SPIN_ITERATIONS when set, else
+// long when `localRanks` fit on the online cores and short when they do not.
+unsigned spinLimitFor(int localRanks);
 
 }  // namespace lanes

@@ -253,6 +253,7 @@ Status executeHostRequests(std::vector<Request>& requests) {
     lanesComm* comm = p.comm;
     w.checkAbort = [comm] { return comm->checkAbort(); };
     w.label = p.label;
+    w.spinLimit = comm->spinLimit;
     work.push_back(std::move(w));
   }
   Status status = runWork(work, Deadline::after(timeout));

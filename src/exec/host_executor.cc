@@ -226,7 +226,9 @@ Status runWork(std::span<ExecWork> work, Deadline deadline) {
     it->items.push_back(&w);
   }
 
-  Backoff backoff;
+  unsigned spinLimit = 0;
+  for (const ExecWork& w : work) spinLimit = std::max(spinLimit, w.spinLimit);
+  Backoff backoff(spinLimit);
   unsigned iteration = 0;
   for (;;) {
     bool allDone = true;

@@ -32,6 +32,8 @@ struct ExecWork {
   std::function<Status()> checkAbort;
   // Names the operation in errors, e.g. "allreduce #42".
   std::string label;
+  // Busy-wait budget before yielding (see Backoff).
+  unsigned spinLimit = 64;
 };
 
 Status runWork(std::span<ExecWork> work, Deadline deadline);
