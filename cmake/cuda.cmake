@@ -80,3 +80,27 @@ if(LANES_BUILD_BENCH AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/reduce_bandwidth.c
   lanes_cuda_target_flags(lanes_reduce_bandwidth)
   target_link_libraries(lanes_reduce_bandwidth PRIVATE lanes_cuda_kernels)
 endif()
+
+# Perf tools on device memory (bench/perf, docs/benchmarks.md). lanes_perf_common is made
+# by bench/CMakeLists.txt, added after this file: once the top-level directory is
+# processed, compile its CUDA half (LANES_PERF_CUDA) and link the runtime it calls.
+function(lanes_perf_enable_cuda)
+  if(TARGET lanes_perf_common)
+    target_compile_definitions(lanes_perf_common PUBLIC LANES_PERF_CUDA=1)
+    target_link_libraries(lanes_perf_common PUBLIC CUDA::cudart_static)
+  endif()
+  # GPU benchmarks over the perf driver's pieces (copy bounds, device memory).
+  if(TARGET lanes_perf_common AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/allreduce_bound.cc)
+    add_executable(lanes_allreduce_bound ${CMAKE_SOURCE_DIR}/bench/gpu/allreduce_bound.cc)
+    target_link_libraries(lanes_allreduce_bound PRIVATE lanes_perf_common)
+  endif()
+  if(TARGET CUDA::cublas AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/overlap_gemm.cu)
+    add_executable(lanes_overlap_gemm ${CMAKE_SOURCE_DIR}/bench/gpu/overlap_gemm.cu)
+    lanes_cuda_target_flags(lanes_overlap_gemm)
+    # C API only (nvcc compiles C++17; the perf driver's headers are C++20).
+    target_link_libraries(lanes_overlap_gemm PRIVATE lanes_internal CUDA::cublas)
+  endif()
+endfunction()
+if(LANES_BUILD_BENCH)
+  cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL lanes_perf_enable_cuda)
+endif()

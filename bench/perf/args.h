@@ -14,7 +14,8 @@
 
 namespace lanes::perf {
 
-enum class Memory { Host, Device };
+// Auto: device memory when the build has CUDA and a GPU is visible, else host.
+enum class Memory { Auto, Host, Device };
 
 struct PerfArgs {
   int nThreads = 1;
@@ -33,7 +34,9 @@ struct PerfArgs {
   int root = 0;
   std::vector<lanesDataType_t> types{lanesFloat32};
   std::vector<lanesRedOp_t> ops{lanesSum};
-  Memory memory = Memory::Host;
+  Memory memory = Memory::Auto;
+  int graphLaunches = 0;  // -G: launches of a captured CUDA Graph (0: no graph)
+  int bounds = -1;        // --bounds: -1 on with device memory, 0 off, 1 on
   std::string jsonPath;
   bool help = false;
 };
@@ -166,7 +169,8 @@ inline bool parsePerfInt(const std::string& s, int64_t lo, int64_t hi, int64_t* 
 
 inline const char* perfUsage() {
   return "  -t,--nthreads N        ranks as threads of this process (without a launcher)\n"
-         "  -g,--ngpus N           ranks per thread (host memory: more ranks)\n"
+         "  -g,--ngpus N           GPUs (ranks) per thread; rank r uses GPU r % (visible\n"
+         "                         GPUs), so -g 2 on one GPU puts two ranks on GPU 0\n"
          "  -b,--minbytes SIZE     smallest size (K/M/G suffixes), default 32M\n"
          "  -e,--maxbytes SIZE     largest size, default 32M\n"
          "  -i,--stepbytes SIZE    additive step when -f is 1, default 1M\n"
@@ -180,10 +184,18 @@ inline const char* perfUsage() {
          "  -d,--datatype TYPE     int8|uint8|int32|uint32|int64|uint64|half|float|double|\n"
          "                         bfloat16|f8e4m3|f8e5m2|all, default float\n"
          "  -r,--root N            root rank of rooted collectives, default 0\n"
-         "  -z,--blocking 0|1      accepted (host-memory collectives always block)\n"
+         "  -z,--blocking 0|1      1: wait for each collective before the next (host-memory\n"
+         "                         collectives always block)\n"
          "  -a,--average 0-3       time reported: 0 rank 0, 1 mean, 2 min, 3 max; default 1\n"
          "  -J,--output_json FILE  also write the results as JSON\n"
-         "  --memory host|device   where buffers live, default host\n"
+         "  -G,--cudagraph N       capture the timed loop in a CUDA Graph, launch it N times\n"
+         "                         (device memory; Lanes refuses capture on most paths: the\n"
+         "                         tool then says why and times without graphs)\n"
+         "  --memory host|device   where buffers live; default device when this build has\n"
+         "                         CUDA and a GPU is visible, else host\n"
+         "  --bounds [0|1]         measure and print each GPU's copy bandwidth (H2D, D2H,\n"
+         "                         both ways, device copy) before the table; default on\n"
+         "                         with device memory\n"
          "  -h,--help              this text\n";
 }
 
@@ -209,6 +221,10 @@ inline ParseResult parsePerfArgs(const std::vector<std::string>& argv, PerfArgs*
     }
     if (flag == "-h" || flag == "--help") {
       a.help = true;
+      continue;
+    }
+    if (flag == "--bounds" && !inlineValue) {  // a bare switch; --bounds=0 turns it off
+      a.bounds = 1;
       continue;
     }
     if (!inlineValue) {
@@ -282,6 +298,10 @@ inline ParseResult parsePerfArgs(const std::vector<std::string>& argv, PerfArgs*
       } else {
         return bad("host or device");
       }
+    } else if (flag == "-G" || flag == "--cudagraph") {
+      if (!intFlag(0, 1 << 20, &a.graphLaunches)) return bad("a non-negative launch count");
+    } else if (flag == "--bounds") {
+      if (!intFlag(0, 1, &a.bounds)) return bad("0 or 1");
     } else if (flag == "-J" || flag == "--output_json") {
       a.jsonPath = value;
     } else {
@@ -295,6 +315,18 @@ inline ParseResult parsePerfArgs(const std::vector<std::string>& argv, PerfArgs*
   *out = std::move(a);
   return {};
 }
+
+// The memory a run uses: what was asked for, or for Auto, device memory when
+// the build has the CUDA data path and the process sees a GPU.
+inline Memory resolveMemory(Memory requested, bool cudaBuilt, int visibleGpus) {
+  if (requested != Memory::Auto) return requested;
+  return cudaBuilt && visibleGpus > 0 ? Memory::Device : Memory::Host;
+}
+
+// The GPU of rank r of a process that runs several: round-robin, so more ranks
+// than GPUs share them (Lanes allows several ranks per GPU; NCCL does not).
+// Under a launcher r is the local rank. -1 without GPUs.
+inline int gpuForRank(int r, int gpus) { return gpus > 0 ? r % gpus : -1; }
 
 // The sizes a sweep visits, as nccl-tests steps them.
 inline std::vector<uint64_t> sweepSizes(const PerfArgs& a) {

@@ -49,8 +49,9 @@ struct CollSpec {
   // algbw = algBytes / time; busbw = algbw * busFactor.
   double (*algBytes)(size_t paramCount, size_t typeSize, int nranks);
   double (*busFactor)(int nranks);
+  // Enqueues the call on `stream` (nullptr for host memory).
   lanesResult_t (*run)(const void* send, void* recv, size_t paramCount, lanesDataType_t type,
-                       lanesRedOp_t op, int root, lanesComm_t comm);
+                       lanesRedOp_t op, int root, lanesComm_t comm, cudaStream_t stream);
   // Value this rank writes at send-buffer element i.
   double (*input)(const DataKey& key, size_t i);
   // Value this rank must hold at receive-buffer element i; nullopt where the

@@ -7,46 +7,46 @@ namespace lanes::perf {
 namespace {
 
 lanesResult_t runAllReduce(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t op,
-                           int, lanesComm_t comm) {
-  return lanesAllReduce(s, r, c, t, op, comm, nullptr);
+                           int, lanesComm_t comm, cudaStream_t stream) {
+  return lanesAllReduce(s, r, c, t, op, comm, stream);
 }
 lanesResult_t runAllGather(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int,
-                           lanesComm_t comm) {
-  return lanesAllGather(s, r, c, t, comm, nullptr);
+                           lanesComm_t comm, cudaStream_t stream) {
+  return lanesAllGather(s, r, c, t, comm, stream);
 }
 lanesResult_t runReduceScatter(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t op,
-                               int, lanesComm_t comm) {
-  return lanesReduceScatter(s, r, c, t, op, comm, nullptr);
+                               int, lanesComm_t comm, cudaStream_t stream) {
+  return lanesReduceScatter(s, r, c, t, op, comm, stream);
 }
 lanesResult_t runBroadcast(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t,
-                           int root, lanesComm_t comm) {
-  return lanesBroadcast(s, r, c, t, root, comm, nullptr);
+                           int root, lanesComm_t comm, cudaStream_t stream) {
+  return lanesBroadcast(s, r, c, t, root, comm, stream);
 }
 lanesResult_t runReduce(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t op,
-                        int root, lanesComm_t comm) {
-  return lanesReduce(s, r, c, t, op, root, comm, nullptr);
+                        int root, lanesComm_t comm, cudaStream_t stream) {
+  return lanesReduce(s, r, c, t, op, root, comm, stream);
 }
 lanesResult_t runAllToAll(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int,
-                          lanesComm_t comm) {
-  return lanesAlltoAll(s, r, c, t, comm, nullptr);
+                          lanesComm_t comm, cudaStream_t stream) {
+  return lanesAlltoAll(s, r, c, t, comm, stream);
 }
 lanesResult_t runGather(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int root,
-                        lanesComm_t comm) {
-  return lanesGather(s, r, c, t, root, comm, nullptr);
+                        lanesComm_t comm, cudaStream_t stream) {
+  return lanesGather(s, r, c, t, root, comm, stream);
 }
 lanesResult_t runScatter(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t,
-                         int root, lanesComm_t comm) {
-  return lanesScatter(s, r, c, t, root, comm, nullptr);
+                         int root, lanesComm_t comm, cudaStream_t stream) {
+  return lanesScatter(s, r, c, t, root, comm, stream);
 }
 lanesResult_t runSendRecv(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int,
-                          lanesComm_t comm) {
+                          lanesComm_t comm, cudaStream_t stream) {
   int rank = 0, n = 1;
   lanesCommUserRank(comm, &rank);
   lanesCommCount(comm, &n);
   lanesResult_t res = lanesGroupStart();
   if (res != lanesSuccess) return res;
-  lanesResult_t sres = lanesSend(s, c, t, data::sendPeer(rank, n), comm, nullptr);
-  lanesResult_t rres = lanesRecv(r, c, t, data::recvPeer(rank, n), comm, nullptr);
+  lanesResult_t sres = lanesSend(s, c, t, data::sendPeer(rank, n), comm, stream);
+  lanesResult_t rres = lanesRecv(r, c, t, data::recvPeer(rank, n), comm, stream);
   res = lanesGroupEnd();
   if (sres != lanesSuccess) return sres;
   if (rres != lanesSuccess) return rres;

@@ -155,6 +155,10 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
   }
   // Nobody may use a connection before every rank finished connecting.
   LANES_RETURN_IF_ERROR(comm->bootstrap->barrier(Deadline::after(options.timeoutSeconds)));
+  bool allHaveGpus = true;
+  for (const RankInfo& r : comm->bootstrap->ranks()) allHaveGpus = allHaveGpus && r.cudaDev >= 0;
+  if (allHaveGpus && !envBool("LANES_DEVICE_LAZY_SETUP", false))
+    LANES_RETURN_IF_ERROR(prepareDevicePaths(comm.get()));
   logTopology(comm.get());
   *out = comm.release();
   registerComm(*out);

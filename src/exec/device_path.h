@@ -12,6 +12,9 @@
 namespace lanes {
 
 struct Request;
+}  // namespace lanes
+struct lanesComm;
+namespace lanes {
 
 enum class MemSpace { Host, Device };
 
@@ -39,6 +42,10 @@ Status classifyBuffer(const void* ptr, BufferInfo* out);
 // returns without waiting: the work runs after what is already on the
 // stream, and later work on the stream waits for it.
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream);
+
+// Sets up every device path of a communicator whose ranks all have a GPU
+// (collective: every rank calls it at init, before any work is enqueued).
+Status prepareDevicePaths(lanesComm* comm);
 
 // Per-communicator device state (proxy thread, pinned staging); released at
 // destroy after pending work drained or was failed.

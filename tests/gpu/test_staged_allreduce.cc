@@ -245,6 +245,7 @@ class StagedAllReduceProcesses : public ::testing::TestWithParam<int> {};
 
 int childMain(const lanesUniqueId& id, int nranks, int rank) {
   if (!gpuVisible()) return kNoDevice;
+  setenv("LANES_LL_DISABLE", "1", 1);  // the small counts of the matrix test the staged path
   if (cudaSetDevice(0) != cudaSuccess) return 2;
   lanesComm_t comm = nullptr;
   if (lanesCommInitRank(&comm, nranks, id, rank) != lanesSuccess) {
@@ -309,7 +310,10 @@ class StagedThreads : public ::testing::Test {
  protected:
   void SetUp() override {
     GPU_SKIP_UNLESS_GPU_HERE();  // also tells the harness CUDA is now in use here
+    // Small warm-up calls would go to the LL path; these tests are about the staged one.
+    setenv("LANES_LL_DISABLE", "1", 1);
   }
+  void TearDown() override { unsetenv("LANES_LL_DISABLE"); }
   // Ranks as threads on GPU 0 via lanesCommInitAll.
   static std::vector<lanesComm_t> initAll(int nranks) {
     std::vector<lanesComm_t> comms(static_cast<size_t>(nranks), nullptr);

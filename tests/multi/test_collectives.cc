@@ -126,15 +126,15 @@ std::vector<Combo> planCombos(Collective c, int nranks) {
       ++k;
     }
   }
-  // Big messages: the costly part on a 2-core machine, so a sample. Each
-  // reduction op once (types spread over element sizes, buffer modes
-  // alternating), data movement once per element size; fewer at 7+ ranks.
+  // Big messages, the costly part on a 2-core machine: reductions in every
+  // type with the op cycling (every op in both buffer modes), data movement
+  // once per element size; half of that at 7+ ranks.
   const bool crowded = nranks >= 7;
   if (isReduction(c)) {
-    for (int oi = 0; oi < nops; ++oi) {
-      if (crowded && oi % 2 == 1) continue;
-      const lanesDataType_t t = kAllTypes[(oi * 5 + static_cast<int>(c)) % std::size(kAllTypes)];
-      add(t, ops[oi], kBigBytes / typeSize(t), (oi / 2) % 2 == 1);
+    for (int ti = 0; ti < static_cast<int>(std::size(kAllTypes)); ++ti) {
+      if (crowded && (ti + ti / 6) % 2 == 1) continue;  // keeps every op once
+      const lanesDataType_t t = kAllTypes[ti];
+      add(t, ops[(ti + static_cast<int>(c)) % nops], kBigBytes / typeSize(t), (ti / 2) % 2 == 1);
     }
   } else {
     int k = 0;

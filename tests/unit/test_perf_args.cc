@@ -13,6 +13,7 @@
 #include "bench/perf/element.h"
 #include "bench/perf/pattern.h"
 #include "bench/perf/report.h"
+#include "bench/perf/staged_bound.h"
 
 namespace lanes::perf {
 namespace {
@@ -32,7 +33,70 @@ TEST(PerfArgs, DefaultsMatchNcclTests) {
   EXPECT_EQ(a.types[0], lanesFloat32);
   ASSERT_EQ(a.ops.size(), 1u);
   EXPECT_EQ(a.ops[0], lanesSum);
+  EXPECT_EQ(a.memory, Memory::Auto);
+  EXPECT_EQ(a.graphLaunches, 0);
+  EXPECT_EQ(a.bounds, -1);
+}
+
+TEST(PerfArgs, MemoryDefaultsToDeviceOnlyWithCudaAndAGpu) {
+  EXPECT_EQ(resolveMemory(Memory::Auto, true, 1), Memory::Device);
+  EXPECT_EQ(resolveMemory(Memory::Auto, true, 0), Memory::Host);
+  EXPECT_EQ(resolveMemory(Memory::Auto, false, 4), Memory::Host);
+  // What the user asked for stands, even where it cannot run (the tool says why).
+  EXPECT_EQ(resolveMemory(Memory::Host, true, 8), Memory::Host);
+  EXPECT_EQ(resolveMemory(Memory::Device, false, 0), Memory::Device);
+  PerfArgs a;
+  ASSERT_TRUE(parse({"--memory", "device"}, &a).ok);
+  EXPECT_EQ(a.memory, Memory::Device);
+  ASSERT_TRUE(parse({"--memory=host"}, &a).ok);
   EXPECT_EQ(a.memory, Memory::Host);
+}
+
+TEST(PerfArgs, RanksShareGpusRoundRobin) {
+  // -g 2 on one GPU: both ranks on GPU 0.
+  EXPECT_EQ(gpuForRank(0, 1), 0);
+  EXPECT_EQ(gpuForRank(1, 1), 0);
+  // 8 ranks on 2 GPUs: 0,1,0,1,...
+  EXPECT_EQ(gpuForRank(5, 2), 1);
+  EXPECT_EQ(gpuForRank(6, 2), 0);
+  EXPECT_EQ(gpuForRank(3, 8), 3);
+  EXPECT_EQ(gpuForRank(0, 0), -1);
+}
+
+TEST(PerfArgs, GraphAndBoundsFlags) {
+  PerfArgs a;
+  ASSERT_TRUE(parse({"-G", "10", "--bounds"}, &a).ok);
+  EXPECT_EQ(a.graphLaunches, 10);
+  EXPECT_EQ(a.bounds, 1);
+  // A bare --bounds must not swallow the next flag.
+  ASSERT_TRUE(parse({"--bounds", "-b", "8"}, &a).ok);
+  EXPECT_EQ(a.bounds, 1);
+  EXPECT_EQ(a.minBytes, 8u);
+  ASSERT_TRUE(parse({"--bounds=0", "--cudagraph=3"}, &a).ok);
+  EXPECT_EQ(a.bounds, 0);
+  EXPECT_EQ(a.graphLaunches, 3);
+  EXPECT_FALSE(parse({"--bounds=2"}, &a).ok);
+  ParseResult r = parse({"-G", "-1"}, &a);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("-G"), std::string::npos) << r.error;
+}
+
+TEST(PerfBounds, StagedAllReduceBytesFollowTheAlgorithm) {
+  const double S = 256.0 * (1 << 20);
+  // One rank per GPU, 4 ranks: down S + S/4, up 2*3/4*S.
+  LinkBytes one = stagedAllReduceBytes(S, 4, 1);
+  EXPECT_DOUBLE_EQ(one.down, 1.25 * S);
+  EXPECT_DOUBLE_EQ(one.up, 1.5 * S);
+  // N ranks on one GPU: its link carries N times that: down (N+1) S, up 2 (N-1) S.
+  for (int n : {2, 4, 8}) {
+    LinkBytes all = stagedAllReduceBytes(S, n, n);
+    EXPECT_DOUBLE_EQ(all.down, (n + 1) * S) << n;
+    EXPECT_DOUBLE_EQ(all.up, 2.0 * (n - 1) * S) << n;
+  }
+  // The slower direction decides: 2 ranks on a GPU, 50 GB/s up, 25 GB/s down.
+  LinkBytes two = stagedAllReduceBytes(1e9, 2, 2);  // down 3e9, up 2e9
+  EXPECT_DOUBLE_EQ(linkBoundSeconds(two, 50, 25), 3e9 / 25e9);
+  EXPECT_DOUBLE_EQ(linkBoundSeconds(two, 10, 50), 2e9 / 10e9);
 }
 
 TEST(PerfArgs, SizesTakeSuffixes) {

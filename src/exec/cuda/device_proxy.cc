@@ -6,6 +6,7 @@
 #include "core/deadline.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/ll_allreduce.h"
 #include "exec/cuda/staged_allreduce.h"
 
 namespace lanes {
@@ -267,6 +268,11 @@ void DeviceProxy::reclaim(bool wait) {
 }
 
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
+  // Small all-reduces and all-gathers among ranks of one host: one LL kernel
+  // through mapped host memory (ll_allreduce.h).
+  LlAllReduce* ll = nullptr;
+  LANES_RETURN_IF_ERROR(LlAllReduce::route(requests.front().comm, requests, &ll));
+  if (ll != nullptr) return ll->enqueue(requests.front(), stream);
   // All-reduces among ranks of one host take the host-staged copy-engine
   // path (no CPU thread in the way); everything else goes through the proxy.
   StagedAllReduce* staged = nullptr;
@@ -275,6 +281,36 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(requests.front().comm, &proxy));
   return proxy->enqueue(requests, stream);
+}
+
+}  // namespace lanes
+
+namespace lanes {
+
+Status prepareDevicePaths(lanesComm* comm) {
+  // Setting a path up allocates and registers memory, and those CUDA calls
+  // may wait for the whole device. Made lazily, inside a later call, they
+  // could wait for a Lanes kernel that waits for a peer thread of this
+  // process that the same CUDA lock holds up: a deadlock. At init nothing of
+  // Lanes is in flight, so every path is made here, on every rank alike.
+  DeviceGuard guard(comm->cudaDev);
+  DeviceProxy* proxy = nullptr;
+  LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
+  Request probe;
+  probe.comm = comm;
+  probe.args.coll = CollType::AllReduce;
+  probe.args.count = 1;
+  probe.args.type = lanesFloat32;
+  probe.args.rank = comm->rank;
+  probe.args.nranks = comm->nranks;
+  probe.sendBytes = probe.recvBytes = sizeof(float);
+  probe.onDevice = true;
+  std::vector<Request> batch{probe};
+  LlAllReduce* ll = nullptr;
+  LANES_RETURN_IF_ERROR(LlAllReduce::route(comm, batch, &ll));
+  StagedAllReduce* staged = nullptr;
+  LANES_RETURN_IF_ERROR(StagedAllReduce::route(comm, batch, &staged));
+  return Status::ok();
 }
 
 }  // namespace lanes

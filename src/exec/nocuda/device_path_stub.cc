@@ -21,6 +21,8 @@ Status classifyBuffer(const void*, BufferInfo* out) {
   return Status::ok();
 }
 
+Status prepareDevicePaths(lanesComm*) { return Status::ok(); }
+
 Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t) {
   return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");
 }

@@ -1,0 +1,379 @@
+// lanes_allreduce_bound: a device all-reduce of 256 MiB float32 with N ranks
+// sharing ONE GPU, against the bound the host-staged path allows
+// (docs/gpu_data_path.md): the bytes it moves across that GPU's PCIe link
+// each way, divided by the both-ways bandwidth measured in the same run, just
+// before the all-reduces. Ranks are threads of this process, or with --procs
+// processes forked from it (the parent never touches CUDA).
+//
+//   lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--bytes 256M] [--iters 10]
+//                         [--warmup 3] [--gpu 0]
+//
+// Exit code 0 when every result was right (the ratio is reported, not judged).
+#include <cuda_runtime.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lanes/lanes.h"
+#include "perf/args.h"
+#include "perf/copy_bounds.h"
+#include "perf/memory.h"
+#include "perf/staged_bound.h"
+
+namespace lanes::perf {
+namespace {
+
+struct Options {
+  bool procs = false;
+  std::vector<int> ranks{2, 4, 8};
+  size_t bytes = size_t{256} << 20;
+  int iters = 10;
+  int warmup = 3;
+  int gpu = 0;
+};
+
+const char* kUsage =
+    "usage: lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--bytes 256M] [--iters 10]\n"
+    "                             [--warmup 3] [--gpu 0]\n"
+    "  All-reduce (float32 sum, device buffers) with N ranks on one GPU, as threads of this\n"
+    "  process or (--procs) as forked processes; prints time, the host-staged bound from the\n"
+    "  copy bandwidth measured in the same run, and time/bound.\n";
+
+bool parseOptions(int argc, char** argv, Options* o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string f = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    int64_t n = 0;
+    if (f == "--procs") {
+      o->procs = true;
+    } else if (f == "--threads") {
+      o->procs = false;
+    } else if (f == "--ranks") {
+      const char* v = value();
+      if (v == nullptr) return false;
+      o->ranks.clear();
+      std::string s = v;
+      for (size_t pos = 0; pos <= s.size();) {
+        size_t comma = s.find(',', pos);
+        if (comma == std::string::npos) comma = s.size();
+        if (!parsePerfInt(s.substr(pos, comma - pos), 1, 64, &n)) return false;
+        o->ranks.push_back(static_cast<int>(n));
+        pos = comma + 1;
+      }
+    } else if (f == "--bytes") {
+      const char* v = value();
+      uint64_t b = 0;
+      if (v == nullptr || !parsePerfSize(v, &b) || b < 1024) return false;
+      o->bytes = b / 16 * 16;
+    } else if (f == "--iters" || f == "--warmup" || f == "--gpu") {
+      const char* v = value();
+      if (v == nullptr || !parsePerfInt(v, f == "--iters" ? 1 : 0, 1 << 20, &n)) return false;
+      (f == "--iters" ? o->iters : f == "--warmup" ? o->warmup : o->gpu) = static_cast<int>(n);
+    } else {
+      return false;
+    }
+  }
+  return !o->ranks.empty();
+}
+
+Status check(cudaError_t err, const char* call) {
+  if (err == cudaSuccess) return Status::ok();
+  return cudaError(std::string(call) + " failed: " + cudaGetErrorString(err));
+}
+#define BENCH_CUDA(call) LANES_RETURN_IF_ERROR(check((call), #call))
+
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+struct StreamDestroy {
+  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
+};
+
+// What one rank does; rank 0 prints the row. Only stream-ordered CUDA calls
+// between the first and the last barrier (docs/gpu_data_path.md).
+class BoundRank {
+ public:
+  BoundRank(lanesComm_t comm, const Options& o, const char* mode)
+      : comm_(comm), o_(o), mode_(mode) {
+    lanesCommUserRank(comm, &rank_);
+    lanesCommCount(comm, &n_);
+  }
+
+  // 0: every value right; 1: wrong values; a failure exits the process.
+  int run() {
+    must(selectGpu(o_.gpu), "cudaSetDevice");
+    const size_t count = o_.bytes / sizeof(float);
+    must(setup(count), "allocating buffers");
+    barrier();
+    CopyBounds b;
+    if (rank_ == 0) must(measureCopyBounds(kBoundBytes, &b), "measuring copy bandwidth");
+    barrier();  // the others wait: nothing else on the GPU while rank 0 measures
+    for (int i = 0; i < o_.warmup; ++i) allReduce(count);
+    must(check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"), "warm-up");
+    barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o_.iters; ++i) allReduce(count);
+    must(check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"), "timed loop");
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o_.iters;
+    seconds = hostReduce(seconds, lanesMax);  // the slowest rank's time is the collective's
+    const double wrong = hostReduce(static_cast<double>(countWrong(count)), lanesSum);
+    barrier();  // nobody frees while a peer's collective may still run
+    if (rank_ == 0) printRow(b, seconds, static_cast<int64_t>(wrong));
+    return wrong == 0 ? 0 : 1;
+  }
+
+ private:
+  void must(const Status& s, const char* what) {
+    if (s) return;
+    std::fprintf(stderr, "lanes_allreduce_bound: rank %d: %s: %s\n", rank_, what,
+                 s.message().c_str());
+    lanesCommAbort(comm_);
+    std::_Exit(1);
+  }
+  void must(lanesResult_t r, const char* what) {
+    if (r == lanesSuccess) return;
+    must(Status(r, lanesGetLastError(comm_)), what);
+  }
+
+  Status setup(size_t count) {
+    cudaStream_t s = nullptr;
+    BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    stream_.reset(s);
+    void* p = nullptr;
+    BENCH_CUDA(cudaMalloc(&p, o_.bytes));
+    send_.reset(p);
+    BENCH_CUDA(cudaMalloc(&p, o_.bytes));
+    recv_.reset(p);
+    // rank r contributes r+1 everywhere: the sum N(N+1)/2 is exact in float32.
+    host_.assign(count, static_cast<float>(rank_ + 1));
+    BENCH_CUDA(cudaMemcpyAsync(send_.get(), host_.data(), o_.bytes, cudaMemcpyHostToDevice,
+                               stream_.get()));
+    BENCH_CUDA(cudaMemsetAsync(recv_.get(), 0, o_.bytes, stream_.get()));
+    BENCH_CUDA(cudaStreamSynchronize(stream_.get()));
+    return Status::ok();
+  }
+
+  void allReduce(size_t count) {
+    must(lanesAllReduce(send_.get(), recv_.get(), count, lanesFloat32, lanesSum, comm_,
+                        stream_.get()),
+         "lanesAllReduce");
+  }
+
+  int64_t countWrong(size_t count) {
+    must(check(cudaMemcpyAsync(host_.data(), recv_.get(), o_.bytes, cudaMemcpyDeviceToHost,
+                               stream_.get()),
+               "cudaMemcpyAsync"),
+         "copying the result back");
+    must(check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"), "result");
+    const float expect = static_cast<float>(n_) * (n_ + 1) / 2;
+    return std::count_if(host_.begin(), host_.end(), [&](float v) { return v != expect; });
+  }
+
+  double hostReduce(double v, lanesRedOp_t op) {
+    double in = v, out = 0;
+    must(lanesAllReduce(&in, &out, 1, lanesFloat64, op, comm_, nullptr), "lanesAllReduce (host)");
+    return out;
+  }
+  void barrier() { hostReduce(1, lanesSum); }
+
+  void printRow(const CopyBounds& b, double seconds, int64_t wrong) const {
+    // All N ranks are on this one GPU, so its link carries all their bytes.
+    const LinkBytes bytes = stagedAllReduceBytes(static_cast<double>(o_.bytes), n_, n_);
+    const double bound = linkBoundSeconds(bytes, b.bothH2d, b.bothD2h);
+    std::printf("%5d  %-9s %10zu  %9.2f  %8.2f  %8.2f  %8.2f  %8.2f  %8.3f  %8.3f  %9.3f  %6lld\n",
+                n_, mode_, o_.bytes, seconds * 1e3, b.h2d, b.d2h, b.bothH2d, b.bothD2h,
+                bytes.down / 1e9, bytes.up / 1e9, bound * 1e3, static_cast<long long>(wrong));
+    std::printf("#      time/bound = %.3f (target <= 1.20: %s); busbw %.2f GB/s\n", seconds / bound,
+                seconds / bound <= 1.2 ? "met" : "NOT met",
+                static_cast<double>(o_.bytes) / seconds / 1e9 * 2.0 * (n_ - 1) / n_);
+    std::fflush(stdout);
+  }
+
+  lanesComm_t comm_;
+  const Options& o_;
+  const char* mode_;
+  int rank_ = 0, n_ = 1;
+  std::unique_ptr<CUstream_st, StreamDestroy> stream_;
+  std::unique_ptr<void, DeviceFree> send_, recv_;
+  std::vector<float> host_;
+};
+
+void printHeader(const Options& o) {
+  std::printf(
+      "# lanes_allreduce_bound: all-reduce float32 sum on device buffers, N ranks on GPU %d,\n"
+      "# %d warm-up + %d timed calls (time: the slowest rank's mean per call).\n"
+      "# Bound (host-staged path, docs/gpu_data_path.md): per rank down (D2H) = S + S/N,\n"
+      "# up (H2D) = 2(N-1)/N x S; all N ranks share this GPU, so its link carries N times\n"
+      "# that; bound = max(down / both-ways D2H, up / both-ways H2D), bandwidths measured\n"
+      "# by rank 0 just before the all-reduces (cudaMemcpyAsync %zu MiB, pinned).\n"
+      "# GB/s = 1e9 B/s; GB = 1e9 B.\n",
+      o.gpu, o.warmup, o.iters, kBoundBytes >> 20);
+  std::printf("# %3s  %-9s %10s  %9s  %8s  %8s  %8s  %8s  %8s  %8s  %9s  %6s\n", "N", "ranks as",
+              "bytes", "time(ms)", "H2D", "D2H", "both:H2D", "both:D2H", "down GB", "up GB",
+              "bound(ms)", "#wrong");
+  std::fflush(stdout);
+}
+
+// N ranks as threads of this process, all on o.gpu.
+int runThreads(const Options& o, int n) {
+  std::vector<int> devlist(n, o.gpu);
+  std::vector<lanesComm_t> comms(n, nullptr);
+  lanesResult_t r = lanesCommInitAll(comms.data(), n, devlist.data());
+  if (r != lanesSuccess) {
+    std::fprintf(stderr, "lanes_allreduce_bound: lanesCommInitAll(%d) failed: %s\n", n,
+                 lanesGetLastError(nullptr));
+    return 1;
+  }
+  std::vector<int> rcs(n, 0);
+  {
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] { rcs[i] = BoundRank(comms[i], o, "threads").run(); });
+    }
+  }
+  for (lanesComm_t c : comms) lanesCommDestroy(c);
+  return *std::max_element(rcs.begin(), rcs.end());
+}
+
+// Reads exactly `len` bytes within `seconds`; false on EOF, error or timeout.
+bool readFully(int fd, void* buf, size_t len, int seconds) {
+  auto* p = static_cast<uint8_t*>(buf);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (len > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    if (poll(&pfd, 1, static_cast<int>(left)) <= 0) continue;
+    ssize_t got = read(fd, p, len);
+    if (got <= 0) return false;
+    p += got;
+    len -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// N ranks as processes. The children are forked while this process is still
+// single-threaded and CUDA-free; the parent then makes the unique id (which
+// starts the bootstrap root here) and hands it to each child over a pipe.
+int runProcs(const Options& o, int n) {
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  std::vector<int> pipes;
+  for (int rank = 0; rank < n; ++rank) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      std::perror("lanes_allreduce_bound: pipe");
+      return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      std::perror("lanes_allreduce_bound: fork");
+      return 1;
+    }
+    if (pid == 0) {
+      close(fds[1]);
+      for (int fd : pipes) close(fd);
+      lanesUniqueId id;
+      if (!readFully(fds[0], &id, sizeof(id), 60)) {
+        std::fprintf(stderr, "lanes_allreduce_bound: rank %d got no unique id from its parent\n",
+                     rank);
+        std::_Exit(1);
+      }
+      close(fds[0]);
+      Status st = selectGpu(o.gpu);  // the communicator takes the current GPU
+      if (!st) {
+        std::fprintf(stderr, "lanes_allreduce_bound: rank %d: %s\n", rank, st.message().c_str());
+        std::_Exit(1);
+      }
+      lanesComm_t comm = nullptr;
+      if (lanesCommInitRank(&comm, n, id, rank) != lanesSuccess) {
+        std::fprintf(stderr, "lanes_allreduce_bound: rank %d: lanesCommInitRank failed: %s\n", rank,
+                     lanesGetLastError(nullptr));
+        std::_Exit(1);
+      }
+      int rc = BoundRank(comm, o, "processes").run();
+      lanesCommDestroy(comm);
+      std::fflush(stdout);
+      std::_Exit(rc);
+    }
+    close(fds[0]);
+    pids.push_back(pid);
+    pipes.push_back(fds[1]);
+  }
+  lanesUniqueId id;
+  int rc = 0;
+  if (lanesGetUniqueId(&id) != lanesSuccess) {
+    std::fprintf(stderr, "lanes_allreduce_bound: lanesGetUniqueId failed: %s\n",
+                 lanesGetLastError(nullptr));
+    rc = 1;
+  }
+  for (int fd : pipes) {
+    if (rc == 0 && write(fd, &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) rc = 1;
+    close(fd);  // a child without an id reads EOF and exits
+  }
+  // Bounded: Lanes times out a stuck collective (LANES_TIMEOUT, default 300 s);
+  // past that and a margin the children are killed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(420);
+  bool killed = false;
+  size_t left = pids.size();
+  while (left > 0) {
+    int status = 0;
+    pid_t done = waitpid(-1, &status, WNOHANG);
+    if (done > 0) {
+      --left;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+      continue;
+    }
+    if (done < 0) break;
+    if (!killed && std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "lanes_allreduce_bound: %d-process run did not finish; killing it\n", n);
+      for (pid_t p : pids) kill(p, SIGKILL);
+      rc = 1;
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return rc;
+}
+
+}  // namespace
+}  // namespace lanes::perf
+
+int main(int argc, char** argv) {
+  using namespace lanes::perf;
+  requestDeviceConnections();  // before any CUDA call: up to 8 ranks' streams per GPU
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  Options o;
+  if (!parseOptions(argc, argv, &o)) {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  // Threads: check the GPU here. Processes: the parent stays CUDA-free (it
+  // forks), so each child reports a missing GPU itself.
+  if (!o.procs && o.gpu >= visibleGpus()) {
+    std::fprintf(stderr, "lanes_allreduce_bound: GPU %d is not visible (%d CUDA devices).\n", o.gpu,
+                 visibleGpus());
+    return 2;
+  }
+  printHeader(o);
+  int rc = 0;
+  for (int n : o.ranks) rc = std::max(rc, o.procs ? runProcs(o, n) : runThreads(o, n));
+  if (o.procs) {
+    std::printf("# processes: forked from a CUDA-free parent, one CUDA context each.\n");
+  }
+  return rc;
+}

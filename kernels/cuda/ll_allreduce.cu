@@ -1,0 +1,432 @@
+// The LL all-reduce kernel (interface and protocol: ll_allreduce.h; host side:
+// src/exec/cuda/ll_allreduce.cc; picture: docs/gpu_data_path.md, "Small messages").
+//
+// One block of kThreads threads:
+//  1. thread 0 takes the sequence number and the sticky failure flag from
+//     device memory (no PCIe read); after a failed call the kernel touches
+//     nothing (the ranks are out of step);
+//  2. every thread writes its share of this rank's input as LL lines into
+//     this rank's slot of parity seq & 1;
+//  3. tile by tile (as many lines as fit, for all ranks, in 32 KiB of shared
+//     memory): this rank's lines go to shared memory from the input, every
+//     peer's lines from its slot once both flags equal seq; each thread polls
+//     up to kBatch lines at once so their PCIe reads overlap;
+//  4. each line is reduced over ranks 0..n-1 in order with reduce_ops.cuh's
+//     arithmetic (the same as reduce.cu), Avg divided once, and stored to recv.
+// All-gather is the same call without step 4: every line, own or a peer's, is
+// stored at once into its rank's block of recv.
+//
+// Slot reuse needs no extra wait: a rank writes slot p for call s+2 only after
+// its call s+1 finished, which needed every peer's lines of call s+1, which a
+// peer writes only after its own call s finished reading slot p. Calls of one
+// rank never overlap (one stream, or the host chains them with an event).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/ll_allreduce.h"
+#include "kernels/cuda/reduce_ops.cuh"
+
+namespace lanes::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kTileWords = 4096;       // 32 KiB: one 8-byte payload per (rank, line) of a tile
+constexpr int kBatch = 4;              // peer lines one thread has in flight
+constexpr unsigned kAbortEvery = 256;  // polls between reads of the host's abort word (2^k)
+constexpr unsigned long long kDefaultTimeoutNs = 300ull * 1000 * 1000 * 1000;
+// Every 2^21 calls (both parities) a rank rewrites its whole slot, so no line
+// keeps a flag older than that: the 32-bit flag cannot wrap around to a stale
+// line's value (that would take 2^32 calls).
+constexpr unsigned long long kRefreshMask = (1ull << 21) - 1;
+
+template <class S>
+struct Args {
+  const unsigned char* send;
+  unsigned char* recv;
+  size_t bytes;
+  unsigned char* slots;
+  size_t slotBytes;
+  LlDeviceState* state;
+  LlControl* control;
+  unsigned long long timeoutNs;
+  int rank;
+  int nranks;
+  Fn fn;        // the combining op (Avg and PreMulSum: Sum)
+  bool premul;  // scale this rank's input by `scalar`
+  bool avg;     // divide the result by nranks
+  bool gather;  // all-gather: rank r's lines go to recv + r * bytes, nothing is reduced
+  S scalar;
+};
+
+template <class S>
+union Line {
+  uint64_t u;
+  S e[kLlLinePayload / sizeof(S)];
+};
+
+__device__ __forceinline__ unsigned long long nowNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// One 16-byte store: {data0, flag, data1, flag}.
+__device__ __forceinline__ void storeLine(uint4* p, uint64_t v, uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
+               "r"(static_cast<uint32_t>(v)), "r"(flag), "r"(static_cast<uint32_t>(v >> 32)),
+               "r"(flag)
+               : "memory");
+}
+
+__device__ __forceinline__ uint4 loadLine(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
+// Payload line i of this rank's contribution (PreMulSum: already scaled).
+// Bytes past the end read as zero; any pointer alignment.
+template <class S>
+__device__ __forceinline__ uint64_t inputLine(const Args<S>& a, size_t i) {
+  const size_t b0 = i * kLlLinePayload;
+  const size_t len = a.bytes - b0 < kLlLinePayload ? a.bytes - b0 : kLlLinePayload;
+  const unsigned char* p = a.send + b0;
+  Line<S> l;
+  if (len == kLlLinePayload && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
+    l.u = *reinterpret_cast<const uint64_t*>(p);
+  } else {
+    l.u = 0;
+    for (size_t k = 0; k < len; ++k) l.u |= static_cast<uint64_t>(p[k]) << (8 * k);
+  }
+  if (a.premul) {
+#pragma unroll
+    for (int e = 0; e < static_cast<int>(kLlLinePayload / sizeof(S)); ++e)
+      l.e[e] = Num<S>::mul(l.e[e], a.scalar);
+  }
+  return l.u;
+}
+
+// Payload line i of a `bytes`-long output at `base`; any alignment.
+__device__ __forceinline__ void storeBytes(unsigned char* base, size_t bytes, size_t i,
+                                           uint64_t v) {
+  const size_t b0 = i * kLlLinePayload;
+  const size_t len = bytes - b0 < kLlLinePayload ? bytes - b0 : kLlLinePayload;
+  unsigned char* p = base + b0;
+  if (len == kLlLinePayload && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
+    *reinterpret_cast<uint64_t*>(p) = v;
+  } else {
+    for (size_t k = 0; k < len; ++k) p[k] = static_cast<unsigned char>(v >> (8 * k));
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void storeOutput(const Args<S>& a, size_t i, uint64_t v) {
+  storeBytes(a.recv, a.bytes, i, v);
+}
+
+// Where rank r's block of an all-gather's output starts.
+template <class S>
+__device__ __forceinline__ unsigned char* blockOf(const Args<S>& a, int r) {
+  return a.recv + static_cast<size_t>(r) * a.bytes;
+}
+
+// Ranks 0..n-1 of tile column j, combined left to right with F.
+template <class S, Fn F>
+__device__ __forceinline__ Line<S> combineColumn(int nranks, const uint64_t* tile, int tileLines,
+                                                 int j) {
+  constexpr int kElems = kLlLinePayload / sizeof(S);
+  Line<S> acc;
+  acc.u = tile[j];
+  for (int q = 1; q < nranks; ++q) {
+    Line<S> in;
+    in.u = tile[q * tileLines + j];
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) acc.e[e] = combine<S, F>(acc.e[e], in.e[e]);
+  }
+  return acc;
+}
+
+// The op is a run-time (block-uniform) choice: one kernel per datatype keeps
+// the build short; a branch per line costs nothing next to a PCIe read.
+template <class S>
+__device__ __forceinline__ uint64_t reduceColumn(const Args<S>& a, const uint64_t* tile,
+                                                 int tileLines, int j) {
+  Line<S> acc;
+  switch (a.fn) {
+    case Fn::Prod:
+      acc = combineColumn<S, Fn::Prod>(a.nranks, tile, tileLines, j);
+      break;
+    case Fn::Max:
+      acc = combineColumn<S, Fn::Max>(a.nranks, tile, tileLines, j);
+      break;
+    case Fn::Min:
+      acc = combineColumn<S, Fn::Min>(a.nranks, tile, tileLines, j);
+      break;
+    default:
+      acc = combineColumn<S, Fn::Sum>(a.nranks, tile, tileLines, j);
+      break;
+  }
+  if (a.avg && a.nranks > 1) {
+#pragma unroll
+    for (int e = 0; e < static_cast<int>(kLlLinePayload / sizeof(S)); ++e)
+      acc.e[e] = Num<S>::div(acc.e[e], a.nranks);
+  }
+  return acc.u;
+}
+
+// First failure of this call: the block stops, the host learns code, peer and seq.
+__device__ void recordFailure(LlDeviceState* state, LlControl* c, int* failed, uint32_t code,
+                              int peer, unsigned long long seq) {
+  if (atomicCAS(failed, 0, 1) != 0) return;
+  state->failed = 1;
+  volatile LlControl* vc = c;
+  if (vc->error != kLlOk) return;  // sticky: the first failed call is the one to report
+  vc->peer = static_cast<uint32_t>(peer);
+  vc->seq = seq;
+  __threadfence_system();
+  vc->error = code;
+  __threadfence_system();
+}
+
+template <class S>
+__global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a) {
+  __shared__ uint64_t tile[kTileWords];
+  __shared__ unsigned long long sSeq, sDeadline;
+  __shared__ int sFailed;
+  volatile LlControl* vc = a.control;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int nthreads = static_cast<int>(blockDim.x);
+
+  if (tid == 0) {
+    // Device memory only: the common path crosses PCIe just for the data.
+    sSeq = a.state->seq + 1;
+    sFailed = a.state->failed != 0 ? 1 : 0;
+    sDeadline = nowNs() + (a.timeoutNs != 0 ? a.timeoutNs : kDefaultTimeoutNs);
+    vc->entered = sSeq;  // posted write
+  }
+  __syncthreads();
+  const unsigned long long seq = sSeq;
+  const uint32_t flag = static_cast<uint32_t>(seq);
+  const size_t nlines = (a.bytes + kLlLinePayload - 1) / kLlLinePayload;
+
+  if (!sFailed && a.nranks == 1) {
+    for (size_t i = tid; i < nlines; i += nthreads) storeOutput(a, i, inputLine(a, i));
+  } else if (!sFailed) {
+    const int parity = static_cast<int>(seq & 1);
+    auto slotOf = [&](int r) {
+      return reinterpret_cast<uint4*>(a.slots +
+                                      (2 * static_cast<size_t>(r) + parity) * a.slotBytes);
+    };
+    // 2. Post my lines (and, on a refresh call, the rest of the slot too).
+    uint4* mine = slotOf(a.rank);
+    const size_t slotLines = a.slotBytes / kLlLineBytes;
+    const size_t writeLines = (seq & kRefreshMask) < 2 ? slotLines : nlines;
+    for (size_t i = tid; i < writeLines; i += nthreads)
+      storeLine(mine + i, i < nlines ? inputLine(a, i) : 0, flag);
+
+    // 3-4. Tile by tile: gather every rank's lines, then reduce them. An
+    // all-gather stores each line where it belongs at once: one tile, no
+    // shared memory.
+    const int tileLines = a.gather ? static_cast<int>(nlines) : kTileWords / a.nranks;
+    for (size_t t0 = 0; t0 < nlines; t0 += static_cast<size_t>(tileLines)) {
+      const size_t left = nlines - t0;
+      const int tl = left < static_cast<size_t>(tileLines) ? static_cast<int>(left) : tileLines;
+      for (int j = tid; j < tl; j += nthreads) {
+        if (a.gather)
+          storeBytes(blockOf(a, a.rank), a.bytes, t0 + j, inputLine(a, t0 + j));
+        else
+          tile[a.rank * tileLines + j] = inputLine(a, t0 + j);
+      }
+      const int pairs = (a.nranks - 1) * tl;  // (peer, line) pairs of this tile
+      for (int base = tid; base < pairs; base += nthreads * kBatch) {
+        const uint4* src[kBatch];
+        int col[kBatch];
+        int peer[kBatch];
+        bool need[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int p = base + k * nthreads;
+          need[k] = p < pairs;
+          const int other = need[k] ? p / tl : 0;
+          const int j = need[k] ? p % tl : 0;
+          peer[k] = other < a.rank ? other : other + 1;
+          src[k] = slotOf(peer[k]) + t0 + j;
+          col[k] = j;
+        }
+        unsigned polls = 0;
+        bool gaveUp = false;
+        for (;;) {
+          uint4 v[kBatch];
+#pragma unroll
+          for (int k = 0; k < kBatch; ++k)
+            if (need[k]) v[k] = loadLine(src[k]);  // issued together: the reads overlap
+          int waitingFor = -1;
+#pragma unroll
+          for (int k = 0; k < kBatch; ++k) {
+            if (!need[k]) continue;
+            if (v[k].y == flag && v[k].w == flag) {
+              const uint64_t got =
+                  static_cast<uint64_t>(v[k].x) | (static_cast<uint64_t>(v[k].z) << 32);
+              if (a.gather)
+                storeBytes(blockOf(a, peer[k]), a.bytes, t0 + col[k], got);
+              else
+                tile[peer[k] * tileLines + col[k]] = got;
+              need[k] = false;
+            } else if (waitingFor < 0) {
+              waitingFor = peer[k];
+            }
+          }
+          if (waitingFor < 0) break;
+          if (*static_cast<volatile int*>(&sFailed)) {
+            gaveUp = true;
+            break;
+          }
+          if (nowNs() > sDeadline) {
+            recordFailure(a.state, a.control, &sFailed, kLlTimedOut, waitingFor, seq);
+            gaveUp = true;
+            break;
+          }
+          // The abort word lives in host memory: read at the first miss, then rarely.
+          if ((++polls & (kAbortEvery - 1)) == 1 && vc->abort != 0) {
+            recordFailure(a.state, a.control, &sFailed, kLlAborted, waitingFor, seq);
+            gaveUp = true;
+            break;
+          }
+        }
+        if (gaveUp) break;
+      }
+      __syncthreads();
+      if (sFailed) break;  // read after the barrier: every thread leaves together
+      if (!a.gather) {
+        for (int j = tid; j < tl; j += nthreads)
+          storeOutput(a, t0 + j, reduceColumn<S>(a, tile, tileLines, j));
+      }
+      __syncthreads();  // the tile is refilled next
+    }
+  }
+
+  __syncthreads();
+  if (tid == 0) {
+    a.state->seq = seq;  // the next call (or graph replay) takes seq + 1
+    vc->exited = seq;    // for destroy: this rank's kernels are done with the arena
+  }
+}
+
+template <class S>
+int launchTyped(const LlAllReduceArgs& in, Fn fn, bool premul, bool avg, cudaStream_t stream) {
+  Args<S> a{};
+  a.send = static_cast<const unsigned char*>(in.send);
+  a.recv = static_cast<unsigned char*>(in.recv);
+  a.bytes = in.count * sizeof(S);
+  a.slots = static_cast<unsigned char*>(in.slots);
+  a.slotBytes = in.slotBytes;
+  a.state = in.state;
+  a.control = in.control;
+  a.timeoutNs = in.timeoutNs;
+  a.rank = in.rank;
+  a.nranks = in.nranks;
+  a.fn = fn;
+  a.premul = premul;
+  a.avg = avg;
+  a.gather = in.allGather;
+  if (premul) a.scalar = Num<S>::fromScalar(in.premulScalar);
+  llAllReduceKernel<S><<<1, kThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <class S>
+int dispatchOp(const LlAllReduceArgs& a, cudaStream_t stream) {
+  if (a.nranks > 1 && a.count * sizeof(S) > a.slotBytes / kLlLineBytes * kLlLinePayload)
+    return cudaErrorInvalidValue;
+  switch (a.op) {
+    case RedOpKind::Sum:
+      return launchTyped<S>(a, Fn::Sum, false, false, stream);
+    case RedOpKind::Prod:
+      return launchTyped<S>(a, Fn::Prod, false, false, stream);
+    case RedOpKind::Max:
+      return launchTyped<S>(a, Fn::Max, false, false, stream);
+    case RedOpKind::Min:
+      return launchTyped<S>(a, Fn::Min, false, false, stream);
+    case RedOpKind::Avg:
+      return launchTyped<S>(a, Fn::Sum, false, true, stream);
+    case RedOpKind::PreMulSum:  // x * 1 is exact: skipped, as reduce.cu does
+      return launchTyped<S>(a, Fn::Sum, a.premulScalar != 1.0, false, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+size_t typeBytes(lanesDataType_t t) {
+  switch (t) {
+    case lanesInt8:
+    case lanesUint8:
+    case lanesFloat8e4m3:
+    case lanesFloat8e5m2:
+      return 1;
+    case lanesFloat16:
+    case lanesBfloat16:
+      return 2;
+    case lanesInt32:
+    case lanesUint32:
+    case lanesFloat32:
+      return 4;
+    case lanesInt64:
+    case lanesUint64:
+    case lanesFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+int launchLlAllReduce(const LlAllReduceArgs& in, cudaStream_t stream) {
+  if (in.count == 0) return cudaSuccess;
+  LlAllReduceArgs a = in;
+  if (a.allGather) {  // bytes move unchanged: one byte-wise kernel serves every type
+    if (typeBytes(a.type) == 0) return cudaErrorInvalidValue;
+    a.count *= typeBytes(a.type);
+    a.type = lanesUint8;
+    a.op = RedOpKind::Sum;
+  }
+  if (a.nranks < 1 || a.nranks > kLlMaxRanks || a.rank < 0 || a.rank >= a.nranks)
+    return cudaErrorInvalidValue;
+  if (a.send == nullptr || a.recv == nullptr || a.state == nullptr || a.control == nullptr)
+    return cudaErrorInvalidValue;
+  if (a.nranks > 1 && (a.slots == nullptr || a.slotBytes % kLlLineBytes != 0))
+    return cudaErrorInvalidValue;
+  switch (a.type) {
+    case lanesInt8:
+      return dispatchOp<int8_t>(a, stream);
+    case lanesUint8:
+      return dispatchOp<uint8_t>(a, stream);
+    case lanesInt32:
+      return dispatchOp<int32_t>(a, stream);
+    case lanesUint32:
+      return dispatchOp<uint32_t>(a, stream);
+    case lanesInt64:
+      return dispatchOp<int64_t>(a, stream);
+    case lanesUint64:
+      return dispatchOp<uint64_t>(a, stream);
+    case lanesFloat16:
+      return dispatchOp<Half>(a, stream);
+    case lanesFloat32:
+      return dispatchOp<float>(a, stream);
+    case lanesFloat64:
+      return dispatchOp<double>(a, stream);
+    case lanesBfloat16:
+      return dispatchOp<Bf16>(a, stream);
+    case lanesFloat8e4m3:
+      return dispatchOp<E4m3>(a, stream);
+    case lanesFloat8e5m2:
+      return dispatchOp<E5m2>(a, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace lanes::cuda

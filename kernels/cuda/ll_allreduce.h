@@ -1,0 +1,95 @@
+// The small-message ("LL", low-latency) all-reduce kernel: one block on the
+// caller's stream does the whole collective through mapped host memory, so a
+// call costs one kernel launch plus a PCIe write and a PCIe read.
+//
+// Protocol (NCCL's LL idea, through host memory because GPU peer-to-peer is
+// off on PCIe boxes). Every rank owns two slots (picked by the call's
+// sequence number's parity) of 16-byte lines {data0, flag, data1, flag}:
+// 8 bytes of payload, each 4-byte half next to a copy of the flag, written
+// with one 16-byte volatile store. A reader accepts a line only when both
+// flags equal the call's sequence number, so a line it accepts carries that
+// call's data: no fence or separate ready flag is needed, and the data and
+// the "ready" signal cross PCIe in the same transaction.
+//
+// One call: read the sequence number from device memory (so a CUDA Graph
+// replay takes a fresh one), write my input (PreMulSum: times my scalar) into
+// my slot, poll every peer's lines, reduce all ranks' values in rank order
+// (identical bits on every rank), Avg divides by nranks, write recv. Waits are
+// bounded: a host-set abort word and a timeout end them, leaving an error in
+// the host-mapped control block.
+//
+// Plain C++ interface (no CUDA headers needed by callers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/datatype.h"
+#include "lanes/lanes.h"
+
+namespace lanes::cuda {
+
+inline constexpr size_t kLlLineBytes = 16;   // one line in a slot
+inline constexpr size_t kLlLinePayload = 8;  // payload bytes in one line
+inline constexpr int kLlMaxRanks = 64;       // the kernel's shared-memory tile needs >= 1 line/rank
+
+// Bytes of one slot for payloads up to maxBytes (whole lines, 128-byte multiple).
+inline size_t llSlotBytes(size_t maxBytes) {
+  size_t lines = (maxBytes + kLlLinePayload - 1) / kLlLinePayload;
+  return (lines * kLlLineBytes + 127) / 128 * 128;
+}
+
+// What a kernel leaves in LlControl::error.
+enum LlError : uint32_t {
+  kLlOk = 0,
+  kLlAborted = 1,   // the host set `abort` (communicator failed, aborted or destroyed)
+  kLlTimedOut = 2,  // a peer's lines did not arrive within the timeout
+};
+
+// One rank's control block, in host memory mapped into the device (the kernel
+// gets its device pointer). The host writes `abort`; the kernel writes the rest.
+struct alignas(64) LlControl {
+  uint32_t abort;  // host -> kernel: non-zero makes every waiting kernel give up
+  uint32_t error;  // kernel -> host: LlError of the first failed call (sticky)
+  uint32_t peer;   // the rank that was waited for when error was set
+  uint32_t pad;
+  uint64_t seq;      // sequence number of the failed call
+  uint64_t entered;  // sequence number of the last call that started
+  uint64_t exited;   // sequence number of the last call that finished
+};
+
+// One rank's state in device memory (read at every call without crossing PCIe).
+struct LlDeviceState {
+  unsigned long long seq;  // the last sequence number used
+  unsigned int failed;     // a call of this rank gave up: later calls do nothing
+  unsigned int pad;
+};
+
+struct LlAllReduceArgs {
+  const void* send = nullptr;  // device memory
+  void* recv = nullptr;        // device memory; may equal send
+  size_t count = 0;            // elements; count * size <= the slot's payload
+  lanesDataType_t type = lanesFloat32;
+  RedOpKind op = RedOpKind::Sum;
+  double premulScalar = 1.0;  // PreMulSum: this rank's scalar (scales this rank's input)
+  // All-gather instead: count elements per rank, recv holds nranks blocks and
+  // rank r's send lands in block r (send may be recv's block of this rank);
+  // op and scalar are ignored.
+  bool allGather = false;
+  int rank = 0;
+  int nranks = 1;
+  // Device pointer of the slots: rank r's slot of parity p starts at
+  // slots + (2 * r + p) * slotBytes. Unused with one rank.
+  void* slots = nullptr;
+  size_t slotBytes = 0;
+  LlDeviceState* state = nullptr;    // device memory, zeroed before the first call
+  LlControl* control = nullptr;      // device pointer of this rank's control block
+  unsigned long long timeoutNs = 0;  // per wait; 0 = the kernel's default (300 s)
+};
+
+// Enqueues one LL all-reduce (or all-gather) on `stream`. Returns a cudaError_t as int: 0
+// when launched, cudaErrorInvalidValue (1) for bad arguments, else the launch
+// error. count == 0 enqueues nothing.
+int launchLlAllReduce(const LlAllReduceArgs& args, cudaStream_t stream);
+
+}  // namespace lanes::cuda

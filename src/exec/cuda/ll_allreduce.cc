@@ -1,0 +1,379 @@
+#include "exec/cuda/ll_allreduce.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "exec/cuda/cuda_check.h"
+
+namespace lanes {
+namespace {
+
+// Makes the communicator's GPU current for a scope.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (device >= 0 && cudaGetDevice(&previous_) == cudaSuccess && previous_ != device &&
+        cudaSetDevice(device) == cudaSuccess)
+      changed_ = true;
+  }
+  ~DeviceScope() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+};
+
+// Identical on every rank: depends on the requests and the host map only.
+bool candidate(lanesComm* comm, const std::vector<Request>& requests, size_t* bytes) {
+  if (requests.size() != 1) return false;
+  const Request& r = requests.front();
+  if (r.isP2p) return false;
+  if (r.args.coll != CollType::AllReduce && r.args.coll != CollType::AllGather) return false;
+  *bytes = r.args.count * datatypeSize(r.args.type);
+  if (*bytes == 0 || *bytes > LlAllReduce::kHardMaxBytes) return false;
+  if (comm->nranks > cuda::kLlMaxRanks) return false;
+  if (comm->nranks == 1) return true;
+  if (!comm->bootstrap) return false;
+  const auto& ranks = comm->bootstrap->ranks();
+  for (const RankInfo& info : ranks)
+    if (info.hostHash != ranks.front().hostHash) return false;
+  return true;
+}
+
+// LANES_LL_MAX_BYTES, clamped to [8, kHardMaxBytes] and rounded up to whole lines.
+size_t maxBytesFromEnv(int rank) {
+  size_t bytes = LlAllReduce::kDefaultMaxBytes;
+  if (auto text = envString("LANES_LL_MAX_BYTES")) {
+    uint64_t v = 0;
+    if (parseSize(*text, &v))
+      bytes = static_cast<size_t>(std::min<uint64_t>(v, LlAllReduce::kHardMaxBytes));
+    else
+      LANES_WARN(Env, rank, "LANES_LL_MAX_BYTES=%s is not a size; using %zu", text->c_str(), bytes);
+  }
+  bytes = std::max<size_t>(bytes, cuda::kLlLinePayload);
+  return (bytes + cuda::kLlLinePayload - 1) / cuda::kLlLinePayload * cuda::kLlLinePayload;
+}
+
+// What every rank states before LL is used.
+struct Proposal {
+  int32_t willing = 0;
+  int32_t pad = 0;
+  uint64_t maxBytes = 0;
+};
+
+uint32_t loadWord(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+uint64_t loadWord(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
+// Streams never used in the critical path are made only for a moment: every
+// stream of a process takes one of the context's hardware queues in turn,
+// and fewer long-lived streams mean fewer ranks sharing a queue.
+class TempStream {
+ public:
+  TempStream() { err_ = cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking); }
+  ~TempStream() {
+    if (err_ == cudaSuccess) cudaStreamDestroy(s_);  // deferred until its work ran
+  }
+  TempStream(const TempStream&) = delete;
+  TempStream& operator=(const TempStream&) = delete;
+  cudaError_t error() const { return err_; }
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+  cudaError_t err_;
+};
+
+}  // namespace
+
+Status LlAllReduce::route(lanesComm* comm, const std::vector<Request>& requests,
+                          LlAllReduce** out) {
+  *out = nullptr;
+  size_t bytes = 0;
+  if (!candidate(comm, requests, &bytes)) return Status::ok();
+  std::lock_guard<std::mutex> lock(comm->deviceMutex);
+  if (!comm->ll) {
+    std::unique_ptr<LlAllReduce> ll(new LlAllReduce(comm));
+    // The first call may come inside a CUDA Graph capture (ranks capture
+    // alike, so setup happens there on all of them). Setup allocates and
+    // registers memory, calls a global-mode capture forbids on this thread
+    // and which would invalidate the user's graph; they touch no captured
+    // stream, so relax this thread's capture mode meanwhile (as NCCL does).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    Status s = ll->setup();
+    if (exchanged) cudaThreadExchangeStreamCaptureMode(&mode);
+    comm->ll = std::move(ll);
+    if (!s) {
+      comm->fail(s.code(), s.message());
+      return s;
+    }
+  }
+  auto* ll = static_cast<LlAllReduce*>(comm->ll.get());
+  if (ll->enabled_ && bytes <= ll->maxBytes_) *out = ll;
+  return Status::ok();
+}
+
+Status LlAllReduce::createLocalResources() {
+  // Stream-ordered on a private stream: no device-wide synchronisation, which
+  // with ranks as threads could wait for a peer's kernel that waits for us.
+  TempStream stream;
+  LANES_CUDA_RETURN(stream.error());
+  void* state = nullptr;
+  LANES_CUDA_RETURN(cudaMallocAsync(&state, sizeof(cuda::LlDeviceState), stream.get()));
+  state_ = static_cast<cuda::LlDeviceState*>(state);
+  LANES_CUDA_RETURN(cudaMemsetAsync(state_, 0, sizeof(cuda::LlDeviceState), stream.get()));
+  LANES_CUDA_RETURN(cudaStreamSynchronize(stream.get()));
+  void* control = nullptr;
+  LANES_CUDA_RETURN(cudaHostAlloc(&control, sizeof(cuda::LlControl),
+                                  cudaHostAllocPortable | cudaHostAllocMapped));
+  control_ = static_cast<cuda::LlControl*>(control);
+  std::memset(control_, 0, sizeof(cuda::LlControl));
+  void* controlDevice = nullptr;
+  LANES_CUDA_RETURN(cudaHostGetDevicePointer(&controlDevice, control, 0));
+  controlDevice_ = static_cast<cuda::LlControl*>(controlDevice);
+  LANES_CUDA_RETURN(cudaEventCreateWithFlags(&last_, cudaEventDisableTiming));
+  return Status::ok();
+}
+
+void LlAllReduce::releaseLocalResources() {
+  if (last_ != nullptr) cudaEventDestroy(last_);
+  if (state_ != nullptr) {
+    TempStream stream;
+    if (stream.error() == cudaSuccess)
+      cudaFreeAsync(state_, stream.get());
+    else
+      cudaFree(state_);
+  }
+  if (control_ != nullptr) cudaFreeHost(control_);
+  last_ = nullptr;
+  state_ = nullptr;
+  control_ = controlDevice_ = nullptr;
+  cudaGetLastError();  // nothing here may leave a sticky-looking error behind
+}
+
+Status LlAllReduce::setup() {
+  DeviceScope device(comm_->cudaDev);
+  const int n = comm_->nranks;
+  std::string why;
+  Status local;
+  if (envBool("LANES_LL_DISABLE", false)) {
+    why = "LANES_LL_DISABLE=1";
+  } else {
+    local = createLocalResources();
+    if (!local) {
+      why = local.message();
+      cudaGetLastError();
+    }
+  }
+  const size_t mine = maxBytesFromEnv(comm_->rank);
+
+  if (n > 1) {
+    // 1. Every rank must be able to; the smallest LANES_LL_MAX_BYTES wins.
+    Deadline deadline = Deadline::after(comm_->options.timeoutSeconds);
+    std::vector<Proposal> all(static_cast<size_t>(n));
+    all[static_cast<size_t>(comm_->rank)].willing = why.empty() ? 1 : 0;
+    all[static_cast<size_t>(comm_->rank)].maxBytes = mine;
+    LANES_RETURN_IF_ERROR(comm_->bootstrap->allGather(all.data(), sizeof(Proposal), deadline));
+    maxBytes_ = mine;
+    for (int r = 0; r < n; ++r) {
+      const Proposal& p = all[static_cast<size_t>(r)];
+      maxBytes_ = std::min<size_t>(maxBytes_, p.maxBytes);
+      if (!p.willing && why.empty())
+        why = "rank " + std::to_string(r) + " cannot use it (its log says why)";
+    }
+    slotBytes_ = cuda::llSlotBytes(maxBytes_);
+
+    // 2. The shared slots (collective; on failure every rank falls back alike).
+    if (why.empty()) {
+      char tag[32];
+      snprintf(tag, sizeof(tag), "lanes-%016llx",
+               static_cast<unsigned long long>(comm_->bootstrap->id().commId));
+      bool fatal = false;
+      const size_t bytes = (2 * static_cast<size_t>(n) * slotBytes_ + 4095) / 4096 * 4096;
+      Status s = LlArena::create(*comm_->bootstrap, tag, bytes, deadline, &arena_, &fatal);
+      if (fatal) return s;
+      if (!s) why = s.message();
+    }
+  } else {
+    maxBytes_ = mine;
+  }
+
+  if (!why.empty()) {
+    releaseLocalResources();
+    arena_.reset();
+    if (why == "LANES_LL_DISABLE=1")
+      LANES_INFO(Init, comm_->rank, "small device all-reduces: LL kernel path off (%s)",
+                 why.c_str());
+    else
+      LANES_WARN(Init, comm_->rank, "small device all-reduces: the LL kernel path is off (%s)",
+                 why.c_str());
+    return Status::ok();
+  }
+
+  // 3. Failure handling: a failed communicator sets the abort word.
+  {
+    std::lock_guard<std::mutex> lock(comm_->failureMutex);
+    cuda::LlControl* control = control_;
+    hookIndex_ = comm_->onFailure.size();
+    comm_->onFailure.push_back(
+        [control] { __atomic_store_n(&control->abort, 1u, __ATOMIC_RELEASE); });
+    if (comm_->asyncError.load() != lanesSuccess) setAbort();  // failed meanwhile
+  }
+  if (n > 1) monitor_ = std::thread([this] { monitor(); });
+  enabled_ = true;
+  LANES_INFO(Init, comm_->rank,
+             "small device all-reduces: one LL kernel through mapped host memory, up to %zu bytes",
+             maxBytes_);
+  return Status::ok();
+}
+
+void LlAllReduce::setAbort() {
+  if (control_ != nullptr) __atomic_store_n(&control_->abort, 1u, __ATOMIC_RELEASE);
+}
+
+Status LlAllReduce::checkKernels() {
+  const uint32_t error = loadWord(&control_->error);
+  if (error == cuda::kLlOk) return Status::ok();
+  Status failed = comm_->checkAbort();
+  if (!failed) return failed;  // the communicator failed first: that is the cause
+  const auto peer = static_cast<int>(loadWord(&control_->peer));
+  const auto seq = static_cast<unsigned long long>(loadWord(&control_->seq));
+  Status s;
+  if (error == cuda::kLlTimedOut) {
+    char text[512];
+    snprintf(text, sizeof(text),
+             "small device all-reduce/all-gather #%llu (LL kernel) on %s waited %.0f s for rank "
+             "%d's data "
+             "and gave up: rank %d did not make the same call (check that every rank issues the "
+             "same collectives in the same order) or its GPU stream is stuck; destroy the "
+             "communicator",
+             seq, comm_->describe().c_str(), comm_->options.timeoutSeconds, peer, peer);
+    s = timeoutError(text);
+  } else {
+    s = Status(lanesInternalError, "small device all-reduce/all-gather #" + std::to_string(seq) +
+                                       " on " + comm_->describe() +
+                                       " was stopped by an abort; destroy the communicator");
+  }
+  comm_->fail(s.code(), s.message());
+  return s;
+}
+
+void LlAllReduce::monitor() {
+  std::unique_lock<std::mutex> lock(monitorMutex_);
+  while (!stop_) {
+    monitorWake_.wait_for(lock, std::chrono::milliseconds(50));
+    if (stop_) break;
+    if (loadWord(&control_->error) == cuda::kLlOk) continue;
+    lock.unlock();
+    (void)checkKernels();  // records the failure for lanesCommGetAsyncError
+    lock.lock();
+    break;  // reported: nothing more to watch
+  }
+}
+
+Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
+  DeviceScope device(comm_->cudaDev);
+  LANES_RETURN_IF_ERROR(checkKernels());
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LANES_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  // LL calls of one rank must not overlap (they share the slots and the
+  // sequence number): a call on another stream waits for the previous one.
+  // Inside a capture the graph's own order applies (an event recorded outside
+  // the capture cannot be waited on in it).
+  if (!capturing && lastStream_ != nullptr && lastStream_ != stream)
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, last_, 0));
+
+  cuda::LlAllReduceArgs a;
+  a.send = r.args.send;
+  a.recv = r.args.recv;
+  a.count = r.args.count;
+  a.type = r.args.type;
+  a.op = r.op.kind;
+  a.premulScalar = r.op.scalar;
+  a.allGather = r.args.coll == CollType::AllGather;
+  a.rank = comm_->rank;
+  a.nranks = comm_->nranks;
+  a.slots = arena_ ? arena_->device() : nullptr;
+  a.slotBytes = slotBytes_;
+  a.state = state_;
+  a.control = controlDevice_;
+  const double ns = comm_->options.timeoutSeconds * 1e9;
+  // Saturated well below 2^64 - %globaltimer (ns since 1970, ~2^61 today).
+  a.timeoutNs = static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
+  const int rc = cuda::launchLlAllReduce(a, stream);
+  if (rc != cudaSuccess) {
+    Status s = cudaStatus(static_cast<cudaError_t>(rc), "launching the LL kernel");
+    // The peers' kernels will wait for this rank's lines: fail (they time out
+    // or learn of it through the bootstrap).
+    comm_->fail(s.code(), "small device collective on " + comm_->describe() + ": " + s.message());
+    return s;
+  }
+  if (!capturing) {
+    LANES_CUDA_RETURN(cudaEventRecord(last_, stream));
+    lastStream_ = stream;
+  }
+  return Status::ok();
+}
+
+bool LlAllReduce::waitIdle(Deadline deadline) {
+  Backoff backoff;
+  for (;;) {
+    const bool eventDone = lastStream_ == nullptr || cudaEventQuery(last_) != cudaErrorNotReady;
+    const bool kernelsDone = loadWord(&control_->entered) == loadWord(&control_->exited);
+    if (eventDone && kernelsDone) return true;
+    if (deadline.expired()) return false;
+    backoff.pause();
+  }
+}
+
+LlAllReduce::~LlAllReduce() {
+  if (monitor_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(monitorMutex_);
+      stop_ = true;
+    }
+    monitorWake_.notify_all();
+    monitor_.join();
+  }
+  if (!enabled_) {  // no kernel was ever launched
+    releaseLocalResources();
+    return;
+  }
+  DeviceScope device(comm_->cudaDev);
+  const bool failed = comm_->aborted.load() || comm_->asyncError.load() != lanesSuccess;
+  if (failed) setAbort();
+  bool idle = waitIdle(Deadline::after(comm_->options.timeoutSeconds));
+  if (!idle && !failed) {
+    LANES_WARN(Init, comm_->rank,
+               "destroying the communicator while a small device all-reduce still waits for "
+               "peers after %.0f s; stopping it (its result is undefined)",
+               comm_->options.timeoutSeconds);
+    setAbort();
+    idle = waitIdle(Deadline::after(10));
+  }
+  {
+    std::lock_guard<std::mutex> lock(comm_->failureMutex);
+    if (hookIndex_ < comm_->onFailure.size()) comm_->onFailure[hookIndex_] = nullptr;
+  }
+  cudaGetLastError();
+  if (!idle) {
+    LANES_WARN(Init, comm_->rank,
+               "an LL all-reduce kernel still runs; leaking its memory rather than freeing "
+               "memory the GPU may touch");
+    if (arena_) arena_->leak();
+    return;
+  }
+  releaseLocalResources();
+}
+
+}  // namespace lanes

@@ -1,0 +1,88 @@
+// Small-message device all-reduce and all-gather: one LL kernel
+// (kernels/cuda/ll_allreduce.h) on the caller's stream, data and flags in
+// mapped host memory (LlArena), for calls of at most LANES_LL_MAX_BYTES per
+// rank (default 16 KiB) when every rank of the communicator is on this host
+// (several may share one GPU, as threads or processes). No host thread in the
+// path, no copy engine, no stream memory operation: the latency is one kernel
+// launch plus a PCIe round trip. The sequence number lives in device memory,
+// so a captured CUDA Graph replays correctly (each replay takes the next one).
+//
+// Failure handling: the communicator's failure hook sets the abort word every
+// waiting kernel polls; a kernel that waits past the communicator's timeout
+// leaves an error in the control block, which a monitor thread (50 ms) and the
+// next call turn into a communicator failure (lanesCommGetAsyncError).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/request.h"
+#include "exec/cuda/ll_arena.h"
+#include "exec/device_path.h"
+#include "kernels/cuda/ll_allreduce.h"
+
+namespace lanes {
+
+class LlAllReduce final : public DeviceContext {
+ public:
+  // LANES_LL_MAX_BYTES is clamped to this; larger calls never look at LL.
+  static constexpr size_t kHardMaxBytes = size_t{256} << 10;
+  static constexpr size_t kDefaultMaxBytes = size_t{16} << 10;
+
+  // Whether LL serves this batch: one all-reduce or all-gather of at most the
+  // agreed LANES_LL_MAX_BYTES per rank, every rank on this host, LL not
+  // disabled (LANES_LL_DISABLE=1 on any rank) and set up on every rank. The
+  // first candidate call (one all-reduce or all-gather of at most
+  // kHardMaxBytes per rank, every rank on this host: facts every rank sees
+  // alike) sets LL up, collectively. *out is null when another path must
+  // serve the batch.
+  static Status route(lanesComm* comm, const std::vector<Request>& requests, LlAllReduce** out);
+  ~LlAllReduce() override;
+
+  // Nothing runs on the host: stream order alone orders LL calls.
+  Status drain(Deadline) override { return Status::ok(); }
+
+  // Enqueues the call on `stream` and returns without waiting.
+  Status enqueue(const Request& r, cudaStream_t stream);
+  bool enabled() const { return enabled_; }
+  size_t maxBytes() const { return maxBytes_; }
+
+ private:
+  explicit LlAllReduce(lanesComm* comm) : comm_(comm) {}
+  // Collective (one rank: local). A non-OK status means the communicator
+  // failed (the ranks could not agree).
+  Status setup();
+  Status createLocalResources();
+  void releaseLocalResources();
+  // An error a kernel left in the control block becomes the communicator's.
+  Status checkKernels();
+  void setAbort();
+  // Whether every LL kernel this rank launched has finished, waiting until `deadline`.
+  bool waitIdle(Deadline deadline);
+  void monitor();
+
+  lanesComm* comm_;
+  bool enabled_ = false;
+  size_t maxBytes_ = 0;
+  size_t slotBytes_ = 0;
+  std::unique_ptr<LlArena> arena_;            // null with one rank
+  cuda::LlControl* control_ = nullptr;        // host pointer (cudaHostAlloc, mapped)
+  cuda::LlControl* controlDevice_ = nullptr;  // the same, as the GPU addresses it
+  cuda::LlDeviceState* state_ = nullptr;      // device memory: sequence number, failed
+  cudaEvent_t last_ = nullptr;                // after the last eager launch
+  cudaStream_t lastStream_ = nullptr;         // where last_ was recorded
+  size_t hookIndex_ = SIZE_MAX;               // our entry in comm_->onFailure
+
+  std::mutex monitorMutex_;
+  std::condition_variable monitorWake_;
+  bool stop_ = false;
+  std::thread monitor_;
+};
+
+}  // namespace lanes

@@ -1,0 +1,94 @@
+#include "exec/cuda/ll_arena.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace lanes {
+namespace {
+
+// Every rank learns every rank's outcome of one setup step, so all take the
+// same branch. *fatal: the gather itself failed.
+Status agree(Bootstrap& bootstrap, const Status& local, const char* what, Deadline deadline,
+             bool* fatal) {
+  std::vector<int32_t> codes(static_cast<size_t>(bootstrap.nranks()), 0);
+  codes[static_cast<size_t>(bootstrap.rank())] = static_cast<int32_t>(local.code());
+  Status gathered = bootstrap.allGather(codes.data(), sizeof(int32_t), deadline);
+  if (!gathered) {
+    *fatal = true;
+    return gathered;
+  }
+  if (!local) return local;
+  for (size_t r = 0; r < codes.size(); ++r) {
+    if (codes[r] != 0)
+      return Status(static_cast<lanesResult_t>(codes[r]),
+                    "rank " + std::to_string(r) + " failed to " + what + " (its own log says why)");
+  }
+  return Status::ok();
+}
+
+std::string cudaText(cudaError_t err) {
+  return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
+}
+
+}  // namespace
+
+Status LlArena::create(Bootstrap& bootstrap, const std::string& commTag, size_t bytes,
+                       Deadline deadline, std::unique_ptr<LlArena>* out, bool* fatal) {
+  *fatal = false;
+  const int rank = bootstrap.rank();
+  std::unique_ptr<LlArena> arena(new LlArena());
+  const std::string name = "/" + commTag + "-ll";
+
+  Status local;
+  if (rank == 0) {
+    local = ShmSegment::create(name, bytes, bytes, arena->segment_.get());
+    if (!local)
+      local = Status(local.code(), "rank 0 could not create the " + std::to_string(bytes / 1024) +
+                                       " KiB small-message arena " + name + ": " + local.message());
+  }
+  LANES_RETURN_IF_ERROR(agree(bootstrap, local, "create the small-message arena", deadline, fatal));
+
+  if (rank != 0) {
+    local = ShmSegment::open(name, bytes, arena->segment_.get());
+    if (!local)
+      local = Status(local.code(), "rank " + std::to_string(rank) +
+                                       " could not map the small-message arena " + name + ": " +
+                                       local.message());
+  }
+  Status mapped = agree(bootstrap, local, "map the small-message arena", deadline, fatal);
+  arena->segment_->unlink();  // everyone mapped it (or gave up): the name can go
+  LANES_RETURN_IF_ERROR(mapped);
+
+  // Each mapping is registered by its own rank (threads of one process hold
+  // separate mappings of the same pages).
+  cudaError_t err = cudaHostRegister(arena->segment_->data(), bytes,
+                                     cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (err == cudaSuccess) {
+    arena->registered_ = true;
+    err = cudaHostGetDevicePointer(&arena->device_, arena->segment_->data(), 0);
+  }
+  if (err != cudaSuccess) {
+    local = cudaError("rank " + std::to_string(rank) + ": registering the " +
+                      std::to_string(bytes / 1024) + " KiB small-message arena with CUDA failed: " +
+                      cudaText(err) + "; check the locked-memory limit (ulimit -l)");
+    cudaGetLastError();  // not sticky: later calls must not see it
+  }
+  LANES_RETURN_IF_ERROR(
+      agree(bootstrap, local, "register the small-message arena with CUDA", deadline, fatal));
+  *out = std::move(arena);
+  return Status::ok();
+}
+
+LlArena::~LlArena() {
+  if (leaked_) {
+    // A kernel may still read or write these pages: keep them mapped and
+    // registered for the life of the process rather than let the GPU fault.
+    (void)segment_.release();  // intentional leak, see above
+    return;
+  }
+  if (registered_) cudaHostUnregister(segment_->data());
+}
+
+}  // namespace lanes

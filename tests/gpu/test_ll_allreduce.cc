@@ -1,0 +1,670 @@
+// Small-message device all-reduce and all-gather over the LL kernel path (src/exec/cuda/ll_*,
+// kernels/cuda/ll_allreduce.cu): ranks as threads sharing GPU 0 (1, 2, 3, 4, 8).
+//  - every datatype with sum, a few with prod/max/min/avg/premulsum; counts 1,
+//    2, 7, 1024 and the largest LL size; in place, out of place, misaligned
+//    pointers; exact expected values, nothing written past the output, and the
+//    same bits on every rank;
+//  - 200 calls back to back without host synchronisation (slot reuse), with the
+//    average time per call at count 2 printed for information;
+//  - stream ordering: a kernel before writes the input, kernels after read the
+//    output, the stream held by a gate until every call returned;
+//  - CUDA Graph capture, replayed 3 times with new inputs, eager calls between;
+//  - all-gather (byte patterns, in and out of place), mixed with all-reduces;
+//  - failures: a peer that never calls (timeout) or aborts releases the kernel
+//    and the error reaches lanesCommGetAsyncError; LANES_LL_DISABLE=1.
+// Skipped when no GPU is visible.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+#include "exec/cuda/ll_allreduce.h"
+#include "lanes/lanes.h"
+#include "tests/gpu/gpu_harness.h"
+#include "tests/gpu/gpu_kernels.h"
+#include "tests/multi/data.h"
+
+namespace lanes {
+namespace {
+
+using test::DeviceBuffer;
+using test::GpuRank;
+using test::Reduction;
+using test::strprintf;
+using test::syncStream;
+
+// Before any CUDA call of this process: enough hardware queues that a rank's
+// kernel waiting for a peer never sits in front of the peer's kernel in one
+// queue (docs/gpu_data_path.md, "Several ranks on one GPU"). The lead's
+// environment wins where it sets it.
+const bool kQueuesSet = [] {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  return true;
+}();
+
+constexpr size_t kLlBytes = LlAllReduce::kDefaultMaxBytes;
+constexpr uint8_t kUntouched = 0xEE;  // output bytes a call must not write
+
+const LlAllReduce* llOf(lanesComm_t comm) {
+  return dynamic_cast<const LlAllReduce*>(comm->ll.get());
+}
+bool llActive(lanesComm_t comm) {
+  const LlAllReduce* ll = llOf(comm);
+  return ll != nullptr && ll->enabled();
+}
+
+// The LL variables at their defaults for every test (the lead's environment
+// may set them for other tests of this binary); restored after.
+class LlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GPU_SKIP_UNLESS_GPU_HERE();
+    for (const char* name : {"LANES_LL_DISABLE", "LANES_LL_MAX_BYTES"}) {
+      const char* v = std::getenv(name);
+      saved_.push_back({name, v ? std::string(v) : std::string(), v != nullptr});
+      unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const Saved& s : saved_) {
+      if (s.set)
+        setenv(s.name, s.value.c_str(), 1);
+      else
+        unsetenv(s.name);
+    }
+  }
+
+ private:
+  struct Saved {
+    const char* name;
+    std::string value;
+    bool set;
+  };
+  std::vector<Saved> saved_;
+};
+
+// The op of a test reduction; PreMulSum is created on the communicator.
+class Op {
+ public:
+  Op(lanesComm_t comm, lanesDataType_t type, Reduction r) : comm_(comm) {
+    switch (r) {
+      case Reduction::Sum:
+        op_ = lanesSum;
+        return;
+      case Reduction::Prod:
+        op_ = lanesProd;
+        return;
+      case Reduction::Max:
+        op_ = lanesMax;
+        return;
+      case Reduction::Min:
+        op_ = lanesMin;
+        return;
+      case Reduction::Avg:
+        op_ = lanesAvg;
+        return;
+      case Reduction::PreMulSum:
+        break;
+    }
+    std::vector<std::byte> scalar = test::scalarBytes(type, test::kPreMulScalar);
+    GPU_CHECK_LANES(
+        lanesRedOpCreatePreMulSum(&op_, scalar.data(), type, lanesScalarHostImmediate, comm_),
+        comm_);
+    created_ = true;
+  }
+  ~Op() {
+    if (created_) lanesRedOpDestroy(op_, comm_);
+  }
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+  lanesRedOp_t get() const { return op_; }
+
+ private:
+  lanesComm_t comm_;
+  lanesRedOp_t op_ = lanesSum;
+  bool created_ = false;
+};
+
+struct Case {
+  lanesDataType_t type;
+  Reduction red;
+};
+
+std::vector<Case> matrixCases() {
+  std::vector<Case> cases;
+  for (lanesDataType_t t : test::kAllTypes) cases.push_back({t, Reduction::Sum});
+  for (lanesDataType_t t : {lanesFloat32, lanesBfloat16, lanesInt32, lanesFloat8e4m3, lanesFloat64,
+                            lanesUint8, lanesFloat16})
+    for (Reduction r : {Reduction::Max, Reduction::Avg, Reduction::PreMulSum})
+      cases.push_back({t, r});
+  for (lanesDataType_t t : {lanesFloat32, lanesInt64})
+    for (Reduction r : {Reduction::Prod, Reduction::Min}) cases.push_back({t, r});
+  return cases;
+}
+
+// One call of the matrix: where send and recv sit in their buffers.
+struct Placement {
+  const char* name;
+  size_t sendOffset;  // elements
+  size_t recvOffset;  // elements
+  bool inPlace;
+};
+constexpr Placement kAligned{"out of place", 0, 0, false};
+constexpr Placement kInPlace{"in place", 0, 0, true};
+constexpr Placement kMisaligned{"misaligned", 1, 3, false};
+
+// Runs one all-reduce and checks it; appends this rank's output bytes to *results.
+void runCase(GpuRank& self, const Case& c, size_t count, const Placement& where, DeviceBuffer& send,
+             DeviceBuffer& recv, std::vector<std::vector<std::byte>>* results) {
+  const size_t elem = test::typeSize(c.type);
+  const size_t bytes = count * elem;
+  const uint32_t salt = static_cast<uint32_t>(count * 31 + static_cast<size_t>(c.red) * 7 +
+                                              static_cast<size_t>(c.type));
+  const std::string what = strprintf("%s %s count %zu %s", test::typeName(c.type),
+                                     test::reductionName(c.red), count, where.name);
+  std::vector<std::byte> input(bytes);
+  test::fillReductionInput(c.type, c.red, self.rank, self.nranks, input.data(), count, 0, salt);
+  send.fill(kUntouched);
+  recv.fill(kUntouched);
+  const size_t sendAt = where.sendOffset * elem;
+  const size_t recvAt = where.inPlace ? sendAt : where.recvOffset * elem;
+  DeviceBuffer& out = where.inPlace ? send : recv;
+  send.upload(input.data(), bytes, sendAt);
+
+  Op op(self.comm, c.type, c.red);
+  GPU_CHECK_LANES(lanesAllReduce(send.data() + sendAt, out.data() + recvAt, count, c.type, op.get(),
+                                 self.comm, self.stream),
+                  self.comm);
+  std::string guards;
+  std::vector<std::byte> got = out.download(&guards);
+  GPU_CHECK(guards.empty(), "%s: %s", what.c_str(), guards.c_str());
+  std::string problem =
+      test::checkReductionOutput(c.type, c.red, self.nranks, got.data() + recvAt, count, 0, salt);
+  GPU_CHECK(problem.empty(), "%s: %s", what.c_str(), problem.c_str());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i >= recvAt && i < recvAt + bytes) continue;
+    GPU_CHECK(got[i] == std::byte{kUntouched}, "%s: byte %zd relative to recv was written",
+              what.c_str(), static_cast<ptrdiff_t>(i) - static_cast<ptrdiff_t>(recvAt));
+  }
+  results->emplace_back(got.begin() + static_cast<ptrdiff_t>(recvAt),
+                        got.begin() + static_cast<ptrdiff_t>(recvAt + bytes));
+}
+
+void runMatrix(int nranks) {
+  std::vector<std::vector<std::vector<std::byte>>> results(static_cast<size_t>(nranks));
+  test::runGpuThreads(nranks, [&](GpuRank& self) {
+    const size_t room = kLlBytes + 64;
+    DeviceBuffer send(room, self.stream), recv(room, self.stream);
+    auto& mine = results[static_cast<size_t>(self.rank)];
+    for (const Case& c : matrixCases()) {
+      const size_t maxCount = kLlBytes / test::typeSize(c.type);
+      for (size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{1024}, maxCount}) {
+        runCase(self, c, count, kAligned, send, recv, &mine);
+        if (count == 7 || count == maxCount) runCase(self, c, count, kInPlace, send, recv, &mine);
+        if (count == 7 || count == 1024) runCase(self, c, count, kMisaligned, send, recv, &mine);
+      }
+    }
+    GPU_CHECK(llActive(self.comm), "the LL path was not used (LANES_DEBUG=INFO says why)");
+    GPU_CHECK(llOf(self.comm)->maxBytes() == kLlBytes, "agreed LL size %zu, expected %zu",
+              llOf(self.comm)->maxBytes(), kLlBytes);
+  });
+  // Every rank reduced the same values in the same order: the same bits.
+  for (int r = 1; r < nranks; ++r) {
+    ASSERT_EQ(results[static_cast<size_t>(r)].size(), results[0].size());
+    for (size_t k = 0; k < results[0].size(); ++k)
+      EXPECT_TRUE(results[static_cast<size_t>(r)][k] == results[0][k])
+          << "rank " << r << " differs from rank 0 in call " << k;
+  }
+}
+
+TEST_F(LlTest, Matrix1Rank) { runMatrix(1); }
+TEST_F(LlTest, Matrix2Ranks) { runMatrix(2); }
+TEST_F(LlTest, Matrix3Ranks) { runMatrix(3); }
+TEST_F(LlTest, Matrix4Ranks) { runMatrix(4); }
+TEST_F(LlTest, Matrix8Ranks) { runMatrix(8); }
+
+// 200 calls, each with its own input and output, no host synchronisation
+// between them: slots are reused 100 times each while ranks run apart.
+void backToBack(GpuRank& self, size_t count) {
+  constexpr int kCalls = 200;
+  const size_t bytes = count * sizeof(float);
+  std::vector<std::byte> input(bytes * kCalls);
+  for (int c = 0; c < kCalls; ++c)
+    test::fillReductionInput(lanesFloat32, Reduction::Sum, self.rank, self.nranks,
+                             input.data() + static_cast<size_t>(c) * bytes, count, 0,
+                             static_cast<uint32_t>(c + 1000));
+  DeviceBuffer in(input.size(), self.stream), out(input.size(), self.stream);
+  in.upload(input.data(), input.size());
+  out.fill(kUntouched);
+  // One call first: the ranks leave it together, so the timing below starts aligned.
+  GPU_CHECK_LANES(
+      lanesAllReduce(in.data(), out.data(), count, lanesFloat32, lanesSum, self.comm, self.stream),
+      self.comm);
+  syncStream(self.stream);
+
+  cudaEvent_t start = nullptr, stop = nullptr;
+  GPU_CHECK_CUDA(cudaEventCreate(&start));
+  GPU_CHECK_CUDA(cudaEventCreate(&stop));
+  GPU_CHECK_CUDA(cudaEventRecord(start, self.stream));
+  for (int c = 0; c < kCalls; ++c) {
+    const size_t at = static_cast<size_t>(c) * bytes;
+    GPU_CHECK_LANES(lanesAllReduce(in.data() + at, out.data() + at, count, lanesFloat32, lanesSum,
+                                   self.comm, self.stream),
+                    self.comm);
+  }
+  GPU_CHECK_CUDA(cudaEventRecord(stop, self.stream));
+  std::vector<std::byte> got = out.download();
+  float ms = 0;
+  GPU_CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (self.rank == 0)
+    std::printf("[ LL       ] %d ranks, %zu bytes: %.2f us per all-reduce (%d back to back)\n",
+                self.nranks, bytes, ms * 1000.0 / kCalls, kCalls);
+  for (int c = 0; c < kCalls; ++c) {
+    std::string p = test::checkReductionOutput(lanesFloat32, Reduction::Sum, self.nranks,
+                                               got.data() + static_cast<size_t>(c) * bytes, count,
+                                               0, static_cast<uint32_t>(c + 1000));
+    GPU_CHECK(p.empty(), "count %zu, call %d of %d: %s", count, c, kCalls, p.c_str());
+  }
+  GPU_CHECK(llActive(self.comm), "the LL path was not used");
+}
+
+TEST_F(LlTest, BackToBack200Calls2Ranks) {
+  test::runGpuThreads(2, [](GpuRank& self) {
+    for (size_t count : {size_t{2}, size_t{1024}, kLlBytes / sizeof(float)})
+      backToBack(self, count);
+  });
+}
+TEST_F(LlTest, BackToBack200Calls4Ranks) {
+  test::runGpuThreads(4, [](GpuRank& self) {
+    for (size_t count : {size_t{2}, size_t{777}}) backToBack(self, count);
+  });
+}
+
+// ---- all-gather ----
+
+// Rank r's block is the pattern r "sends to" 0 (the same bytes for every reader).
+void allGatherCase(GpuRank& self, lanesDataType_t type, size_t count, bool inPlace,
+                   DeviceBuffer& send, DeviceBuffer& recv) {
+  const size_t bytes = count * test::typeSize(type);
+  const size_t total = bytes * static_cast<size_t>(self.nranks);
+  const uint32_t salt = static_cast<uint32_t>(bytes * 3 + (inPlace ? 1 : 0));
+  const std::string what = strprintf("all-gather of %zu %s %s", count, test::typeName(type),
+                                     inPlace ? "in place" : "out of place");
+  std::vector<std::byte> input(bytes);
+  test::fillPattern(input.data(), bytes, self.rank, 0, salt);
+  send.fill(kUntouched);
+  recv.fill(kUntouched);
+  const size_t mine = bytes * static_cast<size_t>(self.rank);
+  if (inPlace)
+    recv.upload(input.data(), bytes, mine);
+  else
+    send.upload(input.data(), bytes);
+  const void* from = inPlace ? static_cast<const void*>(recv.data() + mine) : send.data();
+  GPU_CHECK_LANES(lanesAllGather(from, recv.data(), count, type, self.comm, self.stream),
+                  self.comm);
+  std::string guards;
+  std::vector<std::byte> got = recv.download(&guards);
+  GPU_CHECK(guards.empty(), "%s: %s", what.c_str(), guards.c_str());
+  for (int q = 0; q < self.nranks; ++q) {
+    std::string p =
+        test::checkPattern(got.data() + bytes * static_cast<size_t>(q), bytes, q, 0, salt);
+    GPU_CHECK(p.empty(), "%s, block of rank %d: %s", what.c_str(), q, p.c_str());
+  }
+  for (size_t i = total; i < got.size(); ++i)
+    GPU_CHECK(got[i] == std::byte{kUntouched}, "%s: byte %zu past the output was written",
+              what.c_str(), i - total);
+}
+
+void runAllGather(int nranks) {
+  test::runGpuThreads(nranks, [](GpuRank& self) {
+    const size_t room = kLlBytes * static_cast<size_t>(self.nranks) + 64;
+    DeviceBuffer send(kLlBytes + 64, self.stream), recv(room, self.stream);
+    for (size_t bytes : {size_t{1}, size_t{7}, size_t{8}, size_t{1000}, kLlBytes}) {
+      for (bool inPlace : {false, true})
+        allGatherCase(self, lanesUint8, bytes, inPlace, send, recv);
+    }
+    allGatherCase(self, lanesFloat32, kLlBytes / 4, false, send, recv);
+    allGatherCase(self, lanesBfloat16, 333, true, send, recv);
+    // All-gathers and all-reduces share the slots and the sequence numbers.
+    std::vector<std::vector<std::byte>> results;
+    DeviceBuffer a(256, self.stream), b(256, self.stream);
+    for (int round = 0; round < 3; ++round) {
+      allGatherCase(self, lanesInt32, 5, false, send, recv);
+      runCase(self, {lanesInt32, Reduction::Sum}, 7, kAligned, a, b, &results);
+    }
+    GPU_CHECK(llActive(self.comm), "the LL path was not used");
+  });
+}
+
+TEST_F(LlTest, AllGather1Rank) { runAllGather(1); }
+TEST_F(LlTest, AllGather2Ranks) { runAllGather(2); }
+TEST_F(LlTest, AllGather3Ranks) { runAllGather(3); }
+TEST_F(LlTest, AllGather8Ranks) { runAllGather(8); }
+
+// ---- stream ordering ----
+
+class OwnStream {
+ public:
+  OwnStream() { GPU_CHECK_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~OwnStream() {
+    if (s_ != nullptr) cudaStreamDestroy(s_);
+  }
+  OwnStream(const OwnStream&) = delete;
+  OwnStream& operator=(const OwnStream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// Holds a stream until the host opens it (after every Lanes call returned).
+constexpr unsigned long long kGateLimitNs = 20ull * 1000 * 1000 * 1000;
+class Gate {
+ public:
+  explicit Gate(cudaStream_t gated) : gated_(gated), flags_(2 * sizeof(int), gated) {
+    const int closed[2] = {0, 0};
+    flags_.upload(closed, sizeof closed);
+    auto* f = reinterpret_cast<int*>(flags_.data());
+    GPU_CHECK_CUDA(test::launchGate(gated_, f, f + 1, kGateLimitNs));
+  }
+  void open() {
+    static const int kOpen = 1;
+    GPU_CHECK_CUDA(cudaMemcpyAsync(flags_.data(), &kOpen, sizeof kOpen, cudaMemcpyHostToDevice,
+                                   opener_.get()));
+    syncStream(opener_.get());
+  }
+  bool timedOut() const {  // synchronises the gated stream
+    std::vector<std::byte> raw = flags_.download();
+    int f[2];
+    std::memcpy(f, raw.data(), sizeof f);
+    return f[1] != 0;
+  }
+
+ private:
+  cudaStream_t gated_;
+  DeviceBuffer flags_;
+  OwnStream opener_;
+};
+
+std::string orderingProblem(const DeviceBuffer& counters) {
+  std::vector<std::byte> raw = counters.download();
+  unsigned long long c[2];
+  std::memcpy(c, raw.data(), sizeof c);
+  if (c[0] == 0) return "";
+  return strprintf("%llu elements wrong, the first at index %llu", c[0], c[1]);
+}
+
+TEST_F(LlTest, StreamOrderingWithoutHostSync3Ranks) {
+  test::runGpuThreads(3, [](GpuRank& self) {
+    for (size_t count : {size_t{7}, kLlBytes / sizeof(float)}) {
+      const size_t bytes = count * sizeof(float);
+      const int salt = static_cast<int>(count % 100);
+      DeviceBuffer in(bytes, self.stream), mid(bytes, self.stream), out(bytes, self.stream);
+      DeviceBuffer checkMid(16, self.stream), checkOut(16, self.stream);
+      const unsigned long long init[2] = {0, ~0ull};
+      checkMid.upload(init, sizeof init);
+      checkOut.upload(init, sizeof init);
+      in.fill(0xFF);  // NaN: stale data never passes a check
+      mid.fill(0xFF);
+      out.fill(0xFF);
+      syncStream(self.stream);
+
+      Gate gate(self.stream);
+      auto* inF = reinterpret_cast<float*>(in.data());
+      GPU_CHECK_CUDA(test::launchFillOrdering(self.stream, inF, count, self.rank, salt, 1.0f));
+      GPU_CHECK_LANES(lanesAllReduce(in.data(), mid.data(), count, lanesFloat32, lanesSum,
+                                     self.comm, self.stream),
+                      self.comm);
+      GPU_CHECK_LANES(lanesAllReduce(mid.data(), out.data(), count, lanesFloat32, lanesSum,
+                                     self.comm, self.stream),
+                      self.comm);
+      // Overwrites the input: the first all-reduce must have read it already.
+      GPU_CHECK_CUDA(test::launchFillOrdering(self.stream, inF, count, self.rank, salt + 1, 1.0f));
+      auto* cm = reinterpret_cast<unsigned long long*>(checkMid.data());
+      auto* co = reinterpret_cast<unsigned long long*>(checkOut.data());
+      GPU_CHECK_CUDA(test::launchCheckOrderingSum(self.stream,
+                                                  reinterpret_cast<const float*>(mid.data()), count,
+                                                  self.nranks, salt, 1.0f, cm, cm + 1));
+      GPU_CHECK_CUDA(test::launchCheckOrderingSum(
+          self.stream, reinterpret_cast<const float*>(out.data()), count, self.nranks, salt,
+          static_cast<float>(self.nranks), co, co + 1));
+      gate.open();
+      syncStream(self.stream);
+      GPU_CHECK(!gate.timedOut(), "count %zu: a Lanes call waited for its stream", count);
+      std::string p = orderingProblem(checkMid);
+      GPU_CHECK(p.empty(), "count %zu, first all-reduce: %s", count, p.c_str());
+      p = orderingProblem(checkOut);
+      GPU_CHECK(p.empty(), "count %zu, second all-reduce: %s", count, p.c_str());
+    }
+    GPU_CHECK(llActive(self.comm), "the LL path was not used");
+  });
+}
+
+// Calls of one communicator on two streams of a rank: the second waits for
+// the first (they share the slots and the sequence number).
+TEST_F(LlTest, CallsOnTwoStreams2Ranks) {
+  test::runGpuThreads(2, [](GpuRank& self) {
+    OwnStream other;
+    const size_t count = 300;
+    const size_t bytes = count * sizeof(float);
+    constexpr int kCalls = 20;
+    std::vector<std::byte> input(bytes * kCalls);
+    for (int c = 0; c < kCalls; ++c)
+      test::fillReductionInput(lanesFloat32, Reduction::Sum, self.rank, self.nranks,
+                               input.data() + static_cast<size_t>(c) * bytes, count, 0,
+                               static_cast<uint32_t>(c + 7));
+    DeviceBuffer in(input.size(), self.stream), out(input.size(), self.stream);
+    in.upload(input.data(), input.size());
+    syncStream(self.stream);
+    for (int c = 0; c < kCalls; ++c) {
+      const size_t at = static_cast<size_t>(c) * bytes;
+      GPU_CHECK_LANES(lanesAllReduce(in.data() + at, out.data() + at, count, lanesFloat32, lanesSum,
+                                     self.comm, c % 2 ? other.get() : self.stream),
+                      self.comm);
+    }
+    syncStream(other.get());
+    std::vector<std::byte> got = out.download();
+    for (int c = 0; c < kCalls; ++c) {
+      std::string p = test::checkReductionOutput(lanesFloat32, Reduction::Sum, self.nranks,
+                                                 got.data() + static_cast<size_t>(c) * bytes, count,
+                                                 0, static_cast<uint32_t>(c + 7));
+      GPU_CHECK(p.empty(), "call %d: %s", c, p.c_str());
+    }
+  });
+}
+
+// ---- CUDA Graph ----
+
+void graphReplays(GpuRank& self) {
+  const size_t count = 1000;
+  const size_t bytes = count * sizeof(float);
+  DeviceBuffer in(bytes, self.stream), out(bytes, self.stream);
+  std::vector<std::byte> input(bytes);
+  auto run = [&](uint32_t salt, cudaGraphExec_t exec, const char* what) {
+    test::fillReductionInput(lanesFloat32, Reduction::Sum, self.rank, self.nranks, input.data(),
+                             count, 0, salt);
+    in.upload(input.data(), bytes);
+    out.fill(kUntouched);
+    if (exec != nullptr) {
+      GPU_CHECK_CUDA(cudaGraphLaunch(exec, self.stream));
+    } else {
+      GPU_CHECK_LANES(lanesAllReduce(in.data(), out.data(), count, lanesFloat32, lanesSum,
+                                     self.comm, self.stream),
+                      self.comm);
+    }
+    std::vector<std::byte> got = out.download();
+    std::string p = test::checkReductionOutput(lanesFloat32, Reduction::Sum, self.nranks,
+                                               got.data(), count, 0, salt);
+    GPU_CHECK(p.empty(), "%s (salt %u): %s", what, salt, p.c_str());
+  };
+  run(100, nullptr, "eager call before the capture");  // also sets LL up (collective)
+  GPU_CHECK(llActive(self.comm), "the LL path was not used");
+
+  cudaGraph_t graph = nullptr;
+  GPU_CHECK_CUDA(cudaStreamBeginCapture(self.stream, cudaStreamCaptureModeThreadLocal));
+  lanesResult_t captured =
+      lanesAllReduce(in.data(), out.data(), count, lanesFloat32, lanesSum, self.comm, self.stream);
+  cudaError_t ended = cudaStreamEndCapture(self.stream, &graph);
+  GPU_CHECK(captured == lanesSuccess, "lanesAllReduce during capture: %s",
+            lanesGetLastError(self.comm));
+  GPU_CHECK_CUDA(ended);
+  cudaGraphExec_t exec = nullptr;
+  GPU_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (uint32_t k = 0; k < 3; ++k) {
+    run(k, exec, "graph replay");
+    run(50 + k, nullptr, "eager call after a replay");
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+TEST_F(LlTest, GraphCaptureAndReplay2Ranks) { test::runGpuThreads(2, graphReplays); }
+TEST_F(LlTest, GraphCaptureAndReplay3Ranks) { test::runGpuThreads(3, graphReplays); }
+
+// ---- selection ----
+
+TEST_F(LlTest, DisabledByEnvironmentStillCorrect) {
+  setenv("LANES_LL_DISABLE", "1", 1);
+  test::runGpuThreads(2, [](GpuRank& self) {
+    DeviceBuffer send(256, self.stream), recv(256, self.stream);
+    std::vector<std::vector<std::byte>> results;
+    runCase(self, {lanesFloat32, Reduction::Sum}, 7, kAligned, send, recv, &results);
+    GPU_CHECK(!llActive(self.comm), "LANES_LL_DISABLE=1 but the LL path was used");
+  });
+}
+
+TEST_F(LlTest, MaxBytesFromEnvironment) {
+  setenv("LANES_LL_MAX_BYTES", "1K", 1);
+  test::runGpuThreads(2, [](GpuRank& self) {
+    DeviceBuffer send(4096, self.stream), recv(4096, self.stream);
+    std::vector<std::vector<std::byte>> results;
+    runCase(self, {lanesInt32, Reduction::Sum}, 256, kAligned, send, recv, &results);  // LL
+    runCase(self, {lanesInt32, Reduction::Sum}, 257, kAligned, send, recv, &results);  // not LL
+    GPU_CHECK(llActive(self.comm), "the LL path was not used");
+    GPU_CHECK(llOf(self.comm)->maxBytes() == 1024, "LL size %zu, expected 1024",
+              llOf(self.comm)->maxBytes());
+  });
+}
+
+// ---- failures ----
+
+// Two communicators over GPU 0 in this thread's process, with a short timeout.
+std::vector<lanesComm_t> initPair(int timeoutSeconds) {
+  lanesUniqueId id;
+  EXPECT_EQ(lanesGetUniqueId(&id), lanesSuccess);
+  std::vector<lanesComm_t> comms(2, nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      lanesConfig_t config = LANES_CONFIG_INITIALIZER;
+      config.timeoutSeconds = timeoutSeconds;
+      lanesCommInitRankConfig(&comms[static_cast<size_t>(r)], 2, id, r, &config);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+// One small all-reduce on both ranks: sets LL up (a collective step).
+void warmUp(const std::vector<lanesComm_t>& comms) {
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      OwnStream s;
+      DeviceBuffer buf(64, s.get());
+      lanesAllReduce(buf.data(), buf.data(), 16, lanesFloat32, lanesSum, comms[r], s.get());
+      syncStream(s.get());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+bool streamFinishes(cudaStream_t stream, int seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cudaStreamQuery(stream) != cudaErrorNotReady) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+lanesResult_t asyncErrorWithin(lanesComm_t comm, int seconds) {
+  lanesResult_t async = lanesSuccess;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (async == lanesSuccess && std::chrono::steady_clock::now() < deadline) {
+    if (lanesCommGetAsyncError(comm, &async) != lanesSuccess) return lanesInternalError;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return async;
+}
+
+// Rank 1 never makes the call (and stays alive): rank 0's kernel gives up
+// after the communicator's timeout, and the error names rank 1.
+TEST_F(LlTest, MissingPeerTimesOut) {
+  std::vector<lanesComm_t> comms = initPair(2);
+  ASSERT_NE(comms[0], nullptr);
+  ASSERT_NE(comms[1], nullptr);
+  warmUp(comms);
+  ASSERT_TRUE(llActive(comms[0]));
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    OwnStream stream;
+    DeviceBuffer buf(1024, stream.get());
+    ASSERT_EQ(
+        lanesAllReduce(buf.data(), buf.data(), 200, lanesFloat32, lanesSum, comms[0], stream.get()),
+        lanesSuccess);
+    EXPECT_TRUE(streamFinishes(stream.get(), 60)) << "the LL kernel did not give up";
+    EXPECT_EQ(asyncErrorWithin(comms[0], 10), lanesTimeout);
+    // Later calls fail at once, with the reason, instead of running out of step.
+    EXPECT_EQ(
+        lanesAllReduce(buf.data(), buf.data(), 200, lanesFloat32, lanesSum, comms[0], stream.get()),
+        lanesTimeout);
+    const std::string text = lanesGetLastError(comms[0]);
+    EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("LL"), std::string::npos) << text;
+    syncStream(stream.get());
+  }
+  lanesCommAbort(comms[0]);
+  lanesCommAbort(comms[1]);
+}
+
+// Rank 1 aborts while rank 0's kernel waits for it: the kernel is released
+// long before the (generous) timeout.
+TEST_F(LlTest, PeerAbortReleasesWaitingKernel) {
+  std::vector<lanesComm_t> comms = initPair(300);
+  ASSERT_NE(comms[0], nullptr);
+  ASSERT_NE(comms[1], nullptr);
+  warmUp(comms);
+  ASSERT_TRUE(llActive(comms[0]));
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  {
+    OwnStream stream;
+    DeviceBuffer buf(1024, stream.get());
+    ASSERT_EQ(
+        lanesAllReduce(buf.data(), buf.data(), 200, lanesFloat32, lanesSum, comms[0], stream.get()),
+        lanesSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(cudaStreamQuery(stream.get()), cudaErrorNotReady) << "finished without its peer";
+    ASSERT_EQ(lanesCommAbort(comms[1]), lanesSuccess);
+    EXPECT_TRUE(streamFinishes(stream.get(), 60)) << "the kernel kept waiting after the abort";
+    EXPECT_NE(asyncErrorWithin(comms[0], 30), lanesSuccess);
+    syncStream(stream.get());
+  }
+  EXPECT_EQ(lanesCommAbort(comms[0]), lanesSuccess);
+}
+
+}  // namespace
+}  // namespace lanes
