@@ -87,7 +87,11 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
     for (size_t i = 0; i < conns.size(); ++i) comm->connections[peersOf[t][i]] = std::move(conns[i]);
   }
   comm->localRanks = 0;
-  for (const RankInfo& r : ranks) comm->localRanks += r.hostHash == self.hostHash ? 1 : 0;
+  comm->processRanks = 0;
+  for (const RankInfo& r : ranks) {
+    comm->localRanks += r.hostHash == self.hostHash ? 1 : 0;
+    comm->processRanks += r.hostHash == self.hostHash && r.pid == self.pid ? 1 : 0;
+  }
   comm->spinLimit = spinLimitFor(comm->localRanks);
   comm->table.assign(comm->nranks, nullptr);
   for (int p = 0; p < comm->nranks; ++p) comm->table[p] = comm->connections[p].get();

@@ -43,6 +43,14 @@ Status classifyBuffer(const void* ptr, BufferInfo* out);
 // stream, and later work on the stream waits for it.
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream);
 
+// Whether the GPU-driven paths (LL kernel, staged copy-engine pipeline) may
+// serve this communicator: not while two of its ranks are threads of one
+// process. On the H200 those ran into waits that never finished (a rank's
+// stream parked behind another's in one CUDA context); until that is
+// understood, thread ranks use the proxy path, which is correct there.
+// LANES_THREAD_FASTPATH=1 lifts the restriction (for debugging it).
+bool gpuDrivenPathsAllowed(const lanesComm* comm);
+
 // Sets up every device path of a communicator whose ranks all have a GPU
 // (collective: every rank calls it at init, before any work is enqueued).
 Status prepareDevicePaths(lanesComm* comm);

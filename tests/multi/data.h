@@ -57,8 +57,9 @@ double reductionInput(lanesDataType_t t, Reduction r, int rank, int nranks, size
 // The exact result at `index`, from every rank's reductionInput.
 double reductionExpected(lanesDataType_t t, Reduction r, int nranks, size_t index, uint32_t salt,
                          double* sumAbs = nullptr);
-// Whether `got` is right: bitwise-exact except Avg on float types, whose
-// rounding depends on whether the library divides before or after summing.
+// Whether `got` is right: exact, except Avg on float types may be an ulp off
+// (dividing by n first with a rounded 1/n). `sumAbs` comes from
+// reductionExpected.
 bool reductionMatches(lanesDataType_t t, Reduction r, double got, double expected, double sumAbs);
 
 // Fills `count` elements of `t` at `base` with rank's inputs for indices

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <new>
 #include <set>
 #include <thread>
 
@@ -241,6 +243,7 @@ void ForkedRanks::start(int nranks, const lanesUniqueId& id, RankBody body,
     pid_t pid = ::fork();
     if (pid < 0) {
       ADD_FAILURE() << "fork for rank " << r << ": " << std::strerror(errno);
+      for (int q = r; q < nranks; ++q) ::close(children_[q].pipeFd);
       children_.resize(r);
       break;
     }
@@ -399,6 +402,8 @@ void runThreads(int nranks, const RankBody& body, const RunOptions& options) {
 
 const char* rankModeName(RankMode mode) { return mode == RankMode::Process ? "Procs" : "Threads"; }
 
+void PrintTo(RankMode mode, std::ostream* os) { *os << rankModeName(mode); }
+
 void runRanks(RankMode mode, int nranks, const RankBody& body, const RunOptions& options) {
   if (mode == RankMode::Process) {
     runForked(nranks, body, options);
@@ -435,6 +440,29 @@ Watchdog::~Watchdog() {
   }
   state_->cv.notify_all();
   state_->thread.join();
+}
+
+SharedCounter::SharedCounter() {
+  void* p = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    std::fprintf(stderr, "SharedCounter: mmap: %s\n", std::strerror(errno));
+    std::abort();
+  }
+  value_ = new (p) std::atomic<int>(0);
+}
+
+SharedCounter::~SharedCounter() { munmap(value_, sizeof(std::atomic<int>)); }
+
+void SharedCounter::arrive() { value_->fetch_add(1); }
+
+bool SharedCounter::waitFor(int count, double seconds) const {
+  auto start = SteadyClock::now();
+  while (value_->load() < count) {
+    if (secondsSince(start) > seconds) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
 }
 
 lanesComm_t initComm(int rank, int nranks, const lanesUniqueId& id) {

@@ -11,9 +11,11 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -123,6 +125,8 @@ void runThreads(int nranks, const RankBody& body, const RunOptions& options = {}
 
 enum class RankMode { Process, Thread };
 const char* rankModeName(RankMode mode);
+// gtest prints parameters with this (instead of raw bytes).
+void PrintTo(RankMode mode, std::ostream* os);
 void runRanks(RankMode mode, int nranks, const RankBody& body, const RunOptions& options = {});
 
 // Aborts the process with `what` if not disarmed (destroyed) within `seconds`.
@@ -137,6 +141,23 @@ class Watchdog {
  private:
   struct State;
   std::unique_ptr<State> state_;
+};
+
+// A counter in memory shared with forked ranks (create it before the fork):
+// lets ranks agree that all of them passed a point without using the library,
+// e.g. before a victim rank kills itself.
+class SharedCounter {
+ public:
+  SharedCounter();
+  ~SharedCounter();
+  SharedCounter(const SharedCounter&) = delete;
+  SharedCounter& operator=(const SharedCounter&) = delete;
+  void arrive();
+  // Polls until the count reaches `count`; false after `seconds`.
+  bool waitFor(int count, double seconds) const;
+
+ private:
+  std::atomic<int>* value_ = nullptr;
 };
 
 // Communicator for one rank with the harness timeout (config.timeoutSeconds).

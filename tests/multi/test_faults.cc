@@ -35,6 +35,15 @@ double since(Clock::time_point t) {
   for (;;) ::pause();
 }
 
+// Everyone passed this point (so no rank is still inside the previous call),
+// then the victim dies. Survivors return at once.
+void everyoneHereThenVictimDies(SharedCounter& here, int rank, int n) {
+  here.arrive();
+  if (rank != kVictim) return;
+  RANK_CHECK(here.waitFor(n, 60), "the other ranks never arrived");
+  dieNow();
+}
+
 // A survivor's failed call: the right code, the dead rank named, in time.
 void checkPeerFailure(lanesResult_t res, lanesComm_t comm, int deadRank,
                       Clock::time_point callStart, const char* what) {
@@ -78,9 +87,10 @@ void runWithVictim(const RankBody& body) {
 constexpr size_t kBigCount = 4u << 20;  // floats: 16 MiB per all-reduce
 
 TEST(Faults, RankKilledBeforeCollective) {
-  runWithVictim([](int rank, int n, const lanesUniqueId& id) {
+  SharedCounter initialized;
+  runWithVictim([&initialized](int rank, int n, const lanesUniqueId& id) {
     CommGuard comm(initComm(rank, n, id));
-    if (rank == kVictim) dieNow();
+    everyoneHereThenVictimDies(initialized, rank, n);
     std::vector<float> buf(kBigCount, 1.0f);
     auto start = Clock::now();
     lanesResult_t res = lanesAllReduce(buf.data(), buf.data(), buf.size(), lanesFloat32, lanesSum,
@@ -124,13 +134,14 @@ TEST(Faults, RankKilledDuringCollectives) {
 }
 
 TEST(Faults, RankKilledAfterCollective) {
-  runWithVictim([](int rank, int n, const lanesUniqueId& id) {
+  SharedCounter warmedUp;
+  runWithVictim([&warmedUp](int rank, int n, const lanesUniqueId& id) {
     CommGuard comm(initComm(rank, n, id));
     int32_t one = 1, sum = 0;
     RANK_CHECK_LANES(lanesAllReduce(&one, &sum, 1, lanesInt32, lanesSum, comm.get(), nullptr),
                      comm.get());
     RANK_CHECK(sum == n, "warm-up all-reduce gave %d, expected %d", sum, n);
-    if (rank == kVictim) dieNow();
+    everyoneHereThenVictimDies(warmedUp, rank, n);
     std::vector<float> buf(kBigCount, 1.0f);
     auto start = Clock::now();
     lanesResult_t res = lanesAllReduce(buf.data(), buf.data(), buf.size(), lanesFloat32, lanesSum,
@@ -194,10 +205,11 @@ TEST(Faults, SurvivorsFormNewCommunicator) {
   ASSERT_EQ(lanesGetUniqueId(&first), lanesSuccess) << lanesGetLastError(nullptr);
   ASSERT_EQ(lanesGetUniqueId(&second), lanesSuccess) << lanesGetLastError(nullptr);
   {
+    SharedCounter initialized;
     ForkedRanks ranks;
-    ranks.start(kRanks, first, [second](int rank, int n, const lanesUniqueId& id) {
+    ranks.start(kRanks, first, [second, &initialized](int rank, int n, const lanesUniqueId& id) {
       CommGuard comm(initComm(rank, n, id));
-      if (rank == kVictim) dieNow();
+      everyoneHereThenVictimDies(initialized, rank, n);
       std::vector<float> buf(kBigCount, 1.0f);
       auto start = Clock::now();
       lanesResult_t res = lanesAllReduce(buf.data(), buf.data(), buf.size(), lanesFloat32, lanesSum,
@@ -234,6 +246,10 @@ void expectNoWrongValues(const std::string& output) {
     std::istringstream words(line);
     std::vector<std::string> tokens;
     for (std::string w; words >> w;) tokens.push_back(w);
+    // lanes-run prefixes each line with the rank: "[0] ".
+    if (!tokens.empty() && tokens[0].size() > 2 && tokens[0].front() == '[' &&
+        tokens[0].back() == ']')
+      tokens.erase(tokens.begin());
     if (tokens.empty()) continue;
     if (tokens[0][0] == '#') {
       if (line.find("wrong") == std::string::npos || line.find("size") == std::string::npos)
@@ -319,8 +335,15 @@ TEST(Launcher, KilledRankFailsTheJobAndIsNamed) {
   ASSERT_TRUE(r.started) << r.describe();
   EXPECT_FALSE(r.timedOut) << r.describe();
   EXPECT_FALSE(r.exited && r.exitCode == 0) << "lanes-run succeeded: " << r.describe();
-  EXPECT_NE(r.output.find("rank 1"), std::string::npos)
-      << "nothing in the output names rank 1: " << r.describe();
+  // The survivors' own output (lanes-run prefixes it with "[rank] "), not
+  // only the launcher's, must say that rank 1 failed.
+  bool named = false;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    bool survivor = line.rfind("[0] ", 0) == 0 || line.rfind("[2] ", 0) == 0;
+    if (survivor && line.find("rank 1") != std::string::npos) named = true;
+  }
+  EXPECT_TRUE(named) << "no surviving rank's output names rank 1: " << r.describe();
   expectNoShmLeaks(before, "the launcher run with a killed rank");
 }
 

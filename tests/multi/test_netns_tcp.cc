@@ -9,8 +9,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -203,14 +201,15 @@ std::string readLogs(const std::string& dir) {
   return all;
 }
 
-bool anyLineContains(const std::string& text, const std::string& word) {
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    std::transform(line.begin(), line.end(), line.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    if (line.find(word) != std::string::npos) return true;
-  }
-  return false;
+// Lines saying "<transport>: connected <peers> peers" (the INFO line each
+// rank logs per transport after connecting).
+int countConnected(const std::string& log, const std::string& transport, int peers) {
+  const std::string needle = strprintf("%s: connected %d peer", transport.c_str(), peers);
+  int found = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(needle) != std::string::npos) ++found;
+  return found;
 }
 
 void runTwoHosts(int ranksPerHost) {
@@ -262,14 +261,21 @@ void runTwoHosts(int ranksPerHost) {
   expectNoShmLeaks(before, "the two-host run");
 
   const std::string log = readLogs(logs.path());
-  EXPECT_TRUE(anyLineContains(log, "tcp"))
-      << "the INFO log never mentions the tcp transport between the hosts:\n"
+  // Every rank reaches the other host's ranks over tcp and its own host's
+  // ranks over shm; the root listened inside namespace A.
+  EXPECT_EQ(countConnected(log, "tcp", ranksPerHost), n)
+      << "expected each of the " << n << " ranks to log \"tcp: connected " << ranksPerHost
+      << " peers\"; INFO log:\n"
       << log;
   if (ranksPerHost > 1) {
-    EXPECT_TRUE(anyLineContains(log, "shm"))
-        << "the INFO log never mentions the shm transport within a host:\n"
+    EXPECT_EQ(countConnected(log, "shm", ranksPerHost - 1), n)
+        << "expected each rank to log \"shm: connected " << ranksPerHost - 1
+        << " peers\"; INFO log:\n"
         << log;
   }
+  EXPECT_NE(log.find("root started at " + net.addrA + ":"), std::string::npos)
+      << "the bootstrap root did not listen on " << net.addrA << " in namespace A:\n"
+      << log;
 }
 
 TEST(NetnsTcp, TwoHostsOneRankEach) { runTwoHosts(1); }

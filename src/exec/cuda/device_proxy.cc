@@ -4,6 +4,7 @@
 
 #include "core/comm.h"
 #include "core/deadline.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/ll_allreduce.h"
@@ -287,6 +288,18 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 
 namespace lanes {
 
+Status DeviceProxy::prewarm() {
+  uint64_t bytes = 16ull << 20;
+  if (auto v = envString("LANES_PROXY_PREPIN_BYTES")) parseSize(*v, &bytes);
+  if (bytes == 0) return Status::ok();
+  return pool_.prewarm(static_cast<size_t>(bytes / 4), 4);
+}
+
+bool gpuDrivenPathsAllowed(const lanesComm* comm) {
+  static const bool override = envBool("LANES_THREAD_FASTPATH", false);
+  return override || comm->processRanks <= 1;
+}
+
 Status prepareDevicePaths(lanesComm* comm) {
   // Setting a path up allocates and registers memory, and those CUDA calls
   // may wait for the whole device. Made lazily, inside a later call, they
@@ -296,6 +309,7 @@ Status prepareDevicePaths(lanesComm* comm) {
   DeviceGuard guard(comm->cudaDev);
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
+  LANES_RETURN_IF_ERROR(proxy->prewarm());
   Request probe;
   probe.comm = comm;
   probe.args.coll = CollType::AllReduce;

@@ -29,6 +29,8 @@ class DeviceProxy final : public DeviceContext {
   ~DeviceProxy() override;
 
   Status enqueue(std::vector<Request>& requests, cudaStream_t stream);
+  // Pins staging up front (LANES_PROXY_PREPIN_BYTES, default 16 MiB in 4 blocks).
+  Status prewarm();
   // Waits until every batch enqueued so far has run on the host (a
   // host-memory call on the same communicator must come after them).
   Status drain(Deadline deadline) override;

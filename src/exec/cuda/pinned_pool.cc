@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
 #include "exec/cuda/cuda_check.h"
 
 namespace lanes {
@@ -16,8 +18,10 @@ Status PinnedPool::acquire(size_t bytes, Block* out) {
   while (cap < bytes) cap <<= 1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // The smallest cached block that fits, however much larger: a new
+    // allocation may wait for the whole device (see prewarm).
     auto it = free_.lower_bound(cap);
-    if (it != free_.end() && it->first <= cap * 2) {
+    if (it != free_.end()) {
       *out = {it->second, it->first};
       free_.erase(it);
       return Status::ok();
@@ -35,6 +39,18 @@ Status PinnedPool::acquire(size_t bytes, Block* out) {
   }
   *out = {ptr, cap};
   return Status::ok();
+}
+
+Status PinnedPool::prewarm(size_t blockBytes, int blocks) {
+  std::vector<Block> taken;
+  Status s = Status::ok();
+  for (int i = 0; i < blocks && s; ++i) {
+    Block b;
+    s = acquire(blockBytes, &b);
+    if (s) taken.push_back(b);
+  }
+  for (Block& b : taken) release(b);
+  return s;
 }
 
 void PinnedPool::release(Block block) {

@@ -22,6 +22,10 @@ class PinnedPool {
   PinnedPool& operator=(const PinnedPool&) = delete;
 
   Status acquire(size_t bytes, Block* out);
+  // Pins `blocks` blocks of `blockBytes` now. Pinning may wait for the whole
+  // device, which inside a call could wait on work queued behind that call's
+  // own stream; done at init it costs nothing of the kind.
+  Status prewarm(size_t blockBytes, int blocks);
   void release(Block block);
 
  private:

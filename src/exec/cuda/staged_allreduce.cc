@@ -43,6 +43,7 @@ class DeviceScope {
 
 // Identical on every rank: depends on the requests and the host map only.
 bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
+  if (!gpuDrivenPathsAllowed(comm)) return false;
   for (const Request& r : requests)
     if (r.isP2p || r.args.coll != CollType::AllReduce) return false;
   const auto& ranks = comm->bootstrap->ranks();
