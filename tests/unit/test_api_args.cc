@@ -54,7 +54,9 @@ class ApiArgs : public ::testing::Test {
     ASSERT_NE(comm_, nullptr);
   }
   void TearDown() override {
-    if (comm_ != nullptr) EXPECT_EQ(lanesCommDestroy(comm_), lanesSuccess);
+    if (comm_ != nullptr) {
+      EXPECT_EQ(lanesCommDestroy(comm_), lanesSuccess);
+    }
   }
   lanesComm_t comm_ = nullptr;
 };

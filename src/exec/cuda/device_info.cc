@@ -1,6 +1,8 @@
 // Which memory a pointer is, and which GPU this thread uses.
 #include <cuda_runtime.h>
 
+#include <cstring>
+
 #include "exec/cuda/cuda_check.h"
 #include "exec/device_path.h"
 
@@ -34,7 +36,13 @@ Status setCudaDevice(int device) {
 }
 
 Status copyToHost(void* dst, const void* src, size_t bytes) {
-  LANES_CUDA_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  BufferInfo info;
+  LANES_RETURN_IF_ERROR(classifyBuffer(src, &info));
+  if (info.space == MemSpace::Host) {  // no CUDA call: host-only machines too
+    std::memcpy(dst, src, bytes);
+    return Status::ok();
+  }
+  LANES_CUDA_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   return Status::ok();
 }
 

@@ -279,6 +279,17 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   StagedAllReduce* staged = nullptr;
   LANES_RETURN_IF_ERROR(StagedAllReduce::route(requests.front().comm, requests, &staged));
   if (staged != nullptr) return staged->enqueue(requests, stream);
+  // Before any other CUDA call of the proxy: under global capture mode even
+  // a query could invalidate the caller's capture.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LANES_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return invalidUsage(
+        "capturing this Lanes call on device buffers into a CUDA Graph is refused: the "
+        "host-staged proxy path orders each call by a sequence number written into the stream, "
+        "and a graph replay would repeat the captured number instead of taking a new one. Issue "
+        "the call outside the capture (small all-reduces and all-gathers, which take the LL "
+        "kernel, can be captured).");
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(requests.front().comm, &proxy));
   return proxy->enqueue(requests, stream);
