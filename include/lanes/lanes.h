@@ -15,6 +15,12 @@
 extern "C" {
 #endif
 
+/* The library builds with hidden visibility; everything declared here is the
+ * exported API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define LANES_MAJOR 0
 #define LANES_MINOR 1
 #define LANES_PATCH 0
@@ -177,6 +183,10 @@ lanesResult_t lanesRecv(void* recvbuff, size_t count, lanesDataType_t datatype, 
 
 lanesResult_t lanesGroupStart(void);
 lanesResult_t lanesGroupEnd(void);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
