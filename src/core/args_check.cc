@@ -57,8 +57,8 @@ Status checkByteCount(const char* fn, size_t count, size_t elemSize, size_t mult
 
 Status checkBuffer(const char* fn, const char* name, const void* ptr, size_t bytes) {
   if (ptr == nullptr && bytes > 0)
-    return invalidArgument(std::string(fn) + ": " + name + " is NULL but " +
-                           std::to_string(bytes) + " bytes are to be accessed");
+    return invalidArgument(std::string(fn) + ": " + name + " is NULL but " + std::to_string(bytes) +
+                           " bytes are to be accessed");
   return Status::ok();
 }
 

@@ -39,7 +39,10 @@ Status layoutOf(const CollCall& c, int rank, int nranks, Layout* out) {
   Layout l;
   bool isRoot = rank == c.root;
   switch (c.coll) {
-    case CollType::AllReduce: l.sendBytes = one; l.recvBytes = one; break;
+    case CollType::AllReduce:
+      l.sendBytes = one;
+      l.recvBytes = one;
+      break;
     case CollType::Broadcast:
       l.sendBytes = isRoot ? one : 0;
       l.recvBytes = one;
@@ -49,19 +52,29 @@ Status layoutOf(const CollCall& c, int rank, int nranks, Layout* out) {
       l.recvBytes = isRoot ? one : 0;
       break;
     case CollType::AllGather:
-      l.sendBytes = one; l.recvBytes = all; l.inPlaceOffset = one * rank;
+      l.sendBytes = one;
+      l.recvBytes = all;
+      l.inPlaceOffset = one * rank;
       break;
     case CollType::ReduceScatter:
-      l.sendBytes = all; l.recvBytes = one; l.inPlaceOffset = one * rank;
+      l.sendBytes = all;
+      l.recvBytes = one;
+      l.inPlaceOffset = one * rank;
       break;
     case CollType::AlltoAll:
-      l.sendBytes = all; l.recvBytes = all; l.inPlaceOffset = 0;  // in place: send == recv
+      l.sendBytes = all;
+      l.recvBytes = all;
+      l.inPlaceOffset = 0;  // in place: send == recv
       break;
     case CollType::Gather:
-      l.sendBytes = one; l.recvBytes = isRoot ? all : 0; l.inPlaceOffset = one * rank;
+      l.sendBytes = one;
+      l.recvBytes = isRoot ? all : 0;
+      l.inPlaceOffset = one * rank;
       break;
     case CollType::Scatter:
-      l.sendBytes = isRoot ? all : 0; l.recvBytes = one; l.inPlaceOffset = one * rank;
+      l.sendBytes = isRoot ? all : 0;
+      l.recvBytes = one;
+      l.inPlaceOffset = one * rank;
       break;
   }
   *out = l;
@@ -76,11 +89,10 @@ Status checkMemory(const char* fn, lanesComm* comm, const void* send, size_t sen
   LANES_RETURN_IF_ERROR(classifyBuffer(recvBytes > 0 ? recv : nullptr, &r));
   bool anyDevice = s.space == MemSpace::Device || r.space == MemSpace::Device;
   if (anyDevice && sendBytes > 0 && recvBytes > 0 && s.space != r.space)
-    return invalidArgument(std::string(fn) + ": sendbuff is " +
-                           (s.space == MemSpace::Device ? "device" : "host") +
-                           " memory but recvbuff is " +
-                           (r.space == MemSpace::Device ? "device" : "host") +
-                           " memory; pass both on the GPU or both in host memory");
+    return invalidArgument(
+        std::string(fn) + ": sendbuff is " + (s.space == MemSpace::Device ? "device" : "host") +
+        " memory but recvbuff is " + (r.space == MemSpace::Device ? "device" : "host") +
+        " memory; pass both on the GPU or both in host memory");
   for (const BufferInfo* b : {&s, &r}) {
     if (b->space != MemSpace::Device) continue;
     if (comm->cudaDev < 0)
@@ -88,9 +100,8 @@ Status checkMemory(const char* fn, lanesComm* comm, const void* send, size_t sen
                              ": a buffer is in GPU memory but this communicator was created "
                              "without a GPU (no CUDA device was current at init)");
     if (b->device != comm->cudaDev)
-      return invalidArgument(std::string(fn) + ": a buffer is on GPU " +
-                             std::to_string(b->device) + " but this communicator uses GPU " +
-                             std::to_string(comm->cudaDev) +
+      return invalidArgument(std::string(fn) + ": a buffer is on GPU " + std::to_string(b->device) +
+                             " but this communicator uses GPU " + std::to_string(comm->cudaDev) +
                              "; pass memory of the communicator's device");
   }
   *onDevice = anyDevice;
@@ -111,9 +122,8 @@ lanesResult_t collective(const CollCall& c, lanesComm_t comm, cudaStream_t strea
     LANES_RETURN_IF_ERROR(layoutOf(c, comm->rank, comm->nranks, &l));
     LANES_RETURN_IF_ERROR(checkBuffer(c.fn, "sendbuff", c.send, l.sendBytes));
     LANES_RETURN_IF_ERROR(checkBuffer(c.fn, "recvbuff", c.recv, l.recvBytes));
-    LANES_RETURN_IF_ERROR(
-        checkAliasing(c.fn, c.send, l.sendBytes, c.recv, l.recvBytes, l.inPlaceOffset,
-                      l.inPlaceAllowed));
+    LANES_RETURN_IF_ERROR(checkAliasing(c.fn, c.send, l.sendBytes, c.recv, l.recvBytes,
+                                        l.inPlaceOffset, l.inPlaceAllowed));
     bool onDevice = false;
     LANES_RETURN_IF_ERROR(
         checkMemory(c.fn, comm, c.send, l.sendBytes, c.recv, l.recvBytes, &onDevice));
@@ -148,15 +158,15 @@ lanesResult_t pointToPoint(const char* fn, bool isSend, const void* sendbuf, voi
     LANES_RETURN_IF_ERROR(checkRank("peer", peer, comm->nranks));
     size_t bytes = 0;
     LANES_RETURN_IF_ERROR(checkByteCount(fn, count, datatypeSize(type), 1, &bytes));
-    LANES_RETURN_IF_ERROR(checkBuffer(fn, isSend ? "sendbuff" : "recvbuff",
-                                      isSend ? sendbuf : recvbuf, bytes));
+    LANES_RETURN_IF_ERROR(
+        checkBuffer(fn, isSend ? "sendbuff" : "recvbuff", isSend ? sendbuf : recvbuf, bytes));
     if (peer == comm->rank && !inGroup())
       return invalidUsage(std::string(fn) +
                           " to this rank itself outside a group would wait forever; put the "
                           "matching lanesSend and lanesRecv inside lanesGroupStart/End");
     bool onDevice = false;
-    LANES_RETURN_IF_ERROR(checkMemory(fn, comm, sendbuf, isSend ? bytes : 0, recvbuf,
-                                      isSend ? 0 : bytes, &onDevice));
+    LANES_RETURN_IF_ERROR(
+        checkMemory(fn, comm, sendbuf, isSend ? bytes : 0, recvbuf, isSend ? 0 : bytes, &onDevice));
     Request r;
     r.comm = comm;
     r.isP2p = true;
@@ -181,44 +191,63 @@ extern "C" {
 lanesResult_t lanesAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
                              cudaStream_t stream) {
-  return collective({"lanesAllReduce", CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, 0}, comm, stream);
+  return collective(
+      {"lanesAllReduce", CollType::AllReduce, sendbuff, recvbuff, count, datatype, op, 0}, comm,
+      stream);
 }
 
 lanesResult_t lanesBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                             lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t stream) {
-  return collective({"lanesBroadcast", CollType::Broadcast, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm, stream);
+                             lanesDataType_t datatype, int root, lanesComm_t comm,
+                             cudaStream_t stream) {
+  return collective(
+      {"lanesBroadcast", CollType::Broadcast, sendbuff, recvbuff, count, datatype, lanesSum, root},
+      comm, stream);
 }
 
 lanesResult_t lanesReduce(const void* sendbuff, void* recvbuff, size_t count,
                           lanesDataType_t datatype, lanesRedOp_t op, int root, lanesComm_t comm,
                           cudaStream_t stream) {
-  return collective({"lanesReduce", CollType::Reduce, sendbuff, recvbuff, count, datatype, op, root}, comm, stream);
+  return collective(
+      {"lanesReduce", CollType::Reduce, sendbuff, recvbuff, count, datatype, op, root}, comm,
+      stream);
 }
 
 lanesResult_t lanesAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              lanesDataType_t datatype, lanesComm_t comm, cudaStream_t stream) {
-  return collective({"lanesAllGather", CollType::AllGather, sendbuff, recvbuff, sendcount, datatype, lanesSum, 0}, comm, stream);
+  return collective(
+      {"lanesAllGather", CollType::AllGather, sendbuff, recvbuff, sendcount, datatype, lanesSum, 0},
+      comm, stream);
 }
 
 lanesResult_t lanesReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  lanesDataType_t datatype, lanesRedOp_t op, lanesComm_t comm,
                                  cudaStream_t stream) {
-  return collective({"lanesReduceScatter", CollType::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0}, comm, stream);
+  return collective({"lanesReduceScatter", CollType::ReduceScatter, sendbuff, recvbuff, recvcount,
+                     datatype, op, 0},
+                    comm, stream);
 }
 
 lanesResult_t lanesAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                             lanesDataType_t datatype, lanesComm_t comm, cudaStream_t stream) {
-  return collective({"lanesAlltoAll", CollType::AlltoAll, sendbuff, recvbuff, count, datatype, lanesSum, 0}, comm, stream);
+  return collective(
+      {"lanesAlltoAll", CollType::AlltoAll, sendbuff, recvbuff, count, datatype, lanesSum, 0}, comm,
+      stream);
 }
 
 lanesResult_t lanesGather(const void* sendbuff, void* recvbuff, size_t count,
-                          lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t stream) {
-  return collective({"lanesGather", CollType::Gather, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm, stream);
+                          lanesDataType_t datatype, int root, lanesComm_t comm,
+                          cudaStream_t stream) {
+  return collective(
+      {"lanesGather", CollType::Gather, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm,
+      stream);
 }
 
 lanesResult_t lanesScatter(const void* sendbuff, void* recvbuff, size_t count,
-                           lanesDataType_t datatype, int root, lanesComm_t comm, cudaStream_t stream) {
-  return collective({"lanesScatter", CollType::Scatter, sendbuff, recvbuff, count, datatype, lanesSum, root}, comm, stream);
+                           lanesDataType_t datatype, int root, lanesComm_t comm,
+                           cudaStream_t stream) {
+  return collective(
+      {"lanesScatter", CollType::Scatter, sendbuff, recvbuff, count, datatype, lanesSum, root},
+      comm, stream);
 }
 
 lanesResult_t lanesSend(const void* sendbuff, size_t count, lanesDataType_t datatype, int peer,

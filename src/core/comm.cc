@@ -21,9 +21,10 @@ void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRan
 
 lanes::Status lanesComm::checkAbort() {
   if (aborted.load(std::memory_order_relaxed))
-    return lanes::Status(lanesInvalidUsage, "communicator " + describe() +
-                                                " was aborted (lanesCommAbort) while the "
-                                                "operation waited; destroy it and create a new one");
+    return lanes::Status(lanesInvalidUsage,
+                         "communicator " + describe() +
+                             " was aborted (lanesCommAbort) while the "
+                             "operation waited; destroy it and create a new one");
   int err = asyncError.load(std::memory_order_acquire);
   if (err != lanesSuccess) {
     std::lock_guard<std::mutex> lock(failureMutex);

@@ -42,10 +42,10 @@ struct lanesComm {
   std::vector<std::unique_ptr<lanes::Connection>> connections;  // by peer
   lanes::ConnectionTable table;                                 // raw view for the executor
   int lanes = 2;
-  int localRanks = 1;        // ranks of this communicator on this host
-  int processRanks = 1;      // ranks of this communicator in this process (threads)
-  unsigned spinLimit = 64;   // see Backoff
-  uint64_t seq = 0;     // collectives and groups issued so far
+  int localRanks = 1;       // ranks of this communicator on this host
+  int processRanks = 1;     // ranks of this communicator in this process (threads)
+  unsigned spinLimit = 64;  // see Backoff
+  uint64_t seq = 0;         // collectives and groups issued so far
   uint64_t splitSeq = 0;
   // Device-buffer machinery, made on first use (src/exec/cuda).
   std::mutex deviceMutex;

@@ -7,7 +7,7 @@
 namespace lanes {
 namespace {
 struct Entry {
-  int calls = 0;        // API calls inside the communicator now
+  int calls = 0;         // API calls inside the communicator now
   bool retired = false;  // destroy/abort started: no new calls
 };
 // Process-wide by nature: the C API hands out raw handles.

@@ -27,19 +27,32 @@ size_t datatypeSize(lanesDataType_t t) {
 
 const char* datatypeName(lanesDataType_t t) {
   switch (t) {
-    case lanesInt8: return "int8";
-    case lanesUint8: return "uint8";
-    case lanesInt32: return "int32";
-    case lanesUint32: return "uint32";
-    case lanesInt64: return "int64";
-    case lanesUint64: return "uint64";
-    case lanesFloat16: return "float16";
-    case lanesFloat32: return "float32";
-    case lanesFloat64: return "float64";
-    case lanesBfloat16: return "bfloat16";
-    case lanesFloat8e4m3: return "float8e4m3";
-    case lanesFloat8e5m2: return "float8e5m2";
-    default: return "unknown";
+    case lanesInt8:
+      return "int8";
+    case lanesUint8:
+      return "uint8";
+    case lanesInt32:
+      return "int32";
+    case lanesUint32:
+      return "uint32";
+    case lanesInt64:
+      return "int64";
+    case lanesUint64:
+      return "uint64";
+    case lanesFloat16:
+      return "float16";
+    case lanesFloat32:
+      return "float32";
+    case lanesFloat64:
+      return "float64";
+    case lanesBfloat16:
+      return "bfloat16";
+    case lanesFloat8e4m3:
+      return "float8e4m3";
+    case lanesFloat8e5m2:
+      return "float8e5m2";
+    default:
+      return "unknown";
   }
 }
 
@@ -59,12 +72,18 @@ bool isFloatingType(lanesDataType_t t) {
 
 const char* redOpName(RedOpKind k) {
   switch (k) {
-    case RedOpKind::Sum: return "sum";
-    case RedOpKind::Prod: return "prod";
-    case RedOpKind::Max: return "max";
-    case RedOpKind::Min: return "min";
-    case RedOpKind::Avg: return "avg";
-    case RedOpKind::PreMulSum: return "premulsum";
+    case RedOpKind::Sum:
+      return "sum";
+    case RedOpKind::Prod:
+      return "prod";
+    case RedOpKind::Max:
+      return "max";
+    case RedOpKind::Min:
+      return "min";
+    case RedOpKind::Avg:
+      return "avg";
+    case RedOpKind::PreMulSum:
+      return "premulsum";
   }
   return "unknown";
 }

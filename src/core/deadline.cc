@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <time.h>
-
 #include <unistd.h>
 
 #include <climits>

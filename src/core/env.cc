@@ -33,11 +33,24 @@ bool parseSize(const std::string& text, uint64_t* out) {
   uint64_t mult = 1;
   if (*end != '\0') {
     switch (*end) {
-      case 'k': case 'K': mult = 1ull << 10; break;
-      case 'm': case 'M': mult = 1ull << 20; break;
-      case 'g': case 'G': mult = 1ull << 30; break;
-      case 't': case 'T': mult = 1ull << 40; break;
-      default: return false;
+      case 'k':
+      case 'K':
+        mult = 1ull << 10;
+        break;
+      case 'm':
+      case 'M':
+        mult = 1ull << 20;
+        break;
+      case 'g':
+      case 'G':
+        mult = 1ull << 30;
+        break;
+      case 't':
+      case 'T':
+        mult = 1ull << 40;
+        break;
+      default:
+        return false;
     }
     ++end;
     if (*end == 'B' || *end == 'b') ++end;

@@ -25,7 +25,7 @@ bool parseInt64(const std::string& text, int64_t* out);
 bool parseSize(const std::string& text, uint64_t* out);
 
 // Process-wide defaults, read once.
-double defaultTimeoutSeconds();           // LANES_TIMEOUT, default 300
-double bootstrapTimeoutSeconds();         // LANES_BOOTSTRAP_TIMEOUT, default 120
+double defaultTimeoutSeconds();    // LANES_TIMEOUT, default 300
+double bootstrapTimeoutSeconds();  // LANES_BOOTSTRAP_TIMEOUT, default 120
 
 }  // namespace lanes

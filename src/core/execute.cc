@@ -18,18 +18,24 @@ namespace {
 // Elements of the result each rank divides for Avg.
 size_t avgCount(const CollArgs& a) {
   switch (a.coll) {
-    case CollType::AllReduce: return a.count;
-    case CollType::ReduceScatter: return a.count;
-    case CollType::Reduce: return a.rank == a.root ? a.count : 0;
-    default: return 0;
+    case CollType::AllReduce:
+      return a.count;
+    case CollType::ReduceScatter:
+      return a.count;
+    case CollType::Reduce:
+      return a.rank == a.root ? a.count : 0;
+    default:
+      return 0;
   }
 }
 
 // Bytes of input a rank contributes (what PreMulSum scales).
 size_t inputCount(const CollArgs& a) {
   switch (a.coll) {
-    case CollType::ReduceScatter: return a.count * static_cast<size_t>(a.nranks);
-    default: return a.count;
+    case CollType::ReduceScatter:
+      return a.count * static_cast<size_t>(a.nranks);
+    default:
+      return a.count;
   }
 }
 
@@ -51,7 +57,7 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
     args.send = out->scaledInput.get();
   }
   args.redop = (r.op.kind == RedOpKind::Avg || r.op.kind == RedOpKind::PreMulSum) ? RedOpKind::Sum
-                                                                                   : r.op.kind;
+                                                                                  : r.op.kind;
   size_t bytes = inputCount(args) * elem;
   AlgoChoice choice = chooseAlgorithm(args.coll, bytes, args.nranks);
   out->schedule = std::make_unique<Schedule>();
@@ -149,7 +155,8 @@ Status explainFailure(lanesComm* comm, const Status& status) {
   }
   if (!recorded.isOk() && status.code() != lanesInvalidUsage &&
       status.code() != lanesInvalidArgument) {
-    return Status(recorded.code(), recorded.message() + " (while running: " + status.message() + ")");
+    return Status(recorded.code(),
+                  recorded.message() + " (while running: " + status.message() + ")");
   }
   if (status.code() == lanesTimeout || status.code() == lanesRemoteError) {
     // The streams of this communicator are out of step now; later calls must fail too.

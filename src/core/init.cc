@@ -84,7 +84,8 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
     if (conns.size() != peersOf[t].size())
       return internalError(std::string("transport ") + transports[t]->name() +
                            " returned the wrong number of connections");
-    for (size_t i = 0; i < conns.size(); ++i) comm->connections[peersOf[t][i]] = std::move(conns[i]);
+    for (size_t i = 0; i < conns.size(); ++i)
+      comm->connections[peersOf[t][i]] = std::move(conns[i]);
   }
   comm->localRanks = 0;
   comm->processRanks = 0;
@@ -145,16 +146,17 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
   lanesComm* raw = comm.get();
   comm->bootstrap->setFailureHandler([raw](int deadRank, const std::string& why) {
     raw->fail(lanesRemoteError,
-              why + ". Every rank of this communicator is affected; destroy it "
-                    "(lanesCommAbort) and restart the job or recreate the communicator among "
-                    "the survivors.",
+              why +
+                  ". Every rank of this communicator is affected; destroy it "
+                  "(lanesCommAbort) and restart the job or recreate the communicator among "
+                  "the survivors.",
               deadRank, why);
   });
   Status status = connectPeers(comm.get(), options.timeoutSeconds);
   if (!status) {
-    comm->bootstrap->spreadFailure(rank, "rank " + std::to_string(rank) +
-                                             " could not connect its transports: " +
-                                             status.message());
+    comm->bootstrap->spreadFailure(
+        rank,
+        "rank " + std::to_string(rank) + " could not connect its transports: " + status.message());
     return status;
   }
   // Nobody may use a connection before every rank finished connecting.
@@ -186,8 +188,8 @@ lanesResult_t lanesGetUniqueId(lanesUniqueId* uniqueId) {
   return report(nullptr, createUniqueIdAndRoot("", nullptr, uniqueId));
 }
 
-lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUniqueId commId,
-                                      int rank, lanesConfig_t* config) {
+lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUniqueId commId, int rank,
+                                      lanesConfig_t* config) {
   if (comm == nullptr) return report(nullptr, invalidArgument("comm (the output pointer) is NULL"));
   *comm = nullptr;
   CommOptions options;
@@ -202,7 +204,8 @@ lanesResult_t lanesCommInitRank(lanesComm_t* comm, int nranks, lanesUniqueId com
 
 lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist) {
   if (comms == nullptr) return report(nullptr, invalidArgument("comms is NULL"));
-  if (ndev < 1) return report(nullptr, invalidArgument("ndev must be at least 1, got " + std::to_string(ndev)));
+  if (ndev < 1)
+    return report(nullptr, invalidArgument("ndev must be at least 1, got " + std::to_string(ndev)));
   lanesUniqueId id;
   Status status = createUniqueIdAndRoot("", nullptr, &id);
   if (!status) return report(nullptr, status);
@@ -229,9 +232,9 @@ lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist)
           comms[k] = nullptr;
         }
       }
-      return report(nullptr, Status(results[r].code(), "lanesCommInitAll: rank " +
-                                                           std::to_string(r) + ": " +
-                                                           results[r].message()));
+      return report(nullptr,
+                    Status(results[r].code(), "lanesCommInitAll: rank " + std::to_string(r) + ": " +
+                                                  results[r].message()));
     }
   }
   return lanesSuccess;

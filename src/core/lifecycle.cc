@@ -110,16 +110,26 @@ lanesResult_t lanesCommUserRank(const lanesComm_t comm, int* rank) {
 
 const char* lanesGetErrorString(lanesResult_t result) {
   switch (result) {
-    case lanesSuccess: return "no error";
-    case lanesUnhandledCudaError: return "unhandled cuda error (run with LANES_DEBUG=INFO for details)";
-    case lanesSystemError: return "unhandled system error (run with LANES_DEBUG=INFO for details)";
-    case lanesInternalError: return "internal error - please report this issue to the Lanes developers";
-    case lanesInvalidArgument: return "invalid argument (run with LANES_DEBUG=WARN for details)";
-    case lanesInvalidUsage: return "invalid usage (run with LANES_DEBUG=WARN for details)";
-    case lanesRemoteError: return "remote process exited or there was a network error";
-    case lanesInProgress: return "operation in progress";
-    case lanesTimeout: return "operation timed out (LANES_TIMEOUT)";
-    default: return "unknown result code";
+    case lanesSuccess:
+      return "no error";
+    case lanesUnhandledCudaError:
+      return "unhandled cuda error (run with LANES_DEBUG=INFO for details)";
+    case lanesSystemError:
+      return "unhandled system error (run with LANES_DEBUG=INFO for details)";
+    case lanesInternalError:
+      return "internal error - please report this issue to the Lanes developers";
+    case lanesInvalidArgument:
+      return "invalid argument (run with LANES_DEBUG=WARN for details)";
+    case lanesInvalidUsage:
+      return "invalid usage (run with LANES_DEBUG=WARN for details)";
+    case lanesRemoteError:
+      return "remote process exited or there was a network error";
+    case lanesInProgress:
+      return "operation in progress";
+    case lanesTimeout:
+      return "operation timed out (LANES_TIMEOUT)";
+    default:
+      return "unknown result code";
   }
 }
 

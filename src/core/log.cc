@@ -23,11 +23,16 @@ unsigned subsysBit(const std::string& name) {
   static const struct {
     const char* name;
     LogSubsys bit;
-  } kNames[] = {{"INIT", LogSubsys::Init},         {"BOOTSTRAP", LogSubsys::Bootstrap},
-                {"TRANSPORT", LogSubsys::Transport}, {"NET", LogSubsys::Transport},
-                {"COLL", LogSubsys::Coll},         {"PLAN", LogSubsys::Plan},
-                {"TUNING", LogSubsys::Plan},       {"TOPO", LogSubsys::Topo},
-                {"GRAPH", LogSubsys::Topo},        {"ENV", LogSubsys::Env},
+  } kNames[] = {{"INIT", LogSubsys::Init},
+                {"BOOTSTRAP", LogSubsys::Bootstrap},
+                {"TRANSPORT", LogSubsys::Transport},
+                {"NET", LogSubsys::Transport},
+                {"COLL", LogSubsys::Coll},
+                {"PLAN", LogSubsys::Plan},
+                {"TUNING", LogSubsys::Plan},
+                {"TOPO", LogSubsys::Topo},
+                {"GRAPH", LogSubsys::Topo},
+                {"ENV", LogSubsys::Env},
                 {"ALL", LogSubsys::All}};
   for (const auto& n : kNames)
     if (strcasecmp(n.name, name.c_str()) == 0) return static_cast<unsigned>(n.bit);
@@ -58,10 +63,14 @@ void loadLocked() {
   LogConfig c;
   gethostname(c.host, sizeof(c.host) - 1);
   if (const char* d = std::getenv("LANES_DEBUG")) {
-    if (strcasecmp(d, "NONE") == 0) c.level = LogLevel::None;
-    else if (strcasecmp(d, "WARN") == 0) c.level = LogLevel::Warn;
-    else if (strcasecmp(d, "INFO") == 0) c.level = LogLevel::Info;
-    else if (strcasecmp(d, "TRACE") == 0) c.level = LogLevel::Trace;
+    if (strcasecmp(d, "NONE") == 0)
+      c.level = LogLevel::None;
+    else if (strcasecmp(d, "WARN") == 0)
+      c.level = LogLevel::Warn;
+    else if (strcasecmp(d, "INFO") == 0)
+      c.level = LogLevel::Info;
+    else if (strcasecmp(d, "TRACE") == 0)
+      c.level = LogLevel::Trace;
   }
   if (const char* s = std::getenv("LANES_DEBUG_SUBSYS"); s && *s) {
     std::string list(s);

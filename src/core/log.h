@@ -31,13 +31,14 @@ void logReloadConfig();
 
 #define LANES_WARN(subsys, rank, ...) \
   ::lanes::logMessage(::lanes::LogLevel::Warn, ::lanes::LogSubsys::subsys, rank, __VA_ARGS__)
-#define LANES_INFO(subsys, rank, ...)                                              \
-  do {                                                                             \
-    if (::lanes::logEnabled(::lanes::LogLevel::Info, ::lanes::LogSubsys::subsys))  \
+#define LANES_INFO(subsys, rank, ...)                                                              \
+  do {                                                                                             \
+    if (::lanes::logEnabled(::lanes::LogLevel::Info, ::lanes::LogSubsys::subsys))                  \
       ::lanes::logMessage(::lanes::LogLevel::Info, ::lanes::LogSubsys::subsys, rank, __VA_ARGS__); \
   } while (0)
-#define LANES_TRACE(subsys, rank, ...)                                             \
-  do {                                                                             \
-    if (::lanes::logEnabled(::lanes::LogLevel::Trace, ::lanes::LogSubsys::subsys)) \
-      ::lanes::logMessage(::lanes::LogLevel::Trace, ::lanes::LogSubsys::subsys, rank, __VA_ARGS__); \
+#define LANES_TRACE(subsys, rank, ...)                                                \
+  do {                                                                                \
+    if (::lanes::logEnabled(::lanes::LogLevel::Trace, ::lanes::LogSubsys::subsys))    \
+      ::lanes::logMessage(::lanes::LogLevel::Trace, ::lanes::LogSubsys::subsys, rank, \
+                          __VA_ARGS__);                                               \
   } while (0)

@@ -14,19 +14,32 @@ namespace {
 // Reads one value of `type` at `p` as double.
 double scalarValue(const void* p, lanesDataType_t type) {
   switch (type) {
-    case lanesInt8: return *static_cast<const int8_t*>(p);
-    case lanesUint8: return *static_cast<const uint8_t*>(p);
-    case lanesInt32: return *static_cast<const int32_t*>(p);
-    case lanesUint32: return *static_cast<const uint32_t*>(p);
-    case lanesInt64: return static_cast<double>(*static_cast<const int64_t*>(p));
-    case lanesUint64: return static_cast<double>(*static_cast<const uint64_t*>(p));
-    case lanesFloat16: return cpu::halfToFloat(*static_cast<const uint16_t*>(p));
-    case lanesFloat32: return *static_cast<const float*>(p);
-    case lanesFloat64: return *static_cast<const double*>(p);
-    case lanesBfloat16: return cpu::bf16ToFloat(*static_cast<const uint16_t*>(p));
-    case lanesFloat8e4m3: return cpu::e4m3ToFloat(*static_cast<const uint8_t*>(p));
-    case lanesFloat8e5m2: return cpu::e5m2ToFloat(*static_cast<const uint8_t*>(p));
-    default: return 0;
+    case lanesInt8:
+      return *static_cast<const int8_t*>(p);
+    case lanesUint8:
+      return *static_cast<const uint8_t*>(p);
+    case lanesInt32:
+      return *static_cast<const int32_t*>(p);
+    case lanesUint32:
+      return *static_cast<const uint32_t*>(p);
+    case lanesInt64:
+      return static_cast<double>(*static_cast<const int64_t*>(p));
+    case lanesUint64:
+      return static_cast<double>(*static_cast<const uint64_t*>(p));
+    case lanesFloat16:
+      return cpu::halfToFloat(*static_cast<const uint16_t*>(p));
+    case lanesFloat32:
+      return *static_cast<const float*>(p);
+    case lanesFloat64:
+      return *static_cast<const double*>(p);
+    case lanesBfloat16:
+      return cpu::bf16ToFloat(*static_cast<const uint16_t*>(p));
+    case lanesFloat8e4m3:
+      return cpu::e4m3ToFloat(*static_cast<const uint8_t*>(p));
+    case lanesFloat8e5m2:
+      return cpu::e5m2ToFloat(*static_cast<const uint8_t*>(p));
+    default:
+      return 0;
   }
 }
 
@@ -44,8 +57,9 @@ lanesResult_t lanesRedOpCreatePreMulSum(lanesRedOp_t* op, void* scalar, lanesDat
     if (scalar == nullptr) return invalidArgument("lanesRedOpCreatePreMulSum: scalar is NULL");
     LANES_RETURN_IF_ERROR(checkDatatype(datatype));
     if (residence != lanesScalarDevice && residence != lanesScalarHostImmediate)
-      return invalidArgument("lanesRedOpCreatePreMulSum: residence must be lanesScalarDevice or "
-                             "lanesScalarHostImmediate");
+      return invalidArgument(
+          "lanesRedOpCreatePreMulSum: residence must be lanesScalarDevice or "
+          "lanesScalarHostImmediate");
     // Host-memory collectives read the scalar now; a device-resident scalar
     // on a host-only communicator lives in host memory too.
     // The scalar is read now, also when it lives on the GPU (NCCL reads a
@@ -79,8 +93,8 @@ lanesResult_t lanesRedOpDestroy(lanesRedOp_t op, lanesComm_t comm) {
   size_t idx = static_cast<size_t>(v - lanesNumOps);
   if (v < lanesNumOps || idx >= comm->userOps.size() || !comm->userOpLive[idx])
     return report(comm, invalidArgument("lanesRedOpDestroy: op " + std::to_string(v) +
-                                            " was not created by lanesRedOpCreatePreMulSum on "
-                                            "this communicator (or was already destroyed)"));
+                                        " was not created by lanesRedOpCreatePreMulSum on "
+                                        "this communicator (or was already destroyed)"));
   comm->userOpLive[idx] = false;
   return lanesSuccess;
 }

@@ -62,8 +62,8 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
 
 }  // namespace
 
-extern "C" lanesResult_t lanesCommSplit(lanesComm_t comm, int color, int key,
-                                        lanesComm_t* newcomm, lanesConfig_t* config) {
+extern "C" lanesResult_t lanesCommSplit(lanesComm_t comm, int color, int key, lanesComm_t* newcomm,
+                                        lanesConfig_t* config) {
   CommRef ref(comm);
   if (!ref)
     return report(nullptr, invalidArgument("lanesCommSplit: comm is NULL, was already destroyed, "

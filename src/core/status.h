@@ -38,8 +38,8 @@ std::string errnoText(int err);
 
 }  // namespace lanes
 
-#define LANES_RETURN_IF_ERROR(expr)           \
-  do {                                        \
-    ::lanes::Status lanes_status_ = (expr);   \
+#define LANES_RETURN_IF_ERROR(expr)                  \
+  do {                                               \
+    ::lanes::Status lanes_status_ = (expr);          \
     if (!lanes_status_.isOk()) return lanes_status_; \
   } while (0)

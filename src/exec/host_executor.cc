@@ -24,9 +24,9 @@ bool isReduce(OpKind k) { return k == OpKind::RecvReduce || k == OpKind::RecvRed
 struct OpState {
   const Op* op = nullptr;
   size_t padded = 0;
-  size_t received = 0;   // payload bytes received and processed
-  size_t recvWire = 0;   // wire bytes consumed
-  size_t sentWire = 0;   // wire bytes posted
+  size_t received = 0;  // payload bytes received and processed
+  size_t recvWire = 0;  // wire bytes consumed
+  size_t sentWire = 0;  // wire bytes posted
   bool recvDone() const { return !hasRecv(op->kind) || recvWire == padded; }
   bool sendDone() const { return !hasSend(op->kind) || sentWire == padded; }
 };
@@ -196,9 +196,9 @@ std::string pendingDescription(const StepState& s) {
   for (const PeerQueue& q : s.recvQueue) {
     if (q.head >= q.ops.size()) continue;
     const OpState& st = s.ops[q.ops[q.head]];
-    out += (out.empty() ? "" : "; ") + std::string("receiving from rank ") + std::to_string(q.peer) +
-           " (" + std::to_string(st.received) + " of " + std::to_string(st.op->bytes) +
-           " bytes arrived)";
+    out += (out.empty() ? "" : "; ") + std::string("receiving from rank ") +
+           std::to_string(q.peer) + " (" + std::to_string(st.received) + " of " +
+           std::to_string(st.op->bytes) + " bytes arrived)";
   }
   for (const PeerQueue& q : s.sendQueue) {
     if (q.head >= q.ops.size()) continue;
@@ -307,12 +307,18 @@ Status runSchedules(std::span<const LaneSchedule> schedules, const ConnectionTab
 
 const char* opKindName(OpKind k) {
   switch (k) {
-    case OpKind::Send: return "send";
-    case OpKind::Recv: return "recv";
-    case OpKind::RecvReduce: return "recv-reduce";
-    case OpKind::RecvSend: return "recv-send";
-    case OpKind::RecvReduceSend: return "recv-reduce-send";
-    case OpKind::Copy: return "copy";
+    case OpKind::Send:
+      return "send";
+    case OpKind::Recv:
+      return "recv";
+    case OpKind::RecvReduce:
+      return "recv-reduce";
+    case OpKind::RecvSend:
+      return "recv-send";
+    case OpKind::RecvReduceSend:
+      return "recv-reduce-send";
+    case OpKind::Copy:
+      return "copy";
   }
   return "unknown";
 }

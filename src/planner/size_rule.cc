@@ -10,8 +10,7 @@ bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 AlgoChoice defaultChoice(CollType coll, size_t bytes, int nranks) {
   // Below this size latency dominates: log2(n) rounds beat 2(n-1) ring steps.
-  static const size_t smallBytes =
-      static_cast<size_t>(envInt("LANES_SMALL_MSG_BYTES", 64 * 1024));
+  static const size_t smallBytes = static_cast<size_t>(envInt("LANES_SMALL_MSG_BYTES", 64 * 1024));
   switch (coll) {
     case CollType::AllReduce:
       // With 2 ranks one exchange replaces the ring's two dependent hops.
@@ -22,12 +21,18 @@ AlgoChoice defaultChoice(CollType coll, size_t bytes, int nranks) {
       if (bytes <= smallBytes && isPowerOfTwo(nranks) && nranks > 2)
         return {AlgoId::RecursiveDoubling, "small all-gather, power-of-two ranks"};
       return {AlgoId::Ring, "all-gather"};
-    case CollType::ReduceScatter: return {AlgoId::Ring, "reduce-scatter"};
-    case CollType::Broadcast: return {AlgoId::Chain, "broadcast"};
-    case CollType::Reduce: return {AlgoId::Chain, "reduce"};
-    case CollType::AlltoAll: return {AlgoId::Pairwise, "all-to-all"};
-    case CollType::Gather: return {AlgoId::Direct, "gather"};
-    case CollType::Scatter: return {AlgoId::Direct, "scatter"};
+    case CollType::ReduceScatter:
+      return {AlgoId::Ring, "reduce-scatter"};
+    case CollType::Broadcast:
+      return {AlgoId::Chain, "broadcast"};
+    case CollType::Reduce:
+      return {AlgoId::Chain, "reduce"};
+    case CollType::AlltoAll:
+      return {AlgoId::Pairwise, "all-to-all"};
+    case CollType::Gather:
+      return {AlgoId::Direct, "gather"};
+    case CollType::Scatter:
+      return {AlgoId::Direct, "scatter"};
   }
   return {AlgoId::Ring, "default"};
 }
@@ -40,8 +45,10 @@ AlgoChoice chooseAlgorithm(CollType coll, size_t bytes, int nranks) {
     if (!parseAlgoName(forced->c_str(), &algo)) {
       static bool warned = false;
       if (!warned) {
-        LANES_WARN(Plan, -1, "LANES_ALGO=%s is not an algorithm (ring, recursive_doubling, chain, "
-                   "pairwise, direct); ignoring it", forced->c_str());
+        LANES_WARN(Plan, -1,
+                   "LANES_ALGO=%s is not an algorithm (ring, recursive_doubling, chain, "
+                   "pairwise, direct); ignoring it",
+                   forced->c_str());
         warned = true;
       }
     } else if (algoSupports(algo, coll, nranks)) {

@@ -18,15 +18,17 @@ inline constexpr size_t kRingGranule = 16;
 // Largest piece write() publishes at once (a multiple of the granule).
 inline constexpr size_t kRingCommitBytes = 64 * 1024;
 
-inline size_t padToGranule(size_t bytes) { return (bytes + kRingGranule - 1) & ~(kRingGranule - 1); }
+inline size_t padToGranule(size_t bytes) {
+  return (bytes + kRingGranule - 1) & ~(kRingGranule - 1);
+}
 
 // Header at the start of the ring's memory; head and tail on their own cache
 // lines so producer and consumer do not false-share.
 struct alignas(64) ByteRingHeader {
   uint64_t magic;
-  uint64_t capacity;  // bytes of data area, a multiple of kRingGranule
-  alignas(64) std::atomic<uint64_t> head;  // bytes ever written (producer)
-  alignas(64) std::atomic<uint64_t> tail;  // bytes ever consumed (consumer)
+  uint64_t capacity;                         // bytes of data area, a multiple of kRingGranule
+  alignas(64) std::atomic<uint64_t> head;    // bytes ever written (producer)
+  alignas(64) std::atomic<uint64_t> tail;    // bytes ever consumed (consumer)
   alignas(64) std::atomic<uint32_t> closed;  // set by either side on teardown/abort
 };
 

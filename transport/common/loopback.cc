@@ -74,7 +74,8 @@ struct LoopbackMesh::Impl {
   ByteRing& ring(int src, int dst, int lane) { return rings[(src * nranks + dst) * lanes + lane]; }
 };
 
-LoopbackMesh::LoopbackMesh(int nranks, int lanes, size_t ringBytes) : impl_(std::make_unique<Impl>()) {
+LoopbackMesh::LoopbackMesh(int nranks, int lanes, size_t ringBytes)
+    : impl_(std::make_unique<Impl>()) {
   impl_->nranks = nranks;
   impl_->lanes = lanes;
   size_t capacity = padToGranule(ringBytes);

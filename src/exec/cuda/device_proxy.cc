@@ -128,9 +128,9 @@ Status DeviceProxy::enqueue(std::vector<Request>& requests, cudaStream_t stream)
       Status s = pool_.acquire(r.sendBytes, &block);
       if (!s) return fail(s);
       batch.blocks.push_back(block);
-      s = cudaStatus(cudaMemcpyAsync(block.ptr, sendPointer(r), r.sendBytes,
-                                     cudaMemcpyDeviceToHost, stream),
-                     "cudaMemcpyAsync (stage input)");
+      s = cudaStatus(
+          cudaMemcpyAsync(block.ptr, sendPointer(r), r.sendBytes, cudaMemcpyDeviceToHost, stream),
+          "cudaMemcpyAsync (stage input)");
       if (!s) return fail(s);
       setSendPointer(staged, block.ptr);
     }

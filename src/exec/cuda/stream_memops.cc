@@ -25,10 +25,10 @@ Status StreamMemops::get(const StreamMemops** out) {
     void* w = nullptr;
     void* wt = nullptr;
     cudaDriverEntryPointQueryResult q1{}, q2{};
-    cudaError_t e1 = cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &w, 12000,
-                                                      cudaEnableDefault, &q1);
-    cudaError_t e2 = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wt, 12000,
-                                                      cudaEnableDefault, &q2);
+    cudaError_t e1 =
+        cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &w, 12000, cudaEnableDefault, &q1);
+    cudaError_t e2 =
+        cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &wt, 12000, cudaEnableDefault, &q2);
     if (e1 != cudaSuccess || e2 != cudaSuccess || w == nullptr || wt == nullptr) {
       status = cudaError(
           "the CUDA driver does not provide cuStreamWriteValue32/cuStreamWaitValue32 (stream "
