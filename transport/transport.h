@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -70,6 +71,10 @@ struct TransportContext {
   std::string commTag;  // e.g. "lanes-<hex id>", safe for shm names
   int lanes = 2;
   double timeoutSeconds = 300;
+  // Polled by long waits in connect(): non-OK once the communicator failed
+  // (e.g. a peer reported that it could not connect), so a rank waiting for
+  // that peer's sockets gives up at once instead of at the deadline.
+  std::function<Status()> checkAbort;
 };
 
 class Transport {

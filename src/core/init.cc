@@ -76,6 +76,7 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   ctx.commTag = "lanes-" + hexId(comm->bootstrap->id().commId);
   ctx.lanes = comm->lanes;
   ctx.timeoutSeconds = timeoutSeconds;
+  ctx.checkAbort = [comm] { return comm->checkAbort(); };
   comm->connections.resize(comm->nranks);
   // Every rank runs every transport's connect (collective), even with no peers.
   for (size_t t = 0; t < transports.size(); ++t) {

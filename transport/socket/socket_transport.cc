@@ -155,7 +155,18 @@ Status connectMesh(const TransportContext& ctx, const SocketConnectionConfig& cf
     const SocketAddress& to = endpoints[static_cast<size_t>(p)].address;
     for (int i = 0; i < nsockets; ++i) {
       Socket s;
-      Status st = Socket::connect(to, deadline, &s);
+      // Connect in short slices too: a failed peer never starts listening.
+      Status st = timeoutError("not connected yet");
+      while (!st.isOk() && !deadline.expired()) {
+        if (ctx.checkAbort) {
+          Status abort = ctx.checkAbort();
+          if (!abort.isOk()) return abort;
+        }
+        Deadline slice = Deadline::after(0.25);
+        if (deadline.at() < slice.at()) slice = deadline;
+        st = Socket::connect(to, slice, &s);
+        if (!st.isOk() && st.code() != lanesTimeout) break;
+      }
       if (!st.isOk()) {
         return Status(st.code(), "rank " + std::to_string(ctx.rank) +
                                      ": data socket to peer rank " + std::to_string(p) + " at " +
@@ -172,7 +183,18 @@ Status connectMesh(const TransportContext& ctx, const SocketConnectionConfig& cf
   while (expected > 0) {
     Socket s;
     SocketAddress from;
-    Status st = listener.accept(deadline, &s, &from);
+    // Accept in short slices so a peer's reported failure ends the wait.
+    Status st = timeoutError("no connection yet");
+    while (!st.isOk() && !deadline.expired()) {
+      if (ctx.checkAbort) {
+        Status abort = ctx.checkAbort();
+        if (!abort.isOk()) return abort;
+      }
+      Deadline slice = Deadline::after(0.25);
+      if (deadline.at() < slice.at()) slice = deadline;
+      st = listener.accept(slice, &s, &from);
+      if (!st.isOk() && st.code() != lanesTimeout) break;
+    }
     if (!st.isOk()) {
       return Status(st.code(), "rank " + std::to_string(ctx.rank) + ": " +
                                    std::to_string(expected) +
