@@ -1,8 +1,10 @@
 # Thin wrapper over the CMake presets. `make test` and `make bench` install
 # missing Debian packages first (as root; otherwise they print the command).
 PRESET ?= release
+# openmpi: bench/compare; iproute2: the network-namespace TCP tests; pkg-config:
+# the install test. hwloc and Google Benchmark are DESIGN.md's base set.
 DEB_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
-  libhwloc-dev libhwy-dev openmpi-bin libopenmpi-dev iproute2 python3 python3-matplotlib
+  libhwloc-dev openmpi-bin libopenmpi-dev iproute2
 
 .PHONY: deps configure build test bench clean
 
