@@ -10,32 +10,13 @@
 #include <cstring>
 #include <limits>
 
+#include "core/datatype.h"
 #include "lanes/lanes.h"
 
 namespace lanes::perf {
 
-inline size_t elementSize(lanesDataType_t t) {
-  switch (t) {
-    case lanesInt8:
-    case lanesUint8:
-    case lanesFloat8e4m3:
-    case lanesFloat8e5m2:
-      return 1;
-    case lanesFloat16:
-    case lanesBfloat16:
-      return 2;
-    case lanesInt32:
-    case lanesUint32:
-    case lanesFloat32:
-      return 4;
-    case lanesInt64:
-    case lanesUint64:
-    case lanesFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
+// The library's own table: one place knows the element sizes.
+inline size_t elementSize(lanesDataType_t t) { return datatypeSize(t); }
 
 inline bool isFloat(lanesDataType_t t) {
   return t == lanesFloat16 || t == lanesFloat32 || t == lanesFloat64 || t == lanesBfloat16 ||
