@@ -27,12 +27,6 @@ void registerComm(lanesComm_t comm) {
   registry().entries[comm] = Entry{};
 }
 
-bool isLiveComm(lanesComm_t comm) {
-  std::lock_guard<std::mutex> lock(registry().mutex);
-  auto it = registry().entries.find(comm);
-  return it != registry().entries.end() && !it->second.retired;
-}
-
 CommRef::CommRef(lanesComm_t comm) {
   std::lock_guard<std::mutex> lock(registry().mutex);
   auto it = registry().entries.find(comm);

@@ -9,7 +9,6 @@
 namespace lanes {
 
 void registerComm(lanesComm_t comm);
-bool isLiveComm(lanesComm_t comm);
 
 // Holds a communicator in use for the length of one API call.
 class CommRef {

@@ -43,8 +43,13 @@ lanesResult_t lanesCommFinalize(lanesComm_t comm) {
 }
 
 lanesResult_t lanesCommDestroy(lanesComm_t comm) {
-  if (!isLiveComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
-  bool healthy = comm->asyncError.load() == lanesSuccess && !comm->aborted.load();
+  bool healthy = false;
+  {
+    // Read the state under a reference, so a concurrent destroy cannot free it meanwhile.
+    CommRef ref(comm);
+    if (!ref) return report(nullptr, notLive("lanesCommDestroy"));
+    healthy = comm->asyncError.load() == lanesSuccess && !comm->aborted.load();
+  }
   if (!retireComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
   LANES_INFO(Init, comm->rank, "comm %p destroyed", static_cast<void*>(comm));
   release(comm, healthy);
