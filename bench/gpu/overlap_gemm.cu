@@ -184,6 +184,7 @@ class Gemm {
 // What the rank threads and the main thread share.
 struct Shared {
   std::atomic<int> enqueued{0};         // ranks whose concurrent all-reduces are queued
+  std::atomic<bool> gemmDone{false};    // the main thread has looked at the streams
   std::vector<cudaStream_t> streams;    // each rank's stream, for the coverage check
   double soloSecondsPerCall = 0;        // all-reduce alone, the slowest rank
   double concurrentSecondsPerCall = 0;  // all-reduce while the GEMM ran
@@ -234,6 +235,8 @@ void rankMain(lanesComm_t comm, int rank, const Options& o, double window, Share
   const int calls = static_cast<int>(std::ceil((0.2 + 2 * window + 0.5) / solo));
   auto t0 = run(calls);
   sh->enqueued.fetch_add(1);
+  // The stream must outlive the main thread's look at it after the GEMMs.
+  while (!sh->gemmDone.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const double concurrent = hostMax(comm, finish(t0, calls));
   hostMax(comm, 0);  // nobody frees while a peer's collective may still run
   if (rank == 0) {
@@ -305,6 +308,7 @@ int main(int argc, char** argv) {
     if (q == cudaSuccess) covered = false;
     if (q != cudaSuccess && q != cudaErrorNotReady) cudaOk(q, "cudaStreamQuery");
   }
+  sh.gemmDone.store(true);
   for (auto& t : threads) t.join();
   for (lanesComm_t c : comms) lanesCommDestroy(c);
 

@@ -382,7 +382,23 @@ size_t typeBytes(lanesDataType_t t) {
   }
 }
 
+template <class S>
+int preloadTyped() {
+  cudaFuncAttributes attr{};
+  return cudaFuncGetAttributes(&attr, llAllReduceKernel<S>);
+}
+
 }  // namespace
+
+int preloadLlKernels() {
+  for (int rc : {preloadTyped<int8_t>(), preloadTyped<uint8_t>(), preloadTyped<int32_t>(),
+                 preloadTyped<uint32_t>(), preloadTyped<int64_t>(), preloadTyped<uint64_t>(),
+                 preloadTyped<Half>(), preloadTyped<float>(), preloadTyped<double>(),
+                 preloadTyped<Bf16>(), preloadTyped<E4m3>(), preloadTyped<E5m2>()}) {
+    if (rc != cudaSuccess) return rc;
+  }
+  return cudaSuccess;
+}
 
 int launchLlAllReduce(const LlAllReduceArgs& in, cudaStream_t stream) {
   if (in.count == 0) return cudaSuccess;

@@ -92,4 +92,8 @@ struct LlAllReduceArgs {
 // error. count == 0 enqueues nothing.
 int launchLlAllReduce(const LlAllReduceArgs& args, cudaStream_t stream);
 
+// Loads every LL kernel now (see preloadReduceKernels in reduce.h: a lazily
+// loaded kernel's first launch may wait for the whole context).
+int preloadLlKernels();
+
 }  // namespace lanes::cuda

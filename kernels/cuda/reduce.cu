@@ -46,7 +46,6 @@ constexpr size_t kVecBytes = 16;
 
 // ---- the kernel ----
 
-
 template <class S>
 struct ReduceArgs {
   S* dst;
@@ -281,7 +280,28 @@ int dispatchType(lanesDataType_t type, const Call& c) {
   }
 }
 
+template <class S>
+int preloadTyped() {
+  cudaFuncAttributes attr{};
+  for (auto kernel : {reduceKernel<S, Fn::Sum, false>, reduceKernel<S, Fn::Prod, false>,
+                      reduceKernel<S, Fn::Max, false>, reduceKernel<S, Fn::Min, false>,
+                      reduceKernel<S, Fn::Sum, true>}) {
+    if (cudaError_t err = cudaFuncGetAttributes(&attr, kernel); err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
+
+int preloadReduceKernels() {
+  for (int rc : {preloadTyped<int8_t>(), preloadTyped<uint8_t>(), preloadTyped<int32_t>(),
+                 preloadTyped<uint32_t>(), preloadTyped<int64_t>(), preloadTyped<uint64_t>(),
+                 preloadTyped<Half>(), preloadTyped<float>(), preloadTyped<double>(),
+                 preloadTyped<Bf16>(), preloadTyped<E4m3>(), preloadTyped<E5m2>()}) {
+    if (rc != cudaSuccess) return rc;
+  }
+  return cudaSuccess;
+}
 
 int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, lanesDataType_t type,
                  RedOpKind op, double premulScalar, int avgDivisor, cudaStream_t stream,

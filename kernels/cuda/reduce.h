@@ -48,6 +48,12 @@ inline constexpr int kMaxReduceSources = 8;
 //  - op Avg: op is sum; post(x) = x / avgDivisor when avgDivisor > 1
 //    (integers truncate toward zero, as NCCL), identity otherwise, so the
 //    intermediate steps of an algorithm pass 0 and only the last passes nranks.
+// Loads every reduction kernel now. With lazy module loading (CUDA's default
+// since 12.2) a kernel's first launch loads it, and loading may wait for the
+// whole context: for a kernel whose stream is held by a peer that waits for
+// this rank, that wait never ends. Called once per communicator at init.
+int preloadReduceKernels();
+
 int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, lanesDataType_t type,
                  RedOpKind op, double premulScalar, int avgDivisor, cudaStream_t stream,
                  int premulSources = -1);

@@ -13,8 +13,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <thread>
+
+#include "tests/gpu/gpu_kernels.h"
 
 namespace lanes::test {
 namespace {
@@ -155,6 +158,10 @@ void runGpuThreads(int nranks, const GpuBody& body) {
   std::vector<std::string> before = listLanesShm();
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   keepPoolMemory(0);
+  // Each rank's staging exists before any rank runs a collective (see HostStaging).
+  std::vector<std::unique_ptr<HostStaging>> stagings;
+  for (int r = 0; r < nranks; ++r) stagings.push_back(std::make_unique<HostStaging>());
+  ASSERT_EQ(preloadTestKernels(), cudaSuccess);
   std::vector<int> devlist(nranks, 0);  // every rank on GPU 0
   std::vector<lanesComm_t> comms(nranks, nullptr);
   lanesResult_t res = lanesCommInitAll(comms.data(), nranks, devlist.data());
@@ -169,6 +176,7 @@ void runGpuThreads(int nranks, const GpuBody& body) {
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       t_threadRank = r;
+      HostStaging::setMine(stagings[r].get());
       std::string failure;
       cudaStream_t stream = nullptr;
       try {
@@ -190,6 +198,7 @@ void runGpuThreads(int nranks, const GpuBody& body) {
         failure = describeFailure("lanesCommDestroy", d, nullptr);
       if (stream != nullptr) cudaStreamDestroy(stream);
       t_threadRank = -1;
+      HostStaging::setMine(nullptr);
       std::lock_guard<std::mutex> lock(mu);
       failures[r] = failure;
       ++finished;
@@ -222,6 +231,8 @@ void runGpuProcesses(int nranks, const GpuBody& body) {
     keepPoolMemory(0);
     cudaStream_t stream = nullptr;
     GPU_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    HostStaging::mine();  // before the communicator runs anything
+    GPU_CHECK_CUDA(preloadTestKernels());
     CommGuard comm(initComm(rank, n, id));
     GpuRank self{rank, n, comm.get(), stream, true};
     body(self);
@@ -243,8 +254,7 @@ DeviceBuffer::~DeviceBuffer() {
 void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
   GPU_CHECK(offset + bytes <= bytes_, "upload of %zu bytes at %zu into a %zu-byte buffer", bytes,
             offset, bytes_);
-  if (bytes == 0) return;
-  GPU_CHECK_CUDA(cudaMemcpyAsync(data() + offset, host, bytes, cudaMemcpyHostToDevice, stream_));
+  GPU_CHECK_CUDA(copyIn(data() + offset, host, bytes, stream_));
 }
 
 void DeviceBuffer::fill(uint8_t value) {
@@ -253,8 +263,7 @@ void DeviceBuffer::fill(uint8_t value) {
 
 std::vector<std::byte> DeviceBuffer::download(std::string* guardProblem) const {
   std::vector<std::byte> all(bytes_ + 2 * kGuard);
-  GPU_CHECK_CUDA(cudaMemcpyAsync(all.data(), base_, all.size(), cudaMemcpyDeviceToHost, stream_));
-  syncStream(stream_);
+  GPU_CHECK_CUDA(copyOut(all.data(), base_, all.size(), stream_));
   if (guardProblem != nullptr) {
     guardProblem->clear();
     for (size_t i = 0; i < kGuard && guardProblem->empty(); ++i) {
@@ -265,6 +274,92 @@ std::vector<std::byte> DeviceBuffer::download(std::string* guardProblem) const {
     }
   }
   return std::vector<std::byte>(all.begin() + kGuard, all.begin() + kGuard + bytes_);
+}
+
+namespace {
+constexpr unsigned long long kGateLimitNs = 20ull * 1000 * 1000 * 1000;
+thread_local HostStaging* t_staging = nullptr;
+thread_local std::unique_ptr<HostStaging> t_ownStaging;
+}  // namespace
+
+HostStaging::HostStaging() {
+  void* p = nullptr;
+  GPU_CHECK_CUDA(cudaHostAlloc(&p, kChunk + kFlagWords * sizeof(int),
+                               cudaHostAllocPortable | cudaHostAllocMapped));
+  chunk_ = static_cast<std::byte*>(p);
+  flags_ = reinterpret_cast<int*>(chunk_ + kChunk);
+  std::memset(flags_, 0, kFlagWords * sizeof(int));
+  void* d = nullptr;
+  GPU_CHECK_CUDA(cudaHostGetDevicePointer(&d, flags_, 0));
+  deviceFlags_ = static_cast<int*>(d);
+}
+
+HostStaging::~HostStaging() {
+  if (chunk_ != nullptr) cudaFreeHost(chunk_);
+}
+
+int* HostStaging::takeFlag(int** deviceAddress) {
+  GPU_CHECK(nextFlag_ < kFlagWords, "more than %d gate flags in one rank", kFlagWords);
+  const int i = nextFlag_++;
+  flags_[i] = 0;
+  *deviceAddress = deviceFlags_ + i;
+  return flags_ + i;
+}
+
+HostStaging& HostStaging::mine() {
+  if (t_staging == nullptr) {
+    t_ownStaging = std::make_unique<HostStaging>();
+    t_staging = t_ownStaging.get();
+  }
+  return *t_staging;
+}
+
+void HostStaging::setMine(HostStaging* staging) { t_staging = staging; }
+
+cudaError_t copyIn(void* device, const void* host, size_t bytes, cudaStream_t stream) {
+  HostStaging& staging = HostStaging::mine();
+  for (size_t done = 0; done < bytes; done += HostStaging::kChunk) {
+    const size_t n = std::min(HostStaging::kChunk, bytes - done);
+    syncStream(stream);  // the chunk is free again
+    std::memcpy(staging.chunk(), static_cast<const std::byte*>(host) + done, n);
+    cudaError_t e = cudaMemcpyAsync(static_cast<std::byte*>(device) + done, staging.chunk(), n,
+                                    cudaMemcpyHostToDevice, stream);
+    if (e != cudaSuccess) return e;
+  }
+  syncStream(stream);
+  return cudaSuccess;
+}
+
+cudaError_t copyOut(void* host, const void* device, size_t bytes, cudaStream_t stream) {
+  HostStaging& staging = HostStaging::mine();
+  for (size_t done = 0; done < bytes; done += HostStaging::kChunk) {
+    const size_t n = std::min(HostStaging::kChunk, bytes - done);
+    cudaError_t e = cudaMemcpyAsync(staging.chunk(), static_cast<const std::byte*>(device) + done,
+                                    n, cudaMemcpyDeviceToHost, stream);
+    if (e != cudaSuccess) return e;
+    syncStream(stream);
+    std::memcpy(static_cast<std::byte*>(host) + done, staging.chunk(), n);
+  }
+  return cudaSuccess;
+}
+
+Gate::Gate(cudaStream_t gated) : gated_(gated) {
+  HostStaging& staging = HostStaging::mine();
+  open_ = staging.takeFlag(&openDevice_);
+  timedOut_ = staging.takeFlag(&timedOutDevice_);
+}
+
+void Gate::close() {
+  __atomic_store_n(open_, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(timedOut_, 0, __ATOMIC_RELEASE);
+  GPU_CHECK_CUDA(launchGate(gated_, openDevice_, timedOutDevice_, kGateLimitNs));
+}
+
+void Gate::open() { __atomic_store_n(open_, 1, __ATOMIC_RELEASE); }
+
+bool Gate::timedOut() const {
+  syncStream(gated_);
+  return __atomic_load_n(timedOut_, __ATOMIC_ACQUIRE) != 0;
 }
 
 }  // namespace lanes::test

@@ -120,6 +120,64 @@ void runGpuProcesses(int nranks, const GpuBody& body);
 // Waits for all work on `stream`, polling (never longer than `seconds`).
 void syncStream(cudaStream_t stream, double seconds = streamWaitSeconds());
 
+// ---- Host staging ------------------------------------------------------------
+
+// Pinned, mapped host memory of one rank, made before its communicator runs
+// anything. Every copy between host and device in the tests goes through it:
+// a copy from pageable memory (and a new pinned allocation) can wait for the
+// other streams of the process, and with ranks as threads those streams may
+// be parked on a collective that waits for this very rank (seen on the H200:
+// a 4-byte pageable copy waited 20 s for a peer's gated stream).
+class HostStaging {
+ public:
+  static constexpr size_t kChunk = size_t{32} << 20;
+  static constexpr int kFlagWords = 1024;
+  HostStaging();
+  ~HostStaging();
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+
+  std::byte* chunk() const { return chunk_; }
+  // A zeroed word of mapped memory, and the device's address of it.
+  int* takeFlag(int** deviceAddress);
+
+  // The calling rank's staging (made on first use when the harness did not).
+  static HostStaging& mine();
+  static void setMine(HostStaging* staging);
+
+ private:
+  std::byte* chunk_ = nullptr;
+  int* flags_ = nullptr;
+  int* deviceFlags_ = nullptr;
+  int nextFlag_ = 0;
+};
+
+// Host <-> device copies through the rank's staging; both synchronise `stream`.
+cudaError_t copyIn(void* device, const void* host, size_t bytes, cudaStream_t stream);
+cudaError_t copyOut(void* host, const void* device, size_t bytes, cudaStream_t stream);
+
+// A kernel that holds a stream until the host opens it, which the tests do
+// only after their Lanes calls returned: a call that waited for its stream
+// leaves the gate to time out (20 s), which the test reports. Its flags are
+// mapped host memory, so opening it is a plain store (no CUDA call that
+// could itself wait for the gated stream).
+class Gate {
+ public:
+  explicit Gate(cudaStream_t gated);
+  // Enqueues the gate on the gated stream, closed.
+  void close();
+  void open();
+  // Synchronises the gated stream; whether the gate gave up waiting.
+  bool timedOut() const;
+
+ private:
+  cudaStream_t gated_;
+  int* open_ = nullptr;
+  int* openDevice_ = nullptr;
+  int* timedOut_ = nullptr;
+  int* timedOutDevice_ = nullptr;
+};
+
 // ---- Device memory ----------------------------------------------------------
 
 // A device allocation on `stream` (stream-ordered: no device-wide

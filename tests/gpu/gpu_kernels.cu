@@ -77,4 +77,12 @@ cudaError_t launchCheckOrderingSum(cudaStream_t stream, const float* got, size_t
   return cudaGetLastError();
 }
 
+cudaError_t preloadTestKernels() {
+  cudaFuncAttributes attr{};
+  cudaError_t e = cudaFuncGetAttributes(&attr, gateKernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, fillKernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, checkSumKernel);
+  return e;
+}
+
 }  // namespace lanes::test

@@ -23,6 +23,11 @@ inline float orderingInput(int rank, size_t index, int salt) {
 // Blocks `stream` until *open (device memory, written by a copy on another
 // stream) becomes non-zero, or until `limitNs` nanoseconds passed; then sets
 // *timedOut to 1.
+// Loads the kernels below now: a lazily loaded kernel launched while another
+// stream is held (a closed gate, a collective waiting for a peer) may wait for
+// the whole context before it is even enqueued.
+cudaError_t preloadTestKernels();
+
 cudaError_t launchGate(cudaStream_t stream, const int* open, int* timedOut,
                        unsigned long long limitNs);
 // out[i] = orderingInput(rank, i, salt) * scale, for i < count.

@@ -463,42 +463,9 @@ class ExtraStream {
   cudaStream_t stream_ = nullptr;
 };
 
-// A kernel that holds a stream until the host opens it, which the tests do
-// only after their Lanes calls returned: a call that waited for its stream
-// leaves the gate to time out (20 s), which the test reports. The flag is
-// device memory the host writes through a copy on a stream of its own (no
-// pinned allocation: that may synchronise with the other ranks' streams).
-constexpr unsigned long long kGateLimitNs = 20ull * 1000 * 1000 * 1000;
-
-class Gate {
- public:
-  explicit Gate(cudaStream_t gated) : gated_(gated), flags_(2 * sizeof(int), gated) {}
-  // Enqueues the gate on the gated stream, closed.
-  void close() {
-    const int closed[2] = {0, 0};
-    flags_.upload(closed, sizeof closed);
-    auto* f = reinterpret_cast<int*>(flags_.data());
-    GPU_CHECK_CUDA(launchGate(gated_, f, f + 1, kGateLimitNs));
-  }
-  void open() {
-    static const int kOpen = 1;
-    GPU_CHECK_CUDA(cudaMemcpyAsync(flags_.data(), &kOpen, sizeof kOpen, cudaMemcpyHostToDevice,
-                                   opener_.get()));
-    syncStream(opener_.get());
-  }
-  // Synchronises the gated stream.
-  bool timedOut() const {
-    std::vector<std::byte> raw = flags_.download();
-    int f[2];
-    std::memcpy(f, raw.data(), sizeof f);
-    return f[1] != 0;
-  }
-
- private:
-  cudaStream_t gated_;
-  DeviceBuffer flags_;
-  ExtraStream opener_;
-};
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 // A device check result: wrong-element count and first wrong index.
 class SumChecker {
@@ -545,6 +512,7 @@ void streamOrdering(GpuRank& self) {
     syncStream(self.stream);
 
     gate.close();
+    const auto closedAt = std::chrono::steady_clock::now();
     auto* inF = reinterpret_cast<float*>(in.data());
     GPU_CHECK_CUDA(launchFillOrdering(self.stream, inF, count, self.rank, salt, 1.0f));
     GPU_CHECK_LANES(lanesAllReduce(in.data(), mid.data(), count, lanesFloat32, lanesSum, self.comm,
@@ -557,13 +525,15 @@ void streamOrdering(GpuRank& self) {
     checkMid.enqueue(self.stream, mid.data(), count, self.nranks, salt, 1.0f);
     checkOut.enqueue(self.stream, out.data(), count, self.nranks, salt,
                      static_cast<float>(self.nranks));
+    const double callsSeconds = secondsSince(closedAt);
     gate.open();
+    const double openSeconds = secondsSince(closedAt) - callsSeconds;
 
     syncStream(self.stream);
     GPU_CHECK(!gate.timedOut(),
-              "count %zu: the stream's earlier work could not run until a Lanes call returned "
-              "(the call waited for its stream instead of enqueueing)",
-              count);
+              "count %zu: the gate timed out; the calls after it took %.3f s and opening it "
+              "%.3f s (a call that waited for its stream takes ~20 s)",
+              count, callsSeconds, openSeconds);
     std::string p = checkMid.problem("first all-reduce (read by a kernel after it)");
     GPU_CHECK(p.empty(), "count %zu: %s", count, p.c_str());
     p = checkOut.problem("second all-reduce of the first's output");

@@ -374,35 +374,6 @@ class OwnStream {
   cudaStream_t s_ = nullptr;
 };
 
-// Holds a stream until the host opens it (after every Lanes call returned).
-constexpr unsigned long long kGateLimitNs = 20ull * 1000 * 1000 * 1000;
-class Gate {
- public:
-  explicit Gate(cudaStream_t gated) : gated_(gated), flags_(2 * sizeof(int), gated) {
-    const int closed[2] = {0, 0};
-    flags_.upload(closed, sizeof closed);
-    auto* f = reinterpret_cast<int*>(flags_.data());
-    GPU_CHECK_CUDA(test::launchGate(gated_, f, f + 1, kGateLimitNs));
-  }
-  void open() {
-    static const int kOpen = 1;
-    GPU_CHECK_CUDA(cudaMemcpyAsync(flags_.data(), &kOpen, sizeof kOpen, cudaMemcpyHostToDevice,
-                                   opener_.get()));
-    syncStream(opener_.get());
-  }
-  bool timedOut() const {  // synchronises the gated stream
-    std::vector<std::byte> raw = flags_.download();
-    int f[2];
-    std::memcpy(f, raw.data(), sizeof f);
-    return f[1] != 0;
-  }
-
- private:
-  cudaStream_t gated_;
-  DeviceBuffer flags_;
-  OwnStream opener_;
-};
-
 std::string orderingProblem(const DeviceBuffer& counters) {
   std::vector<std::byte> raw = counters.download();
   unsigned long long c[2];
@@ -426,7 +397,8 @@ TEST_F(LlTest, StreamOrderingWithoutHostSync3Ranks) {
       out.fill(0xFF);
       syncStream(self.stream);
 
-      Gate gate(self.stream);
+      test::Gate gate(self.stream);
+      gate.close();
       auto* inF = reinterpret_cast<float*>(in.data());
       GPU_CHECK_CUDA(test::launchFillOrdering(self.stream, inF, count, self.rank, salt, 1.0f));
       GPU_CHECK_LANES(lanesAllReduce(in.data(), mid.data(), count, lanesFloat32, lanesSum,

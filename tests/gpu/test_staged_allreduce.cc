@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "core/comm.h"
@@ -160,8 +162,7 @@ std::string runOne(lanesComm_t comm, int rank, size_t count, const Case& c, bool
   const size_t bytes = count * elemSize(c.type);
   std::vector<uint8_t> pattern = hostPattern(rank, count, c);
   void* recv = inPlace ? b.send.ptr : b.recv.ptr;
-  if (bytes > 0)
-    TRY_CUDA(cudaMemcpyAsync(b.pattern.ptr, pattern.data(), bytes, cudaMemcpyHostToDevice, stream));
+  if (bytes > 0) TRY_CUDA(test::copyIn(b.pattern.ptr, pattern.data(), bytes, stream));
   // Sentinels: a result read too early, or input taken too early, shows up.
   const size_t fill = bytes == 0 ? 16 : bytes;
   TRY_CUDA(cudaMemsetAsync(b.send.ptr, 0x7f, fill, stream));
@@ -178,8 +179,7 @@ std::string runOne(lanesComm_t comm, int rank, size_t count, const Case& c, bool
 
   result->assign(bytes, 0);
   if (bytes > 0) {
-    TRY_CUDA(cudaMemcpyAsync(result->data(), b.check.ptr, bytes, cudaMemcpyDeviceToHost, stream));
-    TRY_CUDA(cudaStreamSynchronize(stream));
+    TRY_CUDA(test::copyOut(result->data(), b.check.ptr, bytes, stream));
   }
   lanesResult_t async = lanesSuccess;
   TRY_LANES(lanesCommGetAsyncError(comm, &async));
@@ -241,16 +241,28 @@ const std::vector<size_t> kAllCounts = {0, 1, 7, 4097, (size_t{3} << 20) + 5, si
 // Processes first: a forked child must start from a parent that never touched
 // CUDA (run by ctest, every test is its own process anyway).
 
-class StagedAllReduceProcesses : public ::testing::TestWithParam<int> {};
+// The slots' transport: the host-staging arena, or GPU memory over CUDA IPC
+// (ranks of several processes on one GPU: the same-GPU IPC case).
+enum class Slots { HostStaged, P2p };
+class StagedAllReduceProcesses : public ::testing::TestWithParam<std::tuple<int, Slots>> {};
 
-int childMain(const lanesUniqueId& id, int nranks, int rank) {
+int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
   if (!gpuVisible()) return kNoDevice;
   setenv("LANES_LL_DISABLE", "1", 1);  // the small counts of the matrix test the staged path
+  setenv("LANES_P2P_DISABLE", slots == Slots::HostStaged ? "1" : "0", 1);
   if (cudaSetDevice(0) != cudaSuccess) return 2;
   lanesComm_t comm = nullptr;
   if (lanesCommInitRank(&comm, nranks, id, rank) != lanesSuccess) {
     fprintf(stderr, "rank %d: init failed: %s\n", rank, lanesGetLastError(nullptr));
     return 3;
+  }
+  auto* staged = dynamic_cast<StagedAllReduce*>(comm->staged.get());
+  const bool p2p = staged != nullptr && staged->usesP2p();
+  if (p2p != (slots == Slots::P2p)) {
+    fprintf(stderr, "rank %d: the staged path %s P2P, expected %s\n", rank,
+            p2p ? "uses" : "does not use", slots == Slots::P2p ? "P2P" : "host staging");
+    lanesCommDestroy(comm);
+    return 4;
   }
   const std::vector<size_t> counts = {0, 1, 4097, (size_t{3} << 20) + 5};
   std::string failures = runMatrix(comm, rank, nranks, counts, nullptr);
@@ -264,14 +276,14 @@ int childMain(const lanesUniqueId& id, int nranks, int rank) {
 
 TEST_P(StagedAllReduceProcesses, MatchesExpectedOnEveryRank) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();  // this process must not have touched CUDA
-  const int nranks = GetParam();
+  const auto [nranks, slots] = GetParam();
   lanesUniqueId id;
   ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
   std::vector<pid_t> children;
   for (int r = 0; r < nranks; ++r) {
     pid_t pid = fork();
     ASSERT_GE(pid, 0) << "fork failed";
-    if (pid == 0) _exit(childMain(id, nranks, r));
+    if (pid == 0) _exit(childMain(id, nranks, r, slots));
     children.push_back(pid);
   }
   // Watchdog: a hang fails the test instead of the run.
@@ -300,8 +312,13 @@ TEST_P(StagedAllReduceProcesses, MatchesExpectedOnEveryRank) {
   for (int r = 0; r < nranks; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceProcesses, ::testing::Values(2, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceProcesses,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(Slots::HostStaged, Slots::P2p)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks" +
+                                  (std::get<1>(info.param) == Slots::P2p ? "P2p" : "HostStaged");
+                         });
 
 // ---------------------------------------------------------------------------------
 // Threads of this process sharing GPU 0.
@@ -353,9 +370,13 @@ TEST_P(StagedAllReduceThreads, MatchesExpectedBitIdenticalOnEveryRank) {
   ASSERT_NE(comms[0], nullptr);
   std::vector<std::string> failures(static_cast<size_t>(nranks));
   std::vector<std::vector<std::vector<uint8_t>>> results(static_cast<size_t>(nranks));
+  // Pinned before any rank runs a collective (see test::HostStaging).
+  std::vector<std::unique_ptr<test::HostStaging>> stagings;
+  for (int r = 0; r < nranks; ++r) stagings.push_back(std::make_unique<test::HostStaging>());
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
+      test::HostStaging::setMine(stagings[static_cast<size_t>(r)].get());
       if (cudaSetDevice(0) != cudaSuccess) {
         failures[static_cast<size_t>(r)] = "cudaSetDevice(0) failed";
         return;

@@ -9,6 +9,8 @@
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/ll_allreduce.h"
 #include "exec/cuda/staged_allreduce.h"
+#include "kernels/cuda/ll_allreduce.h"
+#include "kernels/cuda/reduce.h"
 
 namespace lanes {
 namespace {
@@ -318,6 +320,10 @@ Status prepareDevicePaths(lanesComm* comm) {
   // process that the same CUDA lock holds up: a deadlock. At init nothing of
   // Lanes is in flight, so every path is made here, on every rank alike.
   DeviceGuard guard(comm->cudaDev);
+  // Lazy module loading would load each kernel at its first launch, inside a
+  // call, where loading can wait for streams parked on peers (reduce.h).
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadReduceKernels()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlKernels()));
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
   LANES_RETURN_IF_ERROR(proxy->prewarm());
