@@ -356,6 +356,9 @@ int runProcs(const Options& o, int n) {
 int main(int argc, char** argv) {
   using namespace lanes::perf;
   requestDeviceConnections();  // before any CUDA call: up to 8 ranks' streams per GPU
+  // The bound is the host-staged transport's: ranks on one GPU would take the
+  // P2P slots otherwise (LANES_P2P_DISABLE=0 measures those instead).
+  setenv("LANES_P2P_DISABLE", "1", 0);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o;
   if (!parseOptions(argc, argv, &o)) {

@@ -55,7 +55,7 @@ StageArenaConfig StageArenaConfig::fromEnv() {
 }
 
 StageArenaLayout::StageArenaLayout(int n, const StageArenaConfig& config)
-    : nranks(n), slots(config.slots), chunkBytes(config.chunkBytes) {
+    : nranks(n), slots(config.slots), chunkBytes(config.chunkBytes), hostData(config.hostData) {
   flagsBytes = roundUp(static_cast<size_t>(n) * 3 * kFlagLine, kPage);
 }
 

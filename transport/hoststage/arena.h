@@ -26,6 +26,9 @@ enum class StageFlag : int { Ready = 0, Reduced = 1, Consumed = 2 };
 struct StageArenaConfig {
   size_t chunkBytes = size_t{4} << 20;  // LANES_STAGE_CHUNK_BYTES
   int slots = 4;                        // LANES_STAGE_SLOTS
+  // false: the slots live in GPU memory (transport/p2p) and the segment holds
+  // the flags page only; input() and result() must not be used then.
+  bool hostData = true;
   // Reads the two variables (clamped: chunk >= 64 KiB, multiple of 4 KiB; 2..64 slots).
   static StageArenaConfig fromEnv();
 };
@@ -38,6 +41,8 @@ struct StageArenaLayout {
   size_t chunkBytes = 0;
   size_t flagsBytes = 0;  // whole pages
 
+  bool hostData = true;
+
   StageArenaLayout(int nranks, const StageArenaConfig& config);
   size_t flagOffset(StageFlag f, int rank) const {
     return (static_cast<size_t>(rank) * 3 + static_cast<size_t>(f)) * kFlagLine;
@@ -48,7 +53,9 @@ struct StageArenaLayout {
   size_t resultOffset(int slot) const {
     return flagsBytes + (static_cast<size_t>(nranks) * slots + slot) * chunkBytes;
   }
-  size_t totalBytes() const { return resultOffset(slots); }
+  // Input and result slots, as one block (the same layout in host or GPU memory).
+  size_t dataBytes() const { return resultOffset(slots) - flagsBytes; }
+  size_t totalBytes() const { return hostData ? resultOffset(slots) : flagsBytes; }
 };
 
 class StageArena {

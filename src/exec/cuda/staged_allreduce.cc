@@ -169,7 +169,21 @@ Status StagedAllReduce::setup() {
             " and rank " + std::to_string(comm_->rank);
   }
 
-  // 2. The shared arena (collective; on failure every rank falls back alike).
+  // 2. P2P: the slots in GPU memory where every pair of GPUs reaches the
+  //    other and a probe reads back correctly (collective).
+  std::string p2pWhy = "not tried";
+  if (why.empty()) {
+    StageArenaLayout layout(n, config);
+    LANES_RETURN_IF_ERROR(IpcSlots::create(*comm_->bootstrap, comm_->cudaDev, layout.dataBytes(),
+                                           deadline, &p2p_, &p2pWhy));
+    if (p2p_)
+      config.hostData = false;
+    else if (envBool("LANES_SHM_DISABLE", false))
+      why = "LANES_SHM_DISABLE=1 and no P2P (" + p2pWhy + ")";
+  }
+
+  // 3. The shared arena: the flags, and the slots unless P2P holds them
+  //    (collective; on failure every rank falls back alike).
   if (why.empty()) {
     bool fatal = false;
     const std::string commTag = [&] {
@@ -185,6 +199,7 @@ Status StagedAllReduce::setup() {
   if (!why.empty()) {
     releaseLocalResources();
     arena_.reset();
+    p2p_.reset();
     if (!local || mine.willing)
       LANES_WARN(Init, comm_->rank,
                  "device all-reduce: the host-staged copy-engine path is off (%s); using the "
@@ -195,7 +210,7 @@ Status StagedAllReduce::setup() {
     return Status::ok();
   }
 
-  // 3. Failure handling: a failed communicator poisons the counters.
+  // 4. Failure handling: a failed communicator poisons the counters.
   watchdog_ = std::make_unique<StagedWatchdog>(comm_, arena_.get());
   {
     std::lock_guard<std::mutex> lock(comm_->failureMutex);
@@ -206,10 +221,16 @@ Status StagedAllReduce::setup() {
   }
   warnAboutQueues(comm_);
   enabled_ = true;
-  LANES_INFO(Init, comm_->rank,
-             "device all-reduce: host-staged copy-engine path, chunk %zu %s x %d slots",
+  LANES_INFO(Init, comm_->rank, "device all-reduce: %s copy-engine path, chunk %zu %s x %d slots",
+             p2p_ ? "P2P (slots in GPU memory)" : "host-staged",
              config.chunkBytes >= kMiB ? config.chunkBytes / kMiB : config.chunkBytes / 1024,
              config.chunkBytes >= kMiB ? "MiB" : "KiB", config.slots);
+  for (int p = 0; p < n; ++p) {
+    if (p == comm_->rank) continue;
+    LANES_INFO(Init, comm_->rank, "device all-reduce: peer %d via %s", p,
+               p2p_ ? p2p_->route(p).c_str()
+                    : ("host staging in shared memory (P2P off: " + p2pWhy + ")").c_str());
+  }
   return Status::ok();
 }
 
@@ -235,6 +256,13 @@ StagedAllReduce::~StagedAllReduce() {
     comm_->onFailure[hookIndex_] = nullptr;
   }
   watchdog_.reset();
+  if (p2p_ && drained && !failed && !peersDone(Deadline::after(comm_->options.timeoutSeconds))) {
+    LANES_WARN(Init, comm_->rank,
+               "destroying the communicator before every peer finished reading this rank's GPU "
+               "slots; keeping them allocated");
+    p2p_->leak();
+  }
+  if (p2p_ && (failed || !drained)) p2p_->leak();  // a peer may still read them
   if (!drained) {
     LANES_WARN(Init, comm_->rank,
                "a stream still uses the host-staging arena; leaking it rather than freeing "
@@ -353,6 +381,31 @@ Status StagedAllReduce::reduceSegment(void* dst, const std::vector<const void*>&
   return Status::ok();
 }
 
+std::byte* StagedAllReduce::inputSlot(int rank, int slot) const {
+  if (!p2p_) return arena_->input(rank, slot);
+  const StageArenaLayout& l = arena_->layout();
+  return p2p_->base(rank) + (l.inputOffset(rank, slot) - l.flagsBytes);
+}
+
+std::byte* StagedAllReduce::resultSlot(int owner, int slot) const {
+  if (!p2p_) return arena_->result(slot);
+  const StageArenaLayout& l = arena_->layout();
+  return p2p_->base(owner) + (l.resultOffset(slot) - l.flagsBytes);
+}
+
+bool StagedAllReduce::peersDone(Deadline deadline) const {
+  const auto last = static_cast<uint32_t>(chunksIssued_);
+  Backoff backoff;
+  for (int p = 0; p < comm_->nranks; ++p) {
+    const volatile uint32_t* consumed = arena_->flag(StageFlag::Consumed, p);
+    while (static_cast<int32_t>(__atomic_load_n(consumed, __ATOMIC_ACQUIRE) - last) < 0) {
+      if (deadline.expired() || !comm_->checkAbort()) return false;
+      backoff.pause();
+    }
+  }
+  return true;
+}
+
 Status StagedAllReduce::enqueueOne(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
   const int n = comm_->nranks;
@@ -390,7 +443,7 @@ Status StagedAllReduce::enqueueOne(const Request& r) {
                                                static_cast<uint32_t>(issued - slots)));
     }
     LANES_CUDA_RETURN(
-        cudaMemcpyAsync(arena_->input(me, slot), in, len * elem, cudaMemcpyDeviceToHost, down_));
+        cudaMemcpyAsync(inputSlot(me, slot), in, len * elem, cudaMemcpyDefault, down_));
     LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
     LANES_CUDA_RETURN(cudaStreamWaitEvent(reduce_, downDone_, 0));
@@ -405,30 +458,35 @@ Status StagedAllReduce::enqueueOne(const Request& r) {
         }
         std::byte* dst = scratch + static_cast<size_t>(p < me ? p : p - 1) * scratchStride_;
         LANES_RETURN_IF_ERROR(memops_->waitGeq(reduce_, arena_->flag(StageFlag::Ready, p), g));
-        LANES_CUDA_RETURN(cudaMemcpyAsync(dst, arena_->input(p, slot) + myBegin * elem,
-                                          myLen * elem, cudaMemcpyHostToDevice, reduce_));
+        LANES_CUDA_RETURN(cudaMemcpyAsync(dst, inputSlot(p, slot) + myBegin * elem, myLen * elem,
+                                          cudaMemcpyDefault, reduce_));
         srcs[static_cast<size_t>(p)] = dst;
       }
       LANES_RETURN_IF_ERROR(reduceSegment(out + myBegin * elem, srcs, myLen, r, reduce_));
-      LANES_CUDA_RETURN(cudaMemcpyAsync(arena_->result(slot) + myBegin * elem, out + myBegin * elem,
-                                        myLen * elem, cudaMemcpyDeviceToHost, reduce_));
+      LANES_CUDA_RETURN(cudaMemcpyAsync(resultSlot(me, slot) + myBegin * elem, out + myBegin * elem,
+                                        myLen * elem, cudaMemcpyDefault, reduce_));
     }
     LANES_RETURN_IF_ERROR(memops_->write(reduce_, arena_->flag(StageFlag::Reduced, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(reduceDone_, reduce_));
     LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, reduceDone_, 0));
 
-    // C (up): everyone else's segments, which sit contiguously around mine.
+    // C (up): everyone else's segments, each from its owner's result slot
+    // (in the host arena they sit contiguously around mine: two copies).
     for (int p = 0; p < n; ++p) {
       if (p == me || segEnd(p) == segBegin(p)) continue;
       LANES_RETURN_IF_ERROR(memops_->waitGeq(up_, arena_->flag(StageFlag::Reduced, p), g));
+      if (p2p_)
+        LANES_CUDA_RETURN(
+            cudaMemcpyAsync(out + segBegin(p) * elem, resultSlot(p, slot) + segBegin(p) * elem,
+                            (segEnd(p) - segBegin(p)) * elem, cudaMemcpyDefault, up_));
     }
-    if (myBegin > 0)
-      LANES_CUDA_RETURN(
-          cudaMemcpyAsync(out, arena_->result(slot), myBegin * elem, cudaMemcpyHostToDevice, up_));
     const size_t myEnd = myBegin + myLen;
-    if (myEnd < len)
-      LANES_CUDA_RETURN(cudaMemcpyAsync(out + myEnd * elem, arena_->result(slot) + myEnd * elem,
-                                        (len - myEnd) * elem, cudaMemcpyHostToDevice, up_));
+    if (!p2p_ && myBegin > 0)
+      LANES_CUDA_RETURN(
+          cudaMemcpyAsync(out, resultSlot(me, slot), myBegin * elem, cudaMemcpyDefault, up_));
+    if (!p2p_ && myEnd < len)
+      LANES_CUDA_RETURN(cudaMemcpyAsync(out + myEnd * elem, resultSlot(me, slot) + myEnd * elem,
+                                        (len - myEnd) * elem, cudaMemcpyDefault, up_));
     LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->flag(StageFlag::Consumed, me), g));
   }
   return Status::ok();

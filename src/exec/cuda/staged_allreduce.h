@@ -30,6 +30,7 @@
 #include "exec/cuda/stream_memops.h"
 #include "exec/device_path.h"
 #include "transport/hoststage/arena.h"
+#include "transport/p2p/ipc_slots.h"
 
 namespace lanes {
 
@@ -51,6 +52,8 @@ class StagedAllReduce final : public DeviceContext {
   Status drain(Deadline) override { return Status::ok(); }
   // Whether the ranks agreed to use the path (false: the proxy serves all).
   bool enabled() const { return enabled_; }
+  // Whether the slots are in GPU memory reached over P2P (else: the host arena).
+  bool usesP2p() const { return p2p_ != nullptr; }
 
  private:
   explicit StagedAllReduce(lanesComm* comm) : comm_(comm) {}
@@ -62,11 +65,19 @@ class StagedAllReduce final : public DeviceContext {
   Status reduceSegment(void* dst, const std::vector<const void*>& srcs, size_t count,
                        const Request& r, cudaStream_t stream);
   void releaseLocalResources();
+  // Where rank `rank`'s input slot and `owner`'s part of a result slot are:
+  // the shared host arena, or GPU memory reached over P2P (transport/p2p).
+  std::byte* inputSlot(int rank, int slot) const;
+  std::byte* resultSlot(int owner, int slot) const;
+  // P2P only: whether every peer has consumed every chunk this rank issued,
+  // i.e. no peer still reads this rank's GPU slots (bounded by `deadline`).
+  bool peersDone(Deadline deadline) const;
 
   lanesComm* comm_;
   bool enabled_ = false;
   const StreamMemops* memops_ = nullptr;
   std::unique_ptr<StageArena> arena_;
+  std::unique_ptr<IpcSlots> p2p_;  // null: the slots are in the host arena
   std::unique_ptr<StagedWatchdog> watchdog_;
   size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
   cudaStream_t down_ = nullptr, reduce_ = nullptr, up_ = nullptr;
