@@ -1,0 +1,46 @@
+// Per-process topology and the per-communicator placement exchange.
+#include "core/comm_topology.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "topology/discovery.h"
+
+namespace lanes {
+
+const topo::Topology& processTopology() {
+  // The one process-wide object: every communicator of the process shares it.
+  static std::once_flag once;
+  static topo::Topology topology;
+  std::call_once(once, [] { topology = topo::systemTopology(); });
+  return topology;
+}
+
+Status exchangePlacement(lanesComm* comm) {
+  const topo::Topology& t = processTopology();
+  RankPlacement self;
+  self.rank = comm->rank;
+  self.cudaDev = comm->cudaDev;
+  self.hostHash = comm->bootstrap->ranks()[comm->rank].hostHash;
+  for (const topo::Gpu& g : t.gpus) {
+    if (g.cudaIndex < 0 || g.cudaIndex != comm->cudaDev) continue;
+    self.numa = g.numa;
+    self.package = t.packageOf(g.node);
+    self.linkGen = t.nodes[g.node].link.curGen;
+    self.linkWidth = t.nodes[g.node].link.curWidth;
+    std::strncpy(self.busId, g.busId.c_str(), sizeof(self.busId) - 1);
+  }
+  std::vector<RankPlacement> all(comm->nranks);
+  all[comm->rank] = self;
+  LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(all.data(), sizeof(RankPlacement),
+                                                   Deadline::after(comm->options.timeoutSeconds)));
+  comm->placement = std::move(all);
+  for (const RankPlacement& p : comm->placement)
+    LANES_INFO(Topo, comm->rank, "rank %d: GPU %d bus %s NUMA %d package %d link Gen%d x%d", p.rank,
+               p.cudaDev, p.busId[0] ? p.busId : "-", p.numa, p.package, p.linkGen, p.linkWidth);
+  return Status::ok();
+}
+
+}  // namespace lanes

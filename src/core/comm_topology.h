@@ -1,0 +1,37 @@
+// Where every rank of a communicator sits: its host, GPU (bus id, link),
+// NUMA node and CPU package, exchanged at init so the planner can read any
+// rank's placement. The machine's topology itself is discovered once per
+// process (topology/discovery.h) and shared by every communicator in it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+
+struct lanesComm;
+
+namespace lanes {
+
+// Fixed-size, sent as bytes through the bootstrap all-gather.
+struct RankPlacement {
+  int32_t rank = -1;
+  int32_t cudaDev = -1;
+  int32_t numa = -1;     // NUMA node of the rank's GPU, -1 unknown
+  int32_t package = -1;  // CPU package of the rank's GPU, -1 unknown
+  int32_t linkGen = 0, linkWidth = 0;
+  uint64_t hostHash = 0;
+  char busId[16] = {};  // "0000:19:00.0", empty without a GPU
+};
+
+namespace topo {
+struct Topology;
+}
+// This process's topology, discovered (or loaded from LANES_TOPO_FILE) on
+// first call; later calls return the same object.
+const topo::Topology& processTopology();
+
+// Fills comm->placement for every rank (collective over the bootstrap).
+Status exchangePlacement(lanesComm* comm);
+
+}  // namespace lanes

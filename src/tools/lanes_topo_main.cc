@@ -1,0 +1,100 @@
+// lanes-topo: what Lanes sees of this machine (or of a machine described by
+// a file): the GPU/NIC matrix in nvidia-smi's form, per-GPU placement and
+// link training, optional bandwidth/P2P probes, and warnings with fixes.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/log.h"
+#include "topology/discovery.h"
+#include "topology/import_nvidia_smi.h"
+#include "topology/json_io.h"
+#include "topology/probe.h"
+#include "topology/report.h"
+
+using namespace lanes;
+using namespace lanes::topo;
+
+namespace {
+
+const char kUsage[] =
+    "usage: lanes-topo [--json] [--probe] [--load FILE | --import-hwloc FILE |\n"
+    "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml]\n"
+    "  (no option)              discover this machine and print the report\n"
+    "  --json                   print the model as JSON (what LANES_TOPO_FILE loads)\n"
+    "  --probe                  measure H2D/D2H/both-ways per GPU, all GPUs at once, and\n"
+    "                           P2P correctness and bandwidth per pair; cached in\n"
+    "                           LANES_TOPO_CACHE for communicators to reuse\n"
+    "  --load FILE              a JSON model (lanes-topo --json, LANES_TOPO_DUMP_FILE)\n"
+    "  --import-hwloc FILE      hwloc XML (`lstopo --of xml` on the other machine)\n"
+    "  --import-nvidia-smi FILE the text of `nvidia-smi topo -m`\n";
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "lanes-topo: %s\n", s.message().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool json = false, probe = false;
+  std::string load, hwlocXml, smi;
+  DiscoverOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    if (a == "--json")
+      json = true;
+    else if (a == "--probe")
+      probe = true;
+    else if (a == "--no-hwloc")
+      options.hwloc = false;
+    else if (a == "--no-nvml")
+      options.nvml = false;
+    else if (a == "--load" && value(&load)) {
+    } else if (a == "--import-hwloc" && value(&hwlocXml)) {
+    } else if (a == "--import-nvidia-smi" && value(&smi)) {
+    } else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else {
+      std::fprintf(stderr, "lanes-topo: unknown or incomplete option %s\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if ((!load.empty()) + (!hwlocXml.empty()) + (!smi.empty()) > 1) {
+    std::fprintf(stderr,
+                 "lanes-topo: give at most one of --load, --import-hwloc, --import-nvidia-smi\n");
+    return 2;
+  }
+  Topology t;
+  bool live = load.empty() && hwlocXml.empty() && smi.empty();
+  if (!load.empty()) {
+    if (Status s = loadJsonFile(load, &t); !s) return fail(s);
+  } else if (!hwlocXml.empty()) {
+    if (Status s = importHwlocXml(hwlocXml, &t); !s) return fail(s);
+  } else if (!smi.empty()) {
+    if (Status s = importNvidiaSmiFile(smi, &t); !s) return fail(s);
+  } else if (options.hwloc && options.nvml) {
+    t = systemTopology();  // honours LANES_TOPO_FILE / _DUMP_FILE / _CACHE
+  } else if (Status s = discover(options, &t); !s) {
+    return fail(s);
+  }
+  if (probe) {
+    if (!live) return fail(invalidUsage("--probe measures this machine; drop --load/--import"));
+    std::fprintf(stderr, "lanes-topo: probing (256 MiB copies, best of 5)...\n");
+    if (Status s = runProbes(ProbeOptions{}, &t); !s) return fail(s);
+    std::string cache = probeCachePath();
+    if (Status s = saveCachedProbes(cache, t); !s)
+      std::fprintf(stderr, "lanes-topo: probe cache not written: %s\n", s.message().c_str());
+    else if (!cache.empty())
+      std::fprintf(stderr, "lanes-topo: probe results cached in %s\n", cache.c_str());
+  }
+  std::string text = json ? toJson(t).dump() + "\n" : formatReport(t);
+  std::fputs(text.c_str(), stdout);
+  return 0;
+}

@@ -1,0 +1,47 @@
+// Probes on a real GPU (label gpu): H2D/D2H figures are plausible, P2P pairs
+// (with 2+ GPUs) carry the pattern intact, and the cache round-trips.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "topology/discovery.h"
+#include "topology/probe.h"
+#include "topology/report.h"
+
+namespace lanes::topo {
+namespace {
+
+TEST(TopoProbeGpu, BandwidthAndP2p) {
+  Topology t = systemTopology();
+  int visible = 0;
+  for (const Gpu& g : t.gpus) visible += g.cudaIndex >= 0 ? 1 : 0;
+  if (visible == 0) GTEST_SKIP() << "no GPU visible to CUDA";
+  ProbeOptions o;
+  o.bytes = size_t{64} << 20;
+  o.repetitions = 3;
+  Status s = runProbes(o, &t);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(t.probes.gpus.size(), static_cast<size_t>(visible));
+  for (const GpuProbe& g : t.probes.gpus) {
+    EXPECT_GT(g.h2d, 1.0);
+    EXPECT_GT(g.d2h, 1.0);
+    EXPECT_GT(g.bidir, 1.0);
+    EXPECT_LT(g.h2d, 200.0);  // above any PCIe link: the timing is wrong
+  }
+  for (const PairProbe& p : t.probes.pairs) {
+    if (p.advertised) {
+      EXPECT_TRUE(p.correct) << "GPU" << p.a << "->GPU" << p.b << ": " << p.error;
+    }
+  }
+  std::string path = ::testing::TempDir() + "/lanes_topo_cache.json";
+  ASSERT_TRUE(saveCachedProbes(path, t).isOk());
+  Topology again = t;
+  again.probes = Probes{};
+  ASSERT_TRUE(loadCachedProbes(path, &again));
+  // The cache keeps GB/s to the precision it prints (4 decimals).
+  EXPECT_NEAR(again.probes.gpus[0].h2d, t.probes.gpus[0].h2d, 1e-3);
+  std::printf("%s", formatReport(t).c_str());
+}
+
+}  // namespace
+}  // namespace lanes::topo

@@ -1,0 +1,219 @@
+// The probes: cudaMemcpyAsync between pinned host memory and the GPU, timed
+// with events, best of several repetitions; P2P checked by a pattern written
+// on one GPU, copied peer-to-peer and read back from the other.
+#include "topology/probe.h"
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/log.h"
+#include "exec/cuda/cuda_check.h"
+
+namespace lanes::topo {
+
+namespace {
+
+struct DevMem {
+  void* p = nullptr;
+  ~DevMem() {
+    if (p) cudaFree(p);
+  }
+};
+struct HostMem {
+  void* p = nullptr;
+  ~HostMem() {
+    if (p) cudaFreeHost(p);
+  }
+};
+struct Stream {
+  cudaStream_t s = nullptr;
+  ~Stream() {
+    if (s) cudaStreamDestroy(s);
+  }
+};
+struct Event {
+  cudaEvent_t e = nullptr;
+  ~Event() {
+    if (e) cudaEventDestroy(e);
+  }
+};
+
+// Everything one GPU's probes use, allocated on that GPU.
+struct GpuRig {
+  int dev = -1;
+  DevMem a, b;
+  HostMem up, down;
+  Stream s0, s1;
+  Event start, stop0, stop1;
+
+  Status init(int device, size_t bytes) {
+    dev = device;
+    LANES_CUDA_RETURN(cudaSetDevice(dev));
+    LANES_CUDA_RETURN(cudaMalloc(&a.p, bytes));
+    LANES_CUDA_RETURN(cudaMalloc(&b.p, bytes));
+    LANES_CUDA_RETURN(cudaMallocHost(&up.p, bytes));
+    LANES_CUDA_RETURN(cudaMallocHost(&down.p, bytes));
+    std::memset(up.p, 0x5a, bytes);  // touch every page before timing
+    std::memset(down.p, 0, bytes);
+    LANES_CUDA_RETURN(cudaStreamCreateWithFlags(&s0.s, cudaStreamNonBlocking));
+    LANES_CUDA_RETURN(cudaStreamCreateWithFlags(&s1.s, cudaStreamNonBlocking));
+    for (Event* e : {&start, &stop0, &stop1}) LANES_CUDA_RETURN(cudaEventCreate(&e->e));
+    return Status::ok();
+  }
+  // One timed round: H2D on s0 (when h2d), D2H on s1 (when d2h), both from
+  // one start event. Seconds until the later copy ended.
+  Status round(bool h2d, bool d2h, size_t bytes, double* seconds) {
+    LANES_CUDA_RETURN(cudaSetDevice(dev));
+    LANES_CUDA_RETURN(cudaEventRecord(start.e, s0.s));
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(s1.s, start.e, 0));
+    if (h2d) LANES_CUDA_RETURN(cudaMemcpyAsync(a.p, up.p, bytes, cudaMemcpyHostToDevice, s0.s));
+    if (d2h) LANES_CUDA_RETURN(cudaMemcpyAsync(down.p, b.p, bytes, cudaMemcpyDeviceToHost, s1.s));
+    LANES_CUDA_RETURN(cudaEventRecord(stop0.e, s0.s));
+    LANES_CUDA_RETURN(cudaEventRecord(stop1.e, s1.s));
+    LANES_CUDA_RETURN(cudaEventSynchronize(stop0.e));
+    LANES_CUDA_RETURN(cudaEventSynchronize(stop1.e));
+    float ms0 = 0, ms1 = 0;
+    LANES_CUDA_RETURN(cudaEventElapsedTime(&ms0, start.e, stop0.e));
+    LANES_CUDA_RETURN(cudaEventElapsedTime(&ms1, start.e, stop1.e));
+    *seconds = std::max(ms0, ms1) / 1e3;
+    return Status::ok();
+  }
+  // Best GB/s over `reps` rounds (after one untimed warm-up).
+  Status best(bool h2d, bool d2h, size_t bytes, int reps, double* gbps) {
+    double s = 0, bestS = 1e30;
+    LANES_RETURN_IF_ERROR(round(h2d, d2h, bytes, &s));
+    for (int r = 0; r < reps; ++r) {
+      LANES_RETURN_IF_ERROR(round(h2d, d2h, bytes, &s));
+      bestS = std::min(bestS, s);
+    }
+    *gbps = (h2d && d2h ? 2.0 : 1.0) * static_cast<double>(bytes) / bestS / 1e9;
+    return Status::ok();
+  }
+};
+
+// All GPUs copy at once; wall time from issue to the last completion.
+Status allAtOnce(std::vector<std::unique_ptr<GpuRig>>& rigs, bool h2d, size_t bytes, int reps,
+                 double* gbps) {
+  double bestS = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    for (auto& g : rigs) {  // idle all first, so the start is common
+      LANES_CUDA_RETURN(cudaSetDevice(g->dev));
+      LANES_CUDA_RETURN(cudaDeviceSynchronize());
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    for (auto& g : rigs) {
+      LANES_CUDA_RETURN(cudaSetDevice(g->dev));
+      if (h2d)
+        LANES_CUDA_RETURN(cudaMemcpyAsync(g->a.p, g->up.p, bytes, cudaMemcpyHostToDevice, g->s0.s));
+      else
+        LANES_CUDA_RETURN(
+            cudaMemcpyAsync(g->down.p, g->b.p, bytes, cudaMemcpyDeviceToHost, g->s0.s));
+    }
+    for (auto& g : rigs) LANES_CUDA_RETURN(cudaStreamSynchronize(g->s0.s));
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) bestS = std::min(bestS, s);  // round 0 warms up
+  }
+  *gbps = static_cast<double>(bytes) * rigs.size() / bestS / 1e9;
+  return Status::ok();
+}
+
+uint32_t patternWord(size_t i, int a, int b) {
+  return static_cast<uint32_t>(i * 2654435761u) ^ static_cast<uint32_t>(a * 131 + b * 7 + 1);
+}
+
+// Pattern from rig x's device to rig y's device by cudaMemcpyPeerAsync, read
+// back and compared; then timed.
+Status probePair(GpuRig& x, GpuRig& y, size_t bytes, int reps, PairProbe* out) {
+  LANES_CUDA_RETURN(cudaSetDevice(x.dev));
+  cudaError_t e = cudaDeviceEnablePeerAccess(y.dev, 0);
+  if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) LANES_CUDA_RETURN(e);
+  cudaGetLastError();
+  auto* words = static_cast<uint32_t*>(x.up.p);
+  size_t n = bytes / 4;
+  for (size_t i = 0; i < n; ++i) words[i] = patternWord(i, x.dev, y.dev);
+  LANES_CUDA_RETURN(cudaMemcpy(x.a.p, x.up.p, bytes, cudaMemcpyHostToDevice));
+  LANES_CUDA_RETURN(cudaMemset(y.b.p, 0, bytes));
+  LANES_CUDA_RETURN(cudaMemcpyPeer(y.b.p, y.dev, x.a.p, x.dev, bytes));
+  LANES_CUDA_RETURN(cudaSetDevice(y.dev));
+  LANES_CUDA_RETURN(cudaMemcpy(y.down.p, y.b.p, bytes, cudaMemcpyDeviceToHost));
+  const auto* got = static_cast<const uint32_t*>(y.down.p);
+  out->tested = true;
+  out->correct = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (got[i] != patternWord(i, x.dev, y.dev)) {
+      out->correct = false;
+      out->error = "pattern mismatch at byte " + std::to_string(i * 4);
+      return Status::ok();
+    }
+  }
+  LANES_CUDA_RETURN(cudaSetDevice(x.dev));
+  double bestS = 1e30;
+  for (int r = 0; r <= reps; ++r) {
+    LANES_CUDA_RETURN(cudaEventRecord(x.start.e, x.s0.s));
+    LANES_CUDA_RETURN(cudaMemcpyPeerAsync(y.b.p, y.dev, x.a.p, x.dev, bytes, x.s0.s));
+    LANES_CUDA_RETURN(cudaEventRecord(x.stop0.e, x.s0.s));
+    LANES_CUDA_RETURN(cudaEventSynchronize(x.stop0.e));
+    float ms = 0;
+    LANES_CUDA_RETURN(cudaEventElapsedTime(&ms, x.start.e, x.stop0.e));
+    if (r > 0) bestS = std::min(bestS, ms / 1e3);
+  }
+  out->gbps = static_cast<double>(bytes) / bestS / 1e9;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status runProbes(const ProbeOptions& o, Topology* t) {
+  std::vector<int> gpus;  // model indices of CUDA-visible GPUs
+  for (size_t i = 0; i < t->gpus.size(); ++i)
+    if (t->gpus[i].cudaIndex >= 0) gpus.push_back(static_cast<int>(i));
+  if (gpus.empty()) return invalidUsage("no GPU visible to CUDA: nothing to probe");
+  int prev = 0;
+  cudaGetDevice(&prev);
+  Probes p;
+  std::vector<std::unique_ptr<GpuRig>> rigs;
+  for (int g : gpus) {
+    rigs.push_back(std::make_unique<GpuRig>());
+    LANES_RETURN_IF_ERROR(rigs.back()->init(t->gpus[g].cudaIndex, o.bytes));
+    GpuProbe r;
+    r.gpu = g;
+    LANES_RETURN_IF_ERROR(rigs.back()->best(true, false, o.bytes, o.repetitions, &r.h2d));
+    LANES_RETURN_IF_ERROR(rigs.back()->best(false, true, o.bytes, o.repetitions, &r.d2h));
+    LANES_RETURN_IF_ERROR(rigs.back()->best(true, true, o.bytes, o.repetitions, &r.bidir));
+    LANES_INFO(Topo, -1, "probe GPU%d: H2D %.1f D2H %.1f both-ways %.1f GB/s", g, r.h2d, r.d2h,
+               r.bidir);
+    p.gpus.push_back(r);
+  }
+  LANES_RETURN_IF_ERROR(allAtOnce(rigs, true, o.bytes, o.repetitions, &p.allH2d));
+  LANES_RETURN_IF_ERROR(allAtOnce(rigs, false, o.bytes, o.repetitions, &p.allD2h));
+  for (size_t i = 0; o.pairs && i < rigs.size(); ++i) {
+    for (size_t j = 0; j < rigs.size(); ++j) {
+      if (i == j) continue;
+      PairProbe q;
+      q.a = gpus[i];
+      q.b = gpus[j];
+      int can = 0;
+      cudaDeviceCanAccessPeer(&can, rigs[i]->dev, rigs[j]->dev);
+      q.advertised = can != 0;
+      if (q.advertised) {
+        Status s = probePair(*rigs[i], *rigs[j], o.bytes, o.repetitions, &q);
+        if (!s) {
+          q.tested = true;
+          q.correct = false;
+          q.error = s.message();
+          cudaGetLastError();
+        }
+      }
+      p.pairs.push_back(q);
+    }
+  }
+  cudaSetDevice(prev);
+  t->probes = std::move(p);
+  return Status::ok();
+}
+
+}  // namespace lanes::topo

@@ -1,0 +1,16 @@
+// Reads the text of `nvidia-smi topo -m` into a model: a tree that
+// reproduces the matrix's path classes (switches, host bridges, NUMA nodes
+// are synthesised; link training is unknown).
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "topology/model.h"
+
+namespace lanes::topo {
+
+Status parseNvidiaSmiTopo(const std::string& text, Topology* out);
+Status importNvidiaSmiFile(const std::string& path, Topology* out);
+
+}  // namespace lanes::topo

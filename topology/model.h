@@ -1,0 +1,114 @@
+// The topology model: a tree of the machine (packages, NUMA nodes, host
+// bridges, PCIe bridges and switches) with GPUs and NICs at its leaves, plus
+// what the GPU driver says about each GPU. Filled by discovery (hwloc, sysfs,
+// NVML, CUDA) or by an import (JSON, hwloc XML, `nvidia-smi topo -m`);
+// read by path classification, warnings, probes and the planner.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lanes::topo {
+
+enum class NodeKind { Machine, Package, Numa, HostBridge, Bridge, Gpu, Nic, Other };
+const char* kindName(NodeKind kind);
+bool parseKind(const std::string& name, NodeKind* out);
+
+// A PCIe link as the device's upstream port trained it. Generation 0 / width 0
+// mean unknown; `gbps` is the usable bandwidth per direction in GB/s.
+struct PciLink {
+  int curGen = 0, curWidth = 0, maxGen = 0, maxWidth = 0;
+  double gbps = 0;  // from gen x width where known, else what the source gave
+  bool known() const { return curGen > 0 && curWidth > 0; }
+  bool degraded() const {
+    return (maxGen > 0 && curGen > 0 && curGen < maxGen) ||
+           (maxWidth > 0 && curWidth > 0 && curWidth < maxWidth);
+  }
+};
+// Per-direction GB/s of a PCIe link after line encoding (Gen1/2 8b/10b, Gen3+ 128b/130b).
+double pcieGbps(int gen, int width);
+// "16.0 GT/s PCIe" -> 4; 0 when not recognised.
+int pcieGenFromSpeed(const std::string& text);
+
+struct Node {
+  NodeKind kind = NodeKind::Other;
+  int parent = -1;    // index into Topology::nodes; -1 for the root
+  int osIndex = -1;   // package / NUMA node number
+  std::string busId;  // PCI "dddd:bb:dd.f" for PCI objects (host bridges: "dddd:bb")
+  std::string name;   // model name, netdev name, ...
+  uint16_t vendor = 0, device = 0;
+  PciLink link;              // upstream link of PCI objects
+  bool acsRedirect = false;  // bridge with ACS P2P request/completion redirect on
+  bool chipset = false;      // bridge belongs to the chipset (PCH / Promontory)
+};
+
+struct Gpu {
+  int node = -1;       // index into Topology::nodes
+  int cudaIndex = -1;  // -1: not visible to CUDA in this process
+  std::string busId, name;
+  int numa = -1;
+  std::string cpus;        // local CPU list, "0-15"
+  uint64_t bar1Bytes = 0;  // 0 unknown
+  uint64_t memBytes = 0;
+};
+
+struct Nic {
+  int node = -1;
+  std::string name;  // RDMA device ("mlx5_0") or netdev ("eth0")
+  std::string netdev, rdma;
+  std::string busId;
+  int numa = -1;
+  double gbps = 0;  // port speed when known
+};
+
+// Results of the on-request probes (topology/probe.h); empty until probed.
+struct GpuProbe {
+  int gpu = -1;                        // index into Topology::gpus
+  double h2d = 0, d2h = 0, bidir = 0;  // GB/s; bidir = both directions summed
+};
+struct PairProbe {
+  int a = -1, b = -1;  // indices into Topology::gpus
+  bool advertised = false, tested = false, correct = false;
+  double gbps = 0;
+  std::string error;
+};
+struct Probes {
+  std::vector<GpuProbe> gpus;
+  std::vector<PairProbe> pairs;
+  double allH2d = 0, allD2h = 0;  // all GPUs at once, aggregate GB/s
+  bool empty() const { return gpus.empty() && pairs.empty(); }
+};
+
+enum class IommuMode { Unknown, Off, Translating, Passthrough };
+const char* iommuName(IommuMode m);
+
+struct Topology {
+  std::string hostname;
+  std::vector<Node> nodes;  // nodes[0] is the Machine
+  std::vector<Gpu> gpus;
+  std::vector<Nic> nics;
+  int cores = 0, pus = 0;
+  std::string driverVersion;
+  IommuMode iommu = IommuMode::Unknown;
+  // p2p[a][b]: 1 advertised (CUDA/NVML), 0 not, -1 unknown. nvlinks[a][b]: link count.
+  std::vector<std::vector<int>> p2p, nvlinks;
+  std::vector<std::string> sources;  // what filled this model: "hwloc", "sysfs", ...
+  std::vector<std::string> missing;  // sentences: which source was absent and why
+  Probes probes;
+
+  int addNode(NodeKind kind, int parent);
+  std::vector<int> ancestors(int node) const;  // node, parent, ..., root
+  int numaOf(int node) const;                  // OS index of the enclosing NUMA node, -1
+  int packageOf(int node) const;
+  std::vector<int> children(int node) const;
+  int findBus(const std::string& busId) const;  // node index or -1
+  int numaCount() const;
+  int packageCount() const;
+  void resizeMatrices();  // p2p/nvlinks to gpus.size() square, unknown/zero filled
+};
+
+// "0000:19:00.0" in lower case, domain filled in ("19:00.0" -> "0000:19:00.0").
+std::string normalizeBusId(const std::string& busId);
+
+}  // namespace lanes::topo
