@@ -16,6 +16,8 @@ namespace lanes::perf {
 
 // Auto: device memory when the build has CUDA and a GPU is visible, else host.
 enum class Memory { Auto, Host, Device };
+// Which library runs the timed collective (the control traffic is always Lanes).
+enum class Backend { Lanes, Nccl };
 
 struct PerfArgs {
   int nThreads = 1;
@@ -39,6 +41,22 @@ struct PerfArgs {
   int bounds = -1;        // --bounds: -1 on with device memory, 0 off, 1 on
   std::string jsonPath;
   bool help = false;
+  // nccl-tests flags with a meaning here (see perfUsage for what each does).
+  int streamNull = 0;      // -y: device collectives on the legacy default stream
+  int timeoutSeconds = 0;  // -T: LANES_TIMEOUT for this run (0: leave it)
+  int reportCpuTime = 0;   // -C: time column = enqueue time, as nccl-tests
+  // nccl-tests flags parsed for compatibility; the header says what each does here.
+  int parallelInit = 0;      // -p
+  int reportTimestamps = 0;  // -S
+  int localRegister = 0;     // -R
+  int ctaPolicy = -1;        // -x
+  int deviceImpl = 0;        // -D
+  int deviceCtaCount = 16;   // -V
+  int memoryReport = 0;      // -M
+  // Side by side with NCCL: which library runs the sweep, or both (--compare).
+  Backend backend = Backend::Lanes;
+  bool compare = false;
+  std::vector<std::string> ignoredFlags;  // "-p 1" etc., for the header note
 };
 
 struct ParseResult {
@@ -187,15 +205,30 @@ inline const char* perfUsage() {
          "  -z,--blocking 0|1      1: wait for each collective before the next (host-memory\n"
          "                         collectives always block)\n"
          "  -a,--average 0-3       time reported: 0 rank 0, 1 mean, 2 min, 3 max; default 1\n"
-         "  -J,--output_json FILE  also write the results as JSON\n"
+         "  -J,--output_file FILE  also write the results as JSON (version 2; --output_json\n"
+         "                         is accepted too)\n"
+         "  -y,--stream_null 0|1   1: device collectives on the legacy default stream\n"
+         "  -T,--timeout SECONDS   give up a call after SECONDS: sets LANES_TIMEOUT for Lanes\n"
+         "                         (NCCL has no such bound; 0 leaves the environment)\n"
+         "  -C,--report_cputime 0|1  1: time column is the CPU time to enqueue the loop, as\n"
+         "                         nccl-tests (bandwidths still use the completed time)\n"
+         "  -p,--parallel_init, -S,--report_timestamps, -R,--local_register,\n"
+         "  -x,--cta_policy, -D,--device_implementation, -V,--device_cta_count,\n"
+         "  -M,--memory_report     nccl-tests flags parsed for compatibility; they have no\n"
+         "                         effect here and the header says so when set\n"
+         "  --backend lanes|nccl   library that runs the sweep (nccl: libnccl.so.2 opened at\n"
+         "                         run time, device memory only); default lanes\n"
+         "  --compare nccl         run Lanes and NCCL size by size; each size prints a lanes\n"
+         "                         row, then an nccl row with the busbw ratio lanes/nccl\n"
          "  -G,--cudagraph N       capture the timed loop in a CUDA Graph, launch it N times\n"
          "                         (device memory; Lanes refuses capture on most paths: the\n"
          "                         tool then says why and times without graphs)\n"
          "  --memory host|device   where buffers live; default device when this build has\n"
          "                         CUDA and a GPU is visible, else host\n"
-         "  --bounds [0|1]         measure and print each GPU's copy bandwidth (H2D, D2H,\n"
-         "                         both ways, device copy) before the table; default on\n"
-         "                         with device memory\n"
+         "  --bounds [0|1]         measure each GPU's copy bandwidth (H2D, D2H, both ways,\n"
+         "                         device copy), or with host memory each host's memcpy\n"
+         "                         bandwidth, and print per size the bound on busbw and\n"
+         "                         the fraction reached; default on with device memory\n"
          "  -h,--help              this text\n";
 }
 
@@ -302,11 +335,56 @@ inline ParseResult parsePerfArgs(const std::vector<std::string>& argv, PerfArgs*
       if (!intFlag(0, 1 << 20, &a.graphLaunches)) return bad("a non-negative launch count");
     } else if (flag == "--bounds") {
       if (!intFlag(0, 1, &a.bounds)) return bad("0 or 1");
-    } else if (flag == "-J" || flag == "--output_json") {
+    } else if (flag == "-J" || flag == "--output_json" || flag == "--output_file") {
       a.jsonPath = value;
+    } else if (flag == "-y" || flag == "--stream_null") {
+      if (!intFlag(0, 1, &a.streamNull)) return bad("0 or 1");
+    } else if (flag == "-T" || flag == "--timeout") {
+      if (!intFlag(0, 1 << 24, &a.timeoutSeconds)) return bad("a number of seconds (0: none)");
+    } else if (flag == "-C" || flag == "--report_cputime") {
+      if (!intFlag(0, 1, &a.reportCpuTime)) return bad("0 or 1");
+    } else if (flag == "-p" || flag == "--parallel_init") {
+      if (!intFlag(0, 1, &a.parallelInit)) return bad("0 or 1");
+      if (a.parallelInit) a.ignoredFlags.push_back("-p " + value);
+    } else if (flag == "-S" || flag == "--report_timestamps") {
+      if (!intFlag(0, 1, &a.reportTimestamps)) return bad("0 or 1");
+      if (a.reportTimestamps) a.ignoredFlags.push_back("-S " + value);
+    } else if (flag == "-R" || flag == "--local_register") {
+      if (!intFlag(0, 2, &a.localRegister)) return bad("0, 1 (local) or 2 (symmetric)");
+      if (a.localRegister) a.ignoredFlags.push_back("-R " + value);
+    } else if (flag == "-x" || flag == "--cta_policy") {
+      if (!intFlag(0, 2, &a.ctaPolicy)) return bad("0, 1 or 2");
+      a.ignoredFlags.push_back("-x " + value);
+    } else if (flag == "-D" || flag == "--device_implementation") {
+      if (!intFlag(0, 1 << 20, &a.deviceImpl)) return bad("an implementation number");
+      if (a.deviceImpl) a.ignoredFlags.push_back("-D " + value);
+    } else if (flag == "-V" || flag == "--device_cta_count") {
+      if (!intFlag(1, 128, &a.deviceCtaCount)) return bad("a CTA count from 1 to 128");
+      a.ignoredFlags.push_back("-V " + value);
+    } else if (flag == "-M" || flag == "--memory_report") {
+      if (!intFlag(0, 1, &a.memoryReport)) return bad("0 or 1");
+      if (a.memoryReport) a.ignoredFlags.push_back("-M " + value);
+    } else if (flag == "--backend") {
+      if (value == "lanes") {
+        a.backend = Backend::Lanes;
+      } else if (value == "nccl") {
+        a.backend = Backend::Nccl;
+      } else {
+        return bad("lanes or nccl");
+      }
+    } else if (flag == "--compare") {
+      if (value != "nccl") return bad("nccl (the only library Lanes compares against)");
+      a.compare = true;
     } else {
       return fail("unknown option " + flag + "; see --help.");
     }
+  }
+  if (a.compare && a.backend == Backend::Nccl) {
+    return fail("--compare nccl already runs NCCL beside Lanes; drop --backend nccl.");
+  }
+  if ((a.backend == Backend::Nccl || a.compare) && a.memory == Memory::Host) {
+    return fail(std::string(a.compare ? "--compare nccl" : "--backend nccl") +
+                " needs --memory device: NCCL takes device buffers only.");
   }
   if (a.minBytes > a.maxBytes) {
     return fail("invalid sizes: minbytes " + std::to_string(a.minBytes) + " > maxbytes " +

@@ -7,9 +7,13 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/status.h"
 #include "lanes/lanes.h"
 
 namespace lanes::perf {
+
+class CollBackend;
+class RankMemory;
 
 // Element counts for one size, as nccl-tests' getCollByteCount.
 struct CollCounts {
@@ -37,10 +41,43 @@ struct DataKey {
   uint64_t seed = 0;
 };
 
+// One call of the timed collective.
+struct CallArgs {
+  const void* send;
+  void* recv;
+  size_t count;  // CollCounts::paramCount
+  lanesDataType_t type;
+  lanesRedOp_t op;
+  int root;
+  cudaStream_t stream;
+};
+
+// Bytes one rank's data must leave its buffers with (out) and arrive in them
+// with (in), at the least, whatever the algorithm: the bound model's input.
+struct RankTraffic {
+  double out = 0;
+  double in = 0;
+};
+
+// Which planner decision describes the collective (for the JSON "plan").
+enum class PlanOf {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  AlltoAll,
+  Gather,
+  Scatter,
+  SendRecv
+};
+
 struct CollSpec {
   const char* name;  // "AllReduce"
-  bool reduces;      // takes an op (-o); otherwise the op column says "none"
-  bool rooted;       // takes a root (-r); otherwise the root column says -1
+  const char* key;   // "allreduce": the JSON "collective"
+  PlanOf plan;
+  bool reduces;  // takes an op (-o); otherwise the op column says "none"
+  bool rooted;   // takes a root (-r); otherwise the root column says -1
   // Has an in-place form. nccl-tests runs one for every collective, but Lanes
   // (like NCCL) rejects overlapping all-to-all and send/recv buffers: N/A there.
   bool inPlace;
@@ -49,14 +86,18 @@ struct CollSpec {
   // algbw = algBytes / time; busbw = algbw * busFactor.
   double (*algBytes)(size_t paramCount, size_t typeSize, int nranks);
   double (*busFactor)(int nranks);
-  // Enqueues the call on `stream` (nullptr for host memory).
-  lanesResult_t (*run)(const void* send, void* recv, size_t paramCount, lanesDataType_t type,
-                       lanesRedOp_t op, int root, lanesComm_t comm, cudaStream_t stream);
+  // Enqueues the call on a.stream (nullptr for host memory) through `b`;
+  // `mem` copies within the rank's own buffers where the collective needs it.
+  Status (*run)(CollBackend& b, RankMemory& mem, const CallArgs& a);
   // Value this rank writes at send-buffer element i.
   double (*input)(const DataKey& key, size_t i);
   // Value this rank must hold at receive-buffer element i; nullopt where the
   // collective leaves the element undefined (a non-root's buffer).
   std::optional<Expected> (*expect)(const DataKey& key, size_t i);
+  // This rank's least traffic for one call (bytes; see RankTraffic).
+  RankTraffic (*traffic)(const CollCounts& c, size_t typeSize, int rank, int nranks, int root);
+  // Rank counts the collective runs with (hypercube: powers of two).
+  bool (*acceptsRanks)(int nranks);
 };
 
 // The specs the tools use (colls.cc).
@@ -69,6 +110,7 @@ const CollSpec& allToAllSpec();
 const CollSpec& gatherSpec();
 const CollSpec& scatterSpec();
 const CollSpec& sendRecvSpec();
+const CollSpec& hyperCubeSpec();
 
 // nccl-tests' bus bandwidth factors (PERFORMANCE.md).
 inline double allReduceBusFactor(int n) { return 2.0 * (n - 1) / n; }

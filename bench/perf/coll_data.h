@@ -39,6 +39,60 @@ inline CollCounts allToAllCounts(size_t count, int n) {
 inline double paramBytes(size_t p, size_t ts, int) { return static_cast<double>(p * ts); }
 inline double allRanksBytes(size_t p, size_t ts, int n) { return static_cast<double>(p * ts) * n; }
 
+// hypercube (nccl-tests' hypercube.cu): an all-gather by recursive doubling,
+// each rank's block a multiple of 4 elements; algbw counts the (n-1) blocks a
+// rank receives, busbw factor 1.
+inline CollCounts hyperCubeCounts(size_t count, int n) {
+  size_t c = count / (4 * static_cast<size_t>(n)) * 4;
+  return {c, c * n, c, c, 0};
+}
+inline double othersBytes(size_t p, size_t ts, int n) {
+  return static_cast<double>(p * ts) * (n - 1);
+}
+inline bool anyRanks(int) { return true; }
+inline bool powerOfTwoRanks(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+// Least traffic per rank and call (RankTraffic). c.paramCount elements of
+// ts bytes; S = one rank's whole buffer where the collective has one.
+inline RankTraffic allReduceTraffic(const CollCounts& c, size_t ts, int, int n, int) {
+  // Each rank's reduced share leaves and the others' come in: 2 (n-1)/n S
+  // each way, nccl-tests' busbw numerator.
+  double s = static_cast<double>(c.paramCount * ts);
+  return {2.0 * (n - 1) / n * s, 2.0 * (n - 1) / n * s};
+}
+inline RankTraffic allGatherTraffic(const CollCounts& c, size_t ts, int, int n, int) {
+  double b = static_cast<double>(c.paramCount * ts);
+  return {b, b * (n - 1)};  // own block out once, the n-1 others in
+}
+inline RankTraffic reduceScatterTraffic(const CollCounts& c, size_t ts, int, int n, int) {
+  double b = static_cast<double>(c.paramCount * ts);
+  return {b * (n - 1), b * (n - 1)};  // the others' blocks out, their shares of mine in
+}
+inline RankTraffic broadcastTraffic(const CollCounts& c, size_t ts, int rank, int, int root) {
+  double s = static_cast<double>(c.paramCount * ts);
+  return rank == root ? RankTraffic{s, 0} : RankTraffic{0, s};
+}
+inline RankTraffic reduceTraffic(const CollCounts& c, size_t ts, int rank, int, int root) {
+  double s = static_cast<double>(c.paramCount * ts);
+  return rank == root ? RankTraffic{0, s} : RankTraffic{s, 0};
+}
+inline RankTraffic allToAllTraffic(const CollCounts& c, size_t ts, int, int n, int) {
+  double b = static_cast<double>(c.paramCount * ts) * (n - 1);
+  return {b, b};
+}
+inline RankTraffic gatherTraffic(const CollCounts& c, size_t ts, int rank, int n, int root) {
+  double b = static_cast<double>(c.paramCount * ts);
+  return rank == root ? RankTraffic{0, b * (n - 1)} : RankTraffic{b, 0};
+}
+inline RankTraffic scatterTraffic(const CollCounts& c, size_t ts, int rank, int n, int root) {
+  double b = static_cast<double>(c.paramCount * ts);
+  return rank == root ? RankTraffic{b * (n - 1), 0} : RankTraffic{0, b};
+}
+inline RankTraffic sendRecvTraffic(const CollCounts& c, size_t ts, int, int, int) {
+  double s = static_cast<double>(c.paramCount * ts);
+  return {s, s};
+}
+
 // all-reduce
 inline double allReduceInput(const DataKey& k, size_t i) {
   return reduceInput(patternOf(k), k.rank, i);

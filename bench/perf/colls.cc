@@ -1,178 +1,127 @@
-// The CollSpecs: coll_data.h's arithmetic plus the library call each makes.
+// The CollSpecs: coll_data.h's arithmetic plus the call each makes through a
+// CollBackend (Lanes or NCCL alike).
 #include "lanes/lanes.h"
+#include "perf/backend.h"
 #include "perf/coll.h"
 #include "perf/coll_data.h"
+#include "perf/element.h"
+#include "perf/memory.h"
 
 namespace lanes::perf {
 namespace {
 
-lanesResult_t runAllReduce(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t op,
-                           int, lanesComm_t comm, cudaStream_t stream) {
-  return lanesAllReduce(s, r, c, t, op, comm, stream);
+Status runAllReduce(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.allReduce(a.send, a.recv, a.count, a.type, a.op, a.stream);
 }
-lanesResult_t runAllGather(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int,
-                           lanesComm_t comm, cudaStream_t stream) {
-  return lanesAllGather(s, r, c, t, comm, stream);
+Status runAllGather(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.allGather(a.send, a.recv, a.count, a.type, a.stream);
 }
-lanesResult_t runReduceScatter(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t op,
-                               int, lanesComm_t comm, cudaStream_t stream) {
-  return lanesReduceScatter(s, r, c, t, op, comm, stream);
+Status runReduceScatter(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.reduceScatter(a.send, a.recv, a.count, a.type, a.op, a.stream);
 }
-lanesResult_t runBroadcast(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t,
-                           int root, lanesComm_t comm, cudaStream_t stream) {
-  return lanesBroadcast(s, r, c, t, root, comm, stream);
+Status runBroadcast(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.broadcast(a.send, a.recv, a.count, a.type, a.root, a.stream);
 }
-lanesResult_t runReduce(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t op,
-                        int root, lanesComm_t comm, cudaStream_t stream) {
-  return lanesReduce(s, r, c, t, op, root, comm, stream);
+Status runReduce(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.reduce(a.send, a.recv, a.count, a.type, a.op, a.root, a.stream);
 }
-lanesResult_t runAllToAll(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int,
-                          lanesComm_t comm, cudaStream_t stream) {
-  return lanesAlltoAll(s, r, c, t, comm, stream);
+Status runAllToAll(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.allToAll(a.send, a.recv, a.count, a.type, a.stream);
 }
-lanesResult_t runGather(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int root,
-                        lanesComm_t comm, cudaStream_t stream) {
-  return lanesGather(s, r, c, t, root, comm, stream);
+Status runGather(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.gather(a.send, a.recv, a.count, a.type, a.root, a.stream);
 }
-lanesResult_t runScatter(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t,
-                         int root, lanesComm_t comm, cudaStream_t stream) {
-  return lanesScatter(s, r, c, t, root, comm, stream);
+Status runScatter(CollBackend& b, RankMemory&, const CallArgs& a) {
+  return b.scatter(a.send, a.recv, a.count, a.type, a.root, a.stream);
 }
-lanesResult_t runSendRecv(const void* s, void* r, size_t c, lanesDataType_t t, lanesRedOp_t, int,
-                          lanesComm_t comm, cudaStream_t stream) {
-  int rank = 0, n = 1;
-  lanesCommUserRank(comm, &rank);
-  lanesCommCount(comm, &n);
-  lanesResult_t res = lanesGroupStart();
-  if (res != lanesSuccess) return res;
-  lanesResult_t sres = lanesSend(s, c, t, data::sendPeer(rank, n), comm, stream);
-  lanesResult_t rres = lanesRecv(r, c, t, data::recvPeer(rank, n), comm, stream);
-  res = lanesGroupEnd();
-  if (sres != lanesSuccess) return sres;
-  if (rres != lanesSuccess) return rres;
-  return res;
+Status runSendRecv(CollBackend& b, RankMemory&, const CallArgs& a) {
+  const int rank = b.rank(), n = b.nranks();
+  LANES_RETURN_IF_ERROR(b.groupStart());
+  Status s = b.send(a.send, a.count, a.type, data::sendPeer(rank, n), a.stream);
+  if (s) s = b.recv(a.recv, a.count, a.type, data::recvPeer(rank, n), a.stream);
+  Status end = b.groupEnd();
+  return s ? std::move(end) : std::move(s);
+}
+// nccl-tests' hypercube: the own block into place, then for each bit k the
+// 2^k blocks gathered so far go to rank ^ 2^k and its 2^k come back.
+Status runHyperCube(CollBackend& b, RankMemory& mem, const CallArgs& a) {
+  const int rank = b.rank(), n = b.nranks();
+  const size_t block = a.count * elementSize(a.type);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (recv + rank * block != a.send) {
+    LANES_RETURN_IF_ERROR(mem.copy(recv + rank * block, a.send, block));
+  }
+  for (int mask = 1; mask < n; mask <<= 1) {
+    const int mine = rank & ~(mask - 1);
+    const int theirs = mine ^ mask;
+    LANES_RETURN_IF_ERROR(b.groupStart());
+    Status s = b.send(recv + mine * block, a.count * mask, a.type, rank ^ mask, a.stream);
+    if (s) s = b.recv(recv + theirs * block, a.count * mask, a.type, rank ^ mask, a.stream);
+    Status end = b.groupEnd();
+    LANES_RETURN_IF_ERROR(s);
+    LANES_RETURN_IF_ERROR(end);
+  }
+  return Status::ok();
 }
 
 }  // namespace
 
 using namespace data;
 
-const CollSpec& allReduceSpec() {
-  static const CollSpec s{.name = "AllReduce",
-                          .reduces = true,
-                          .rooted = false,
-                          .inPlace = true,
-                          .counts = sameCounts,
-                          .algBytes = paramBytes,
-                          .busFactor = allReduceBusFactor,
-                          .run = runAllReduce,
-                          .input = allReduceInput,
-                          .expect = allReduceExpect};
-  return s;
-}
-const CollSpec& allGatherSpec() {
-  static const CollSpec s{.name = "AllGather",
-                          .reduces = false,
-                          .rooted = false,
-                          .inPlace = true,
-                          .counts = gatherCounts,
-                          .algBytes = allRanksBytes,
-                          .busFactor = nMinusOneOverN,
-                          .run = runAllGather,
-                          .input = ownInput,
-                          .expect = allGatherExpect};
-  return s;
-}
-const CollSpec& reduceScatterSpec() {
-  static const CollSpec s{.name = "ReduceScatter",
-                          .reduces = true,
-                          .rooted = false,
-                          .inPlace = true,
-                          .counts = scatterCounts,
-                          .algBytes = allRanksBytes,
-                          .busFactor = nMinusOneOverN,
-                          .run = runReduceScatter,
-                          .input = allReduceInput,
-                          .expect = reduceScatterExpect};
-  return s;
-}
-const CollSpec& broadcastSpec() {
-  static const CollSpec s{.name = "Broadcast",
-                          .reduces = false,
-                          .rooted = true,
-                          .inPlace = true,
-                          .counts = sameCounts,
-                          .algBytes = paramBytes,
-                          .busFactor = unitBusFactor,
-                          .run = runBroadcast,
-                          .input = ownInput,
-                          .expect = broadcastExpect};
-  return s;
-}
-const CollSpec& reduceSpec() {
-  static const CollSpec s{.name = "Reduce",
-                          .reduces = true,
-                          .rooted = true,
-                          .inPlace = true,
-                          .counts = sameCounts,
-                          .algBytes = paramBytes,
-                          .busFactor = unitBusFactor,
-                          .run = runReduce,
-                          .input = allReduceInput,
-                          .expect = reduceExpect};
-  return s;
-}
-const CollSpec& allToAllSpec() {
-  static const CollSpec s{.name = "AlltoAll",
-                          .reduces = false,
-                          .rooted = false,
-                          .inPlace = true,
-                          .counts = allToAllCounts,
-                          .algBytes = allRanksBytes,
-                          .busFactor = nMinusOneOverN,
-                          .run = runAllToAll,
-                          .input = ownInput,
-                          .expect = allToAllExpect};
-  return s;
-}
-const CollSpec& gatherSpec() {
-  static const CollSpec s{.name = "Gather",
-                          .reduces = false,
-                          .rooted = true,
-                          .inPlace = true,
-                          .counts = gatherCounts,
-                          .algBytes = allRanksBytes,
-                          .busFactor = nMinusOneOverN,
-                          .run = runGather,
-                          .input = ownInput,
-                          .expect = gatherExpect};
-  return s;
-}
-const CollSpec& scatterSpec() {
-  static const CollSpec s{.name = "Scatter",
-                          .reduces = false,
-                          .rooted = true,
-                          .inPlace = true,
-                          .counts = scatterCounts,
-                          .algBytes = allRanksBytes,
-                          .busFactor = nMinusOneOverN,
-                          .run = runScatter,
-                          .input = ownInput,
-                          .expect = scatterExpect};
-  return s;
-}
-const CollSpec& sendRecvSpec() {
-  static const CollSpec s{.name = "SendRecv",
-                          .reduces = false,
-                          .rooted = false,
-                          .inPlace = true,
-                          .counts = sameCounts,
-                          .algBytes = paramBytes,
-                          .busFactor = unitBusFactor,
-                          .run = runSendRecv,
-                          .input = ownInput,
-                          .expect = sendRecvExpect};
-  return s;
-}
+#define PERF_SPEC(fn, ...)                \
+  const CollSpec& fn() {                  \
+    static const CollSpec s{__VA_ARGS__}; \
+    return s;                             \
+  }
+
+PERF_SPEC(allReduceSpec, .name = "AllReduce", .key = "allreduce", .plan = PlanOf::AllReduce,
+          .reduces = true, .rooted = false, .inPlace = true, .counts = sameCounts,
+          .algBytes = paramBytes, .busFactor = allReduceBusFactor, .run = runAllReduce,
+          .input = allReduceInput, .expect = allReduceExpect, .traffic = allReduceTraffic,
+          .acceptsRanks = anyRanks)
+PERF_SPEC(allGatherSpec, .name = "AllGather", .key = "allgather", .plan = PlanOf::AllGather,
+          .reduces = false, .rooted = false, .inPlace = true, .counts = gatherCounts,
+          .algBytes = allRanksBytes, .busFactor = nMinusOneOverN, .run = runAllGather,
+          .input = ownInput, .expect = allGatherExpect, .traffic = allGatherTraffic,
+          .acceptsRanks = anyRanks)
+PERF_SPEC(reduceScatterSpec, .name = "ReduceScatter", .key = "reducescatter",
+          .plan = PlanOf::ReduceScatter, .reduces = true, .rooted = false, .inPlace = true,
+          .counts = scatterCounts, .algBytes = allRanksBytes, .busFactor = nMinusOneOverN,
+          .run = runReduceScatter, .input = allReduceInput, .expect = reduceScatterExpect,
+          .traffic = reduceScatterTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(broadcastSpec, .name = "Broadcast", .key = "broadcast", .plan = PlanOf::Broadcast,
+          .reduces = false, .rooted = true, .inPlace = true, .counts = sameCounts,
+          .algBytes = paramBytes, .busFactor = unitBusFactor, .run = runBroadcast,
+          .input = ownInput, .expect = broadcastExpect, .traffic = broadcastTraffic,
+          .acceptsRanks = anyRanks)
+PERF_SPEC(reduceSpec, .name = "Reduce", .key = "reduce", .plan = PlanOf::Reduce, .reduces = true,
+          .rooted = true, .inPlace = true, .counts = sameCounts, .algBytes = paramBytes,
+          .busFactor = unitBusFactor, .run = runReduce, .input = allReduceInput,
+          .expect = reduceExpect, .traffic = reduceTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(allToAllSpec, .name = "AlltoAll", .key = "alltoall", .plan = PlanOf::AlltoAll,
+          .reduces = false, .rooted = false, .inPlace = true, .counts = allToAllCounts,
+          .algBytes = allRanksBytes, .busFactor = nMinusOneOverN, .run = runAllToAll,
+          .input = ownInput, .expect = allToAllExpect, .traffic = allToAllTraffic,
+          .acceptsRanks = anyRanks)
+PERF_SPEC(gatherSpec, .name = "Gather", .key = "gather", .plan = PlanOf::Gather, .reduces = false,
+          .rooted = true, .inPlace = true, .counts = gatherCounts, .algBytes = allRanksBytes,
+          .busFactor = nMinusOneOverN, .run = runGather, .input = ownInput, .expect = gatherExpect,
+          .traffic = gatherTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(scatterSpec, .name = "Scatter", .key = "scatter", .plan = PlanOf::Scatter,
+          .reduces = false, .rooted = true, .inPlace = true, .counts = scatterCounts,
+          .algBytes = allRanksBytes, .busFactor = nMinusOneOverN, .run = runScatter,
+          .input = ownInput, .expect = scatterExpect, .traffic = scatterTraffic,
+          .acceptsRanks = anyRanks)
+PERF_SPEC(sendRecvSpec, .name = "SendRecv", .key = "sendrecv", .plan = PlanOf::SendRecv,
+          .reduces = false, .rooted = false, .inPlace = true, .counts = sameCounts,
+          .algBytes = paramBytes, .busFactor = unitBusFactor, .run = runSendRecv, .input = ownInput,
+          .expect = sendRecvExpect, .traffic = sendRecvTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(hyperCubeSpec, .name = "HyperCube", .key = "hypercube", .plan = PlanOf::SendRecv,
+          .reduces = false, .rooted = false, .inPlace = true, .counts = hyperCubeCounts,
+          .algBytes = othersBytes, .busFactor = unitBusFactor, .run = runHyperCube,
+          .input = ownInput, .expect = allGatherExpect, .traffic = allGatherTraffic,
+          .acceptsRanks = powerOfTwoRanks)
+
+#undef PERF_SPEC
 
 }  // namespace lanes::perf

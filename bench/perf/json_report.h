@@ -1,10 +1,14 @@
-// -J FILE: the same results as JSON, for scripts (keys follow nccl-tests'
-// JSON output: size, count, type, redop, root, out_of_place/in_place with
-// time, alg_bw, bus_bw, nwrong).
+// -J FILE: the run as JSON, version 2 (bench/schema/perf_result.schema.json;
+// lanes-plot reads it). Result keys follow nccl-tests' JSON output (size,
+// count, type, redop, root, out_of_place/in_place with time, alg_bw, bus_bw,
+// nwrong); version 2 adds the run's command, environment, topology, measured
+// bounds, and per row the backend, the plan Lanes chose and the bound.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "perf/copy_bounds.h"
@@ -13,18 +17,28 @@ namespace lanes::perf {
 
 class JsonReport {
  public:
-  struct Params {
-    uint64_t size, count;
-    std::string type, redop;
-    int root;
+  struct Header {
+    std::string tool;        // "lanes_all_reduce_perf"
+    std::string collective;  // "allreduce"
+    std::string memory;      // "host" | "device"
+    std::string command;     // argv joined by spaces
+    int nranks = 1;
+    int graphLaunches = 0;
+    std::vector<std::pair<std::string, std::string>> environment;  // LANES_*, NCCL_*
   };
   struct Timing {
-    double timeUs, algBw, busBw;
-    int64_t wrong;  // -1: not checked
+    double timeUs = 0, algBw = 0, busBw = 0;
+    int64_t wrong = -1;  // -1: not checked
   };
-  void addRow(Params p, Timing outOfPlace, Timing inPlace) {
-    rows_.push_back({std::move(p), outOfPlace, inPlace});
-  }
+  struct Row {
+    std::string backend;  // "lanes" | "nccl"
+    uint64_t size = 0, count = 0;
+    std::string type, redop;
+    int root = -1;
+    std::string plan;                  // "" for nccl
+    std::optional<double> boundBusBw;  // GB/s
+    Timing out, in;
+  };
   // Where each rank ran (gpu -1: host memory).
   struct Place {
     int rank;
@@ -32,33 +46,33 @@ class JsonReport {
     int gpu;
     std::string label;  // "[bus id] name"
   };
-  void addPlace(Place p) { places_.push_back(std::move(p)); }
-  // One GPU's copy bandwidth, measured in this run (--bounds).
+  // One GPU's copy bandwidth (gpu >= 0), or one host's memcpy bandwidth
+  // (gpu -1, host memory runs), measured in this run (--bounds).
   struct Bound {
     std::string host;
-    int gpu;
-    size_t bytes;  // per transfer
-    CopyBounds gbps;
+    int gpu = -1;
+    size_t bytes = 0;                    // per transfer
+    std::optional<CopyBounds> gpuRates;  // GB/s
+    std::optional<double> hostCopy;      // GB/s of bytes copied, all ranks of the host at once
   };
+
+  void setHeader(Header h) { header_ = std::move(h); }
+  void setGraphLaunches(int n) { header_.graphLaunches = n; }
+  void addPlace(Place p) { places_.push_back(std::move(p)); }
   void addBound(Bound b) { bounds_.push_back(std::move(b)); }
-  void setMemory(std::string memory, int graphLaunches) {
-    memory_ = std::move(memory);
-    graphLaunches_ = graphLaunches;
-  }
-  // Writes the file; false with *error set when it cannot.
-  bool write(const std::string& path, const char* collective, int nranks, double avgBusBw,
-             int errors, std::string* error) const;
+  void addRow(Row r) { rows_.push_back(std::move(r)); }
+
+  // Writes the file; false with *error set when it cannot. avgByBackend:
+  // the footer's average per backend ("avg_bus_bw_by_backend").
+  bool write(const std::string& path, double avgBusBw,
+             const std::vector<std::pair<std::string, double>>& avgByBackend, int errors,
+             std::string* error) const;
 
  private:
-  struct Row {
-    Params p;
-    Timing out, in;
-  };
-  std::vector<Row> rows_;
+  Header header_;
   std::vector<Place> places_;
   std::vector<Bound> bounds_;
-  std::string memory_ = "host";
-  int graphLaunches_ = 0;
+  std::vector<Row> rows_;
 };
 
 }  // namespace lanes::perf

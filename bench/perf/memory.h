@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -46,6 +47,12 @@ class RankMemory {
   virtual Status upload(size_t sendBytes, size_t recvBytes) { return Status::ok(); }
   // Buffer recv -> mirror, finished when it returns.
   virtual Status download(size_t recvBytes) { return Status::ok(); }
+  // Copies within this rank's buffers, ordered on stream() (hypercube's own
+  // block).
+  virtual Status copy(void* dst, const void* src, size_t bytes) {
+    std::memmove(dst, src, bytes);
+    return Status::ok();
+  }
   // Waits until everything enqueued on stream() has finished.
   virtual Status wait() { return Status::ok(); }
 
@@ -67,7 +74,9 @@ class RankMemory {
 // Page-aligned, zeroed host buffers.
 Status makeHostMemory(size_t sendBytes, size_t recvBytes, std::unique_ptr<RankMemory>* out);
 // cudaMalloc'd buffers on the calling thread's current GPU, pinned mirrors,
-// and a non-blocking stream of this rank's own.
-Status makeDeviceMemory(size_t sendBytes, size_t recvBytes, std::unique_ptr<RankMemory>* out);
+// and a non-blocking stream of this rank's own; with nullStream (-y 1) the
+// legacy default stream (stream() is nullptr) instead.
+Status makeDeviceMemory(size_t sendBytes, size_t recvBytes, std::unique_ptr<RankMemory>* out,
+                        bool nullStream = false);
 
 }  // namespace lanes::perf

@@ -44,8 +44,9 @@ struct GraphExecDestroy {
 
 class DeviceMemory final : public RankMemory {
  public:
-  Status init(size_t sendBytes, size_t recvBytes) {
+  Status init(size_t sendBytes, size_t recvBytes, bool nullStream) {
     onDevice_ = true;
+    nullStream_ = nullStream;
     PERF_CUDA(cudaGetDevice(&device_));
     cudaStream_t s = nullptr;
     PERF_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -56,7 +57,7 @@ class DeviceMemory final : public RankMemory {
     recv_ = recvDev_.get();
     hostSend_ = sendHost_.get();
     hostRecv_ = recvHost_.get();
-    PERF_CUDA(cudaStreamSynchronize(stream_.get()));
+    PERF_CUDA(cudaStreamSynchronize(stream()));
     return Status::ok();
   }
 
@@ -67,7 +68,12 @@ class DeviceMemory final : public RankMemory {
     graph_.reset();
   }
 
-  cudaStream_t stream() const override { return stream_.get(); }
+  cudaStream_t stream() const override { return nullStream_ ? nullptr : stream_.get(); }
+
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    PERF_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+    return Status::ok();
+  }
 
   Status upload(size_t sendBytes, size_t recvBytes) override {
     if (sendBytes > 0) {
@@ -142,6 +148,7 @@ class DeviceMemory final : public RankMemory {
   }
 
   int device_ = -1;
+  bool nullStream_ = false;
   std::unique_ptr<CUstream_st, StreamDestroy> stream_;
   std::unique_ptr<uint8_t, DeviceFree> sendDev_, recvDev_;
   std::unique_ptr<uint8_t, PinnedFree> sendHost_, recvHost_;
@@ -179,9 +186,10 @@ std::string gpuLabel(int gpu) {
   return std::string("[") + bus + "] " + prop.name;
 }
 
-Status makeDeviceMemory(size_t sendBytes, size_t recvBytes, std::unique_ptr<RankMemory>* out) {
+Status makeDeviceMemory(size_t sendBytes, size_t recvBytes, std::unique_ptr<RankMemory>* out,
+                        bool nullStream) {
   auto m = std::make_unique<DeviceMemory>();
-  LANES_RETURN_IF_ERROR(m->init(sendBytes, recvBytes));
+  LANES_RETURN_IF_ERROR(m->init(sendBytes, recvBytes, nullStream));
   *out = std::move(m);
   return Status::ok();
 }
@@ -196,7 +204,7 @@ Status selectGpu(int gpu) {
                       " cannot be used; use --memory host.");
 }
 std::string gpuLabel(int) { return "[host] host memory"; }
-Status makeDeviceMemory(size_t, size_t, std::unique_ptr<RankMemory>*) {
+Status makeDeviceMemory(size_t, size_t, std::unique_ptr<RankMemory>*, bool) {
   return invalidUsage(
       "--memory device needs the CUDA data path, which this build does not have (configure with "
       "nvcc available and LANES_ENABLE_CUDA=ON); use --memory host.");

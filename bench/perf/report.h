@@ -64,6 +64,42 @@ inline std::string rowResult(double timeUs, double algBw, double busBw, int64_t 
   return buf;
 }
 
+// Extra columns after nccl-tests' own, present only when asked for so the
+// plain table keeps nccl-tests' layout: the bound on busbw from the rates
+// measured in this run (--bounds) and the fraction of it the out-of-place
+// busbw reached; in --compare runs the backend and, on NCCL rows, the ratio
+// lanes busbw / nccl busbw (out-of-place, then in-place).
+inline std::string boundHeader(int line) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "  %6s  %6s", line == 0 ? "bound" : "(GB/s)",
+                line == 0 ? "%bound" : "");
+  return buf;
+}
+inline std::string boundColumns(double boundBusBw, double busBw) {
+  char buf[64];
+  if (boundBusBw <= 0) {
+    std::snprintf(buf, sizeof(buf), "  %6s  %6s", "N/A", "N/A");
+  } else {
+    std::snprintf(buf, sizeof(buf), "  %6s  %5.1f%%", fitFloat(boundBusBw, 6).c_str(),
+                  100.0 * busBw / boundBusBw);
+  }
+  return buf;
+}
+inline std::string compareHeader(int line) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "  %7s  %6s  %6s", line == 0 ? "backend" : "",
+                line == 0 ? "ratio" : "(oop)", line == 0 ? "ratio" : "(ip)");
+  return buf;
+}
+// ratio <= 0: not applicable (the Lanes row, or a failed NCCL size).
+inline std::string compareColumns(const char* backend, double ratioOop, double ratioIp) {
+  char buf[64], a[16] = "-", b[16] = "-";
+  if (ratioOop > 0) std::snprintf(a, sizeof(a), "%.2f", ratioOop);
+  if (ratioIp > 0) std::snprintf(b, sizeof(b), "%.2f", ratioIp);
+  std::snprintf(buf, sizeof(buf), "  %7s  %6s  %6s", backend, a, b);
+  return buf;
+}
+
 // A form the collective does not have (in-place all-to-all, send/recv).
 inline std::string rowSkipped() {
   char buf[64];

@@ -9,11 +9,15 @@
 #include <vector>
 
 #include "bench/perf/args.h"
+#include "bench/perf/bound_model.h"
 #include "bench/perf/coll_data.h"
 #include "bench/perf/element.h"
 #include "bench/perf/pattern.h"
 #include "bench/perf/report.h"
+#include "bench/perf/run_env.h"
 #include "bench/perf/staged_bound.h"
+#include "planner/explain.h"
+#include "planner/size_rule.h"
 
 namespace lanes::perf {
 namespace {
@@ -408,6 +412,145 @@ TEST(PerfPattern, DataMovementExpectationsPointAtTheRightSender) {
       EXPECT_GE(copyValue(lanesUint8, r, i, 0), 0.0);
     }
   }
+}
+
+// nccl-tests' src/common.cu: -y --stream_null, -T --timeout, -C --report_cputime,
+// -a --average, -J --output_file, and the flags with no meaning here.
+TEST(PerfArgs, NcclTestsFlagsParseWithTheirMeaning) {
+  PerfArgs a;
+  ASSERT_TRUE(
+      parse({"-y", "1", "-T", "30", "-C", "1", "-a", "3", "-J", "out.json", "-N", "2"}, &a).ok);
+  EXPECT_EQ(a.streamNull, 1);
+  EXPECT_EQ(a.timeoutSeconds, 30);
+  EXPECT_EQ(a.reportCpuTime, 1);
+  EXPECT_EQ(a.average, 3);
+  EXPECT_EQ(a.jsonPath, "out.json");
+  EXPECT_EQ(a.runCycles, 2);
+  EXPECT_TRUE(a.ignoredFlags.empty());
+  ASSERT_TRUE(
+      parse({"--stream_null=0", "--timeout=5", "--report_cputime=0", "--output_file=x"}, &a).ok);
+  EXPECT_EQ(a.streamNull, 0);
+  EXPECT_EQ(a.timeoutSeconds, 5);
+  EXPECT_EQ(a.jsonPath, "x");
+  // Parsed for compatibility, listed for the header's note.
+  ASSERT_TRUE(
+      parse({"-p", "1", "-R", "2", "-x", "1", "-D", "0", "-V", "8", "-M", "1", "-S", "1"}, &a).ok);
+  EXPECT_EQ(a.localRegister, 2);
+  EXPECT_EQ(a.deviceCtaCount, 8);
+  EXPECT_EQ(a.ignoredFlags,
+            (std::vector<std::string>{"-p 1", "-R 2", "-x 1", "-V 8", "-M 1", "-S 1"}));
+  // Out of range, and -I (not an nccl-tests flag upstream).
+  for (std::vector<std::string> bad : {std::vector<std::string>{"-y", "2"},
+                                       {"-C", "x"},
+                                       {"-R", "3"},
+                                       {"-V", "0"},
+                                       {"-T", "-1"},
+                                       {"-I", "1"}}) {
+    ParseResult r = parse(bad, &a);
+    EXPECT_FALSE(r.ok) << bad[0];
+  }
+}
+
+TEST(PerfArgs, BackendAndCompare) {
+  PerfArgs a;
+  ASSERT_TRUE(parse({}, &a).ok);
+  EXPECT_EQ(a.backend, Backend::Lanes);
+  EXPECT_FALSE(a.compare);
+  ASSERT_TRUE(parse({"--backend", "nccl"}, &a).ok);
+  EXPECT_EQ(a.backend, Backend::Nccl);
+  ASSERT_TRUE(parse({"--compare", "nccl", "--memory", "device"}, &a).ok);
+  EXPECT_TRUE(a.compare);
+  ParseResult r = parse({"--backend", "nccl", "--memory", "host"}, &a);
+  ASSERT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("device"), std::string::npos) << r.error;
+  EXPECT_FALSE(parse({"--compare", "nccl", "--memory", "host"}, &a).ok);
+  EXPECT_FALSE(parse({"--compare", "mpi"}, &a).ok);
+  EXPECT_FALSE(parse({"--backend", "mpi"}, &a).ok);
+  EXPECT_FALSE(parse({"--compare", "nccl", "--backend", "nccl"}, &a).ok);
+}
+
+// nccl-tests' hypercube.cu: blocks of a multiple of 4 elements; algbw counts
+// the n-1 blocks received, bus factor 1; power-of-two rank counts only.
+TEST(PerfBandwidth, HyperCubeFollowsNcclTests) {
+  CollCounts c = data::hyperCubeCounts(1000, 4);  // 1000 / 16 * 4
+  EXPECT_EQ(c.paramCount, 248u);
+  EXPECT_EQ(c.sendCount, 248u);
+  EXPECT_EQ(c.recvCount, 992u);
+  EXPECT_EQ(c.sendInplaceOffset, 248u);
+  EXPECT_EQ(data::hyperCubeCounts(15, 4).paramCount, 0u);
+  EXPECT_DOUBLE_EQ(data::othersBytes(248, 4, 4), 248.0 * 4 * 3);
+  EXPECT_TRUE(data::powerOfTwoRanks(8));
+  EXPECT_FALSE(data::powerOfTwoRanks(6));
+}
+
+TEST(PerfBounds, LinkAndHostBoundsFromMeasuredRates) {
+  CopyBounds b{20, 25, 10, 12, 1000};
+  // Both directions busy: both-ways rates; the slower direction decides.
+  EXPECT_DOUBLE_EQ(gpuLinkSeconds({12e9, 10e9}, b), 1.0);
+  // One direction only: the one-way rate.
+  EXPECT_DOUBLE_EQ(gpuLinkSeconds({25e9, 0}, b), 1.0);
+  EXPECT_DOUBLE_EQ(gpuLinkSeconds({0, 20e9}, b), 1.0);
+  EXPECT_EQ(gpuLinkSeconds({0, 0}, b), 0.0);
+  EXPECT_LT(gpuLinkSeconds({1, 1}, CopyBounds{}), 0.0);  // no rates: unknown
+  EXPECT_DOUBLE_EQ(hostCopySeconds({0, 50e9}, 25), 2.0);
+  // All-reduce, 4 ranks on 4 GPUs of S bytes: 1.5 S each way per GPU; at
+  // 10 GB/s both ways the bound busbw is the link rate.
+  CollCounts c = data::sameCounts(1 << 20, 4);
+  RankTraffic t = data::allReduceTraffic(c, 4, 0, 4, 0);
+  const double s = (1 << 20) * 4.0;
+  EXPECT_DOUBLE_EQ(t.out, 1.5 * s);
+  double secs = gpuLinkSeconds({t.out, t.in}, CopyBounds{10, 10, 10, 10, 100});
+  EXPECT_NEAR(boundBusBw(s, allReduceBusFactor(4), secs), 10.0, 1e-9);
+  // Broadcast: the root only sends, the others only receive.
+  EXPECT_EQ(data::broadcastTraffic(c, 4, 0, 4, 0).in, 0.0);
+  EXPECT_EQ(data::broadcastTraffic(c, 4, 1, 4, 0).out, 0.0);
+  EXPECT_EQ(boundBusBw(s, 1.0, 0), 0.0);
+}
+
+TEST(PerfReport, ExtraColumnsOnlyWhereAskedFor) {
+  EXPECT_EQ(boundColumns(20.0, 10.0), "   20.00   50.0%");
+  EXPECT_EQ(boundColumns(0, 10.0), "     N/A     N/A");
+  EXPECT_EQ(compareColumns("nccl", 0.5, 1.25), "     nccl    0.50    1.25");
+  EXPECT_EQ(compareColumns("lanes", 0, 0), "    lanes       -       -");
+  EXPECT_EQ(boundHeader(0).size(), boundColumns(1, 1).size());
+  EXPECT_EQ(compareHeader(0).size(), compareColumns("nccl", 1, 1).size());
+}
+
+TEST(PerfEnv, ListsPrefixedVariablesAndRedactsSecrets) {
+  std::string a = "LANES_P2P_DISABLE=1", b = "NCCL_P2P_DISABLE=1", c = "PATH=/bin",
+              d = "LANES_BOOTSTRAP_SECRET=abc", e = "LANES_A=x=y";
+  char* env[] = {a.data(), b.data(), c.data(), d.data(), e.data(), nullptr};
+  auto lanes = prefixedEnv(env, "LANES_");
+  ASSERT_EQ(lanes.size(), 3u);
+  EXPECT_EQ(lanes[0], (std::pair<std::string, std::string>{"LANES_A", "x=y"}));
+  EXPECT_EQ(lanes[1].second, "<redacted>");
+  EXPECT_EQ(envLine(prefixedEnv(env, "NCCL_")), "NCCL_P2P_DISABLE=1");
+  EXPECT_EQ(envLine({}), "(none set)");
+  char* argv[] = {a.data(), c.data()};
+  EXPECT_EQ(commandLine(2, argv), "LANES_P2P_DISABLE=1 PATH=/bin");
+}
+
+// describePlan reuses the size rule: it must name what chooseAlgorithm picks.
+TEST(PerfPlan, DescribesTheSizeRulesChoice) {
+  PlanQuery q;
+  q.coll = CollType::AllReduce;
+  q.nranks = 4;
+  q.inputBytes = 1024;
+  EXPECT_EQ(describePlan(q), algoName(chooseAlgorithm(CollType::AllReduce, 1024, 4).algo));
+  q.inputBytes = 64 << 20;
+  EXPECT_EQ(describePlan(q), "ring");
+  q.coll = CollType::Broadcast;
+  EXPECT_EQ(describePlan(q), "chain");
+  q.deviceMemory = true;
+  q.threadRanks = true;  // thread ranks: the proxy path
+  EXPECT_EQ(describePlan(q), "proxy/chain");
+  q.coll = CollType::AllReduce;
+  q.threadRanks = false;
+  EXPECT_EQ(describePlan(q), "staged");
+  q.inputBytes = 1024;
+  EXPECT_EQ(describePlan(q), "ll");
+  q.oneHost = false;
+  EXPECT_EQ(describePlan(q).rfind("proxy/", 0), 0u);
 }
 
 }  // namespace

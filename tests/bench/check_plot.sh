@@ -1,0 +1,67 @@
+#!/bin/sh
+# lanes-plot checks (ctest, label unit).
+#   check_plot.sh PLOT png FIXTURE...   the plot of the fixtures is a real PNG
+#   check_plot.sh PLOT malformed        every broken input exits non-zero with a message
+# Exit 77 (ctest SKIP_RETURN_CODE) only when no python3 with matplotlib exists.
+set -u
+plot=$1
+mode=$2
+shift 2
+
+# The interpreter lanes-plot will run under: its first line.
+py=$(sed -n '1s/^#! *//p' "$plot")
+case $py in
+  *env\ python3*) py=python3 ;;
+esac
+if ! "$py" -c 'import matplotlib' 2>/dev/null && ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  echo "SKIP: no python3 with matplotlib (Debian: apt-get install python3-matplotlib)"
+  exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/lanes-plot-test.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+case $mode in
+png)
+  for args in "" "--in-place" "--no-latency --title T"; do
+    out=$work/plot.png
+    rm -f "$out"
+    # shellcheck disable=SC2086  # args holds several flags on purpose
+    "$plot" "$@" $args -o "$out" >"$work/log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || { cat "$work/log"; fail "lanes-plot $* $args exited $rc"; }
+    [ -f "$out" ] || fail "lanes-plot $* $args wrote no $out"
+    sig=$(od -An -tx1 -N8 "$out" | tr -d ' \n')
+    [ "$sig" = "89504e470d0a1a0a" ] || fail "$out does not start with the PNG signature (got $sig)"
+    size=$(wc -c <"$out")
+    # A blank 10x5.5 in. canvas compresses to a few KiB; lines, labels and legend take far more.
+    [ "$size" -gt 20000 ] || fail "$out is only $size bytes: nothing drawn?"
+    echo "ok: $* $args -> PNG, $size bytes"
+  done
+  ;;
+malformed)
+  printf '{"version": 2, "results": [' >"$work/truncated.json"
+  printf '[1, 2]' >"$work/array.json"
+  printf '{"results": []}' >"$work/noversion.json"
+  printf '{"version": 3, "results": []}' >"$work/version3.json"
+  printf '{"version": 2, "results": []}' >"$work/empty.json"
+  printf '{"version": 2, "results": [{"size": 8, "out_of_place": {"time": 1, "alg_bw": 1, "bus_bw": "fast"}}]}' >"$work/badbw.json"
+  printf '{"version": 2, "results": [{"size": 8}]}' >"$work/nooop.json"
+  printf '{"version": 2, "results": [{"size": 8, "out_of_place": {"time": null, "alg_bw": null, "bus_bw": null, "nwrong": null}}]}' >"$work/allnull.json"
+  printf '{"version": 1, "results": [{"size": -8, "out_of_place": {"time": 1, "alg_bw": 1, "bus_bw": 1}}]}' >"$work/negsize.json"
+  printf '{"version": 2, "bounds": [{"host": "h"}], "results": [{"size": 8, "out_of_place": {"time": 1, "alg_bw": 1, "bus_bw": 1}}]}' >"$work/badbound.json"
+  for f in truncated array noversion version3 empty badbw nooop allnull negsize badbound missing; do
+    "$plot" "$work/$f.json" -o "$work/$f.png" >"$work/log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] || fail "$f.json: lanes-plot exited 0"
+    grep -q "^lanes-plot: .*$f.json: " "$work/log" || { cat "$work/log"; fail "$f.json: no 'lanes-plot: FILE: why' message"; }
+    ! grep -q Traceback "$work/log" || { cat "$work/log"; fail "$f.json: a Python traceback instead of a message"; }
+    [ ! -e "$work/$f.png" ] || fail "$f.json: a plot was written anyway"
+    echo "ok: $f.json -> exit $rc: $(cat "$work/log")"
+  done
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
