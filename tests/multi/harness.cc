@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <new>
@@ -569,6 +570,43 @@ CommandResult runCommand(const std::vector<std::string>& argv,
   ::kill(-pid, SIGKILL);  // nothing of the group outlives the test
   ::close(fds[0]);
   return result;
+}
+
+SharedSlots::SharedSlots(int count) : count_(count) {
+  void* p = mmap(nullptr, sizeof(std::atomic<int64_t>) * static_cast<size_t>(count),
+                 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    std::fprintf(stderr, "SharedSlots: mmap: %s\n", std::strerror(errno));
+    std::abort();
+  }
+  values_ = static_cast<std::atomic<int64_t>*>(p);
+  for (int i = 0; i < count; ++i) new (&values_[i]) std::atomic<int64_t>(0);
+}
+
+SharedSlots::~SharedSlots() {
+  munmap(values_, sizeof(std::atomic<int64_t>) * static_cast<size_t>(count_));
+}
+
+int64_t monotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int countOpenFds() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(dir))
+    if (e->d_name[0] != '.') ++n;
+  closedir(dir);
+  return n - 1;  // the directory's own descriptor
+}
+
+int faultRepeat(int ciDefault) {
+  const char* v = std::getenv("LANES_FAULT_REPEAT");
+  int n = v != nullptr ? std::atoi(v) : 0;
+  return n > 0 ? n : ciDefault;
 }
 
 uint64_t hashBytes(const void* data, size_t bytes, uint64_t seed) {

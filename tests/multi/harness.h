@@ -206,6 +206,31 @@ CommandResult runCommand(const std::vector<std::string>& argv,
                          const std::vector<std::pair<std::string, std::string>>& env,
                          double deadlineSeconds);
 
+// Slots of int64 in memory shared with forked ranks (create before the
+// fork): timestamps and flags a fault test collects from every rank.
+class SharedSlots {
+ public:
+  explicit SharedSlots(int count);
+  ~SharedSlots();
+  SharedSlots(const SharedSlots&) = delete;
+  SharedSlots& operator=(const SharedSlots&) = delete;
+  std::atomic<int64_t>& operator[](int i) const { return values_[i]; }
+  int size() const { return count_; }
+
+ private:
+  std::atomic<int64_t>* values_ = nullptr;
+  int count_ = 0;
+};
+
+// CLOCK_MONOTONIC in nanoseconds: one clock for every process of the machine,
+// so a fault time taken in one rank compares with a return time in another.
+int64_t monotonicNs();
+// Descriptors this process holds open (entries of /proc/self/fd, less the
+// one used to read it).
+int countOpenFds();
+// How often each fault scenario runs: LANES_FAULT_REPEAT, else `ciDefault`.
+int faultRepeat(int ciDefault);
+
 // FNV-1a over bytes; for comparing outputs across ranks.
 uint64_t hashBytes(const void* data, size_t bytes, uint64_t seed = 1469598103934665603ull);
 

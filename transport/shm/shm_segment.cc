@@ -20,12 +20,22 @@ size_t devShmFreeBytes() {
   return static_cast<size_t>(vfs.f_bavail) * vfs.f_frsize;
 }
 
+std::string devShmSizeText() {
+  struct statvfs vfs {};
+  if (::statvfs("/dev/shm", &vfs) != 0) return "";
+  size_t total = static_cast<size_t>(vfs.f_blocks) * vfs.f_frsize;
+  return " (of " + std::to_string((total + kMiB - 1) / kMiB) + " MiB)";
+}
+
+// Containers often get a 64 MiB /dev/shm: say so, and both ways out.
 Status noSpace(size_t freeBytes, size_t neededTotal) {
-  return systemError("/dev/shm has " + std::to_string(freeBytes / kMiB) +
-                     " MiB free but this communicator needs " +
+  return systemError("/dev/shm has " + std::to_string(freeBytes / kMiB) + " MiB free" +
+                     devShmSizeText() + " but this communicator needs " +
                      std::to_string((neededTotal + kMiB - 1) / kMiB) +
-                     " MiB for its shared-memory rings; enlarge it (docker run --shm-size=...) "
-                     "or lower LANES_SHM_RING_BYTES");
+                     " MiB of shared memory on this host; enlarge /dev/shm (docker run "
+                     "--shm-size=1g, or mount -o remount,size=1G /dev/shm), lower "
+                     "LANES_SHM_RING_BYTES / LANES_STAGE_SLOTS, or set LANES_SHM_DISABLE=1 to "
+                     "use TCP between local ranks");
 }
 
 }  // namespace

@@ -113,6 +113,9 @@ struct DataSocket {
   bool inPayload = false;
   uint64_t inPos = 0;
   size_t inLeft = 0;
+  // The peer closed this socket in order (end of file between frames): what
+  // it sent before is all here; the socket is no longer read or polled.
+  bool peerClosed = false;
   std::atomic<uint64_t> payloadSent{0};
 };
 
@@ -173,6 +176,8 @@ class SocketConnection final : public Connection {
   void workerLoop(Worker& w);
   Status sendSome(DataSocket& s, bool* progressed);
   Status recvSome(DataSocket& s, bool* progressed);
+  Status receive(DataSocket& s, void* into, size_t bytes, size_t* got, bool* eof);
+  Status onPeerClosed(DataSocket& s);
   Status onHeader(DataSocket& s);
   bool creditDue(int lane) const;
   bool buildFrame(DataSocket& s);
@@ -196,6 +201,9 @@ class SocketConnection final : public Connection {
   std::vector<SocketRecvPort> recvPorts_;
 
   std::atomic<bool> failed_{false};
+  // Data sockets the peer closed in order; the connection fails when all
+  // are: one socket's end of file may overtake data still on the others.
+  std::atomic<int> peerClosedSockets_{0};
   mutable std::mutex failMu_;
   Status failure_;
   std::mutex closeMu_;
@@ -501,13 +509,44 @@ Status SocketConnection::onHeader(DataSocket& s) {
   return Status::ok();
 }
 
+// Non-blocking read of up to `bytes`; *eof when the peer closed in order.
+Status SocketConnection::receive(DataSocket& s, void* into, size_t bytes, size_t* got, bool* eof) {
+  *got = 0;
+  *eof = false;
+  for (;;) {
+    ssize_t n = ::recv(s.socket.fd(), into, bytes, MSG_DONTWAIT);
+    if (n > 0) {
+      *got = static_cast<size_t>(n);
+      return Status::ok();
+    }
+    if (n == 0) {
+      *eof = true;
+      return Status::ok();
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
+    return socketError(s, "connection to " + s.socket.peerName() + " failed: " + errnoText(errno));
+  }
+}
+
+Status SocketConnection::onPeerClosed(DataSocket& s) {
+  const std::string why = "connection closed by peer " + s.socket.peerName() +
+                          " (the process there exited or closed the connection)";
+  if (s.inPayload || s.inHeaderGot != 0) return socketError(s, why + " in the middle of a frame");
+  s.peerClosed = true;
+  if (peerClosedSockets_.fetch_add(1) + 1 == nsockets_) return socketError(s, why);
+  return Status::ok();
+}
+
 Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
+  if (s.peerClosed) return Status::ok();
   for (int reads = 0; reads < 2 * kFramesPerPass; ++reads) {
     size_t got = 0;
+    bool eof = false;
     if (!s.inPayload) {
-      Status st = s.socket.tryRecv(reinterpret_cast<std::byte*>(&s.in) + s.inHeaderGot,
-                                   sizeof(WireHeader) - s.inHeaderGot, &got);
-      if (!st.isOk()) return socketError(s, st.message());
+      LANES_RETURN_IF_ERROR(receive(s, reinterpret_cast<std::byte*>(&s.in) + s.inHeaderGot,
+                                    sizeof(WireHeader) - s.inHeaderGot, &got, &eof));
+      if (eof) return onPeerClosed(s);
       if (got == 0) return Status::ok();
       *progressed = true;
       s.inHeaderGot += got;
@@ -517,8 +556,8 @@ Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
       continue;
     }
     RecvLane& r = recv_[s.in.lane];
-    Status st = s.socket.tryRecv(r.buffer.data() + s.inPos % capacity_, s.inLeft, &got);
-    if (!st.isOk()) return socketError(s, st.message());
+    LANES_RETURN_IF_ERROR(receive(s, r.buffer.data() + s.inPos % capacity_, s.inLeft, &got, &eof));
+    if (eof) return onPeerClosed(s);
     if (got == 0) return Status::ok();
     *progressed = true;
     s.inPos += got;
@@ -565,8 +604,12 @@ void SocketConnection::workerLoop(Worker& w) {
     }
     for (int i = 0; i < w.count; ++i) {
       const DataSocket& s = *sockets_[static_cast<size_t>(w.first + i)];
+      // A socket the peer closed is no longer read: polling it for input
+      // would wake at once, forever.
+      const bool watch = !s.peerClosed || s.writeBlocked;
       fds[static_cast<size_t>(i)] = {
-          s.socket.fd(), static_cast<short>(POLLIN | (s.writeBlocked ? POLLOUT : 0)), 0};
+          watch ? s.socket.fd() : -1,
+          static_cast<short>((s.peerClosed ? 0 : POLLIN) | (s.writeBlocked ? POLLOUT : 0)), 0};
     }
     fds.back() = {w.wake.fd(), POLLIN, 0};
     int n = ::poll(fds.data(), fds.size(), kIdlePollMs);
