@@ -2,9 +2,11 @@
 # missing Debian packages first (as root; otherwise they print the command).
 PRESET ?= release
 # openmpi: bench/compare; iproute2: the network-namespace TCP tests; pkg-config:
-# the install test. hwloc and Google Benchmark are DESIGN.md's base set.
+# the install test; python3-matplotlib: lanes-plot; python3-jsonschema: the perf JSON schema test. hwloc and Google Benchmark are DESIGN.md's base set.
+# clang, libclang-rt-14-dev: the libFuzzer targets (fuzz preset).
 DEB_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
-  libhwloc-dev openmpi-bin libopenmpi-dev iproute2
+  libhwloc-dev openmpi-bin libopenmpi-dev iproute2 python3-matplotlib python3-jsonschema \
+  clang libclang-rt-14-dev
 
 .PHONY: deps configure build test bench clean
 
@@ -27,8 +29,30 @@ configure: deps
 build: configure
 	cmake --build --preset $(PRESET)
 
+# `make test` (what CI runs): four stages, each with a banner and ctest's
+# summary; it stops at the first stage that fails. SANITIZE=0 runs only the
+# first. Which tests each sanitizer stage runs, and with which options, is in
+# the asan/tsan/fuzz test presets (CMakePresets.json); docs/testing.md.
+SANITIZE ?= 1
+banner = @printf '\n==== %s ====\n' $(1)
+
 test: build
+	$(call banner,"[1/4] $(PRESET) build: all tests")
 	ctest --preset $(PRESET)
+ifneq ($(SANITIZE),0)
+	$(call banner,"[2/4] AddressSanitizer + UBSan: unit and multi tests")
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan
+	ctest --preset asan
+	$(call banner,"[3/4] ThreadSanitizer: tests with thread ranks")
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan
+	ctest --preset tsan
+	$(call banner,"[4/4] libFuzzer: each target for a few seconds")
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz
+	ctest --preset fuzz
+endif
 
 bench: build
 	bash bench/run_main.sh build/$(PRESET)

@@ -50,7 +50,8 @@ MeshBootstrap::MeshBootstrap(const UniqueIdData& id, int rank, std::vector<RankI
       rank_(rank),
       ranks_(std::move(ranks)),
       mailbox_(rankNames(ranks_)),
-      progress_(std::make_unique<std::atomic<int64_t>[]>(ranks_.size())) {
+      progress_(std::make_unique<std::atomic<int64_t>[]>(ranks_.size())),
+      replies_(rankNames(ranks_)) {
   for (size_t i = 0; i < ranks_.size(); ++i) {
     progress_[i].store(-1);
     peers_.emplace_back();
@@ -231,6 +232,7 @@ void MeshBootstrap::stop(bool goodbye) {
     peer->sock.reset();
   }
   mailbox_.close("rank " + std::to_string(rank_) + " already shut its bootstrap down");
+  replies_.close("rank " + std::to_string(rank_) + " already shut its bootstrap down");
 }
 
 }  // namespace lanes

@@ -84,6 +84,16 @@ class Bootstrap {
   // Latest progress counter each peer reported (watchdog hints); -1 unknown.
   virtual void reportProgress(uint64_t completedSeq) = 0;
   virtual int64_t peerProgress(int peer) const = 0;
+  // Hang diagnosis: the monitor thread answers a peer's progress query with
+  // what `source` returns (set once at init; must be quick, never block).
+  using ProgressSource = std::function<std::vector<uint8_t>()>;
+  virtual void setProgressSource(ProgressSource /*source*/) {}
+  // Asks each of `peers` for its progress; answers arrive by `deadline` or
+  // stay empty (a dead, departed or unresponsive peer). Never blocks longer.
+  virtual std::vector<std::vector<uint8_t>> queryProgress(const std::vector<int>& peers,
+                                                          Deadline /*deadline*/) {
+    return std::vector<std::vector<uint8_t>>(peers.size());
+  }
   // Stops the monitor and closes the mesh; idempotent.
   virtual void shutdown() = 0;
 };

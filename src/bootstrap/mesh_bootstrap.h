@@ -56,6 +56,9 @@ class MeshBootstrap final : public Bootstrap {
   void spreadFailure(int deadRank, const std::string& why) override;
   void reportProgress(uint64_t completedSeq) override;
   int64_t peerProgress(int peer) const override;
+  void setProgressSource(ProgressSource source) override;
+  std::vector<std::vector<uint8_t>> queryProgress(const std::vector<int>& peers,
+                                                  Deadline deadline) override;
   void shutdown() override;
 
   // Test hook: drops every control connection without a goodbye, as a
@@ -82,6 +85,7 @@ class MeshBootstrap final : public Bootstrap {
   void handleFrame(int peer, uint16_t type, uint32_t tag, std::vector<uint8_t>& payload);
   void peerFailed(int deadRank, const std::string& why);
   void notifyFailure(int deadRank, const std::string& why);
+  void answerProgressQuery(int peer, uint32_t queryId);
 
   const UniqueIdData id_;
   const int rank_;
@@ -90,6 +94,11 @@ class MeshBootstrap final : public Bootstrap {
   Mailbox mailbox_;
   std::unique_ptr<std::atomic<int64_t>[]> progress_;
   uint32_t collSeq_ = 0;  // collectives run in the same order on every rank
+  // Progress queries (monitor.cc): answers by (peer, query id), our source.
+  Mailbox replies_;
+  std::atomic<uint32_t> querySeq_{0};
+  std::mutex progressMutex_;
+  ProgressSource progressSource_;
 
   std::mutex handlerMutex_;
   FailureHandler handler_;

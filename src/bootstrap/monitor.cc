@@ -89,6 +89,12 @@ void MeshBootstrap::handleFrame(int p, uint16_t type, uint32_t tag, std::vector<
       if (r.get(&seq)) progress_[static_cast<size_t>(p)].store(static_cast<int64_t>(seq));
       return;
     }
+    case wire::kProgressQuery:
+      answerProgressQuery(p, tag);
+      return;
+    case wire::kProgressReply:
+      replies_.push(p, tag, std::move(payload));
+      return;
     case wire::kGoodbye:
       mailbox_.markLeft(p);
       LANES_INFO(Bootstrap, rank_, "%s left the communicator", describe(p).c_str());
@@ -119,6 +125,7 @@ void MeshBootstrap::handleFrame(int p, uint16_t type, uint32_t tag, std::vector<
 }
 
 void MeshBootstrap::peerFailed(int deadRank, const std::string& why) {
+  replies_.markDead(deadRank, why);               // a progress query waiting on it gives up
   if (!mailbox_.markDead(deadRank, why)) return;  // already known
   LANES_WARN(Bootstrap, rank_, "%s", why.c_str());
   notifyFailure(deadRank, why);
@@ -135,6 +142,44 @@ void MeshBootstrap::notifyFailure(int deadRank, const std::string& why) {
     handler = handler_;
   }
   handler(deadRank, why);
+}
+
+void MeshBootstrap::setProgressSource(ProgressSource source) {
+  std::lock_guard<std::mutex> lock(progressMutex_);
+  progressSource_ = std::move(source);
+}
+
+// Runs on the monitor thread, which a stuck executor never blocks: that is
+// what lets a rank answer while its own operation hangs.
+void MeshBootstrap::answerProgressQuery(int p, uint32_t queryId) {
+  std::vector<uint8_t> answer;
+  {
+    std::lock_guard<std::mutex> lock(progressMutex_);
+    if (progressSource_) answer = progressSource_();
+  }
+  if (answer.empty()) return;  // nothing to say yet: the asker reports "no answer"
+  Status st =
+      sendTo(p, wire::kProgressReply, queryId, answer.data(), answer.size(), Deadline::after(1.0));
+  if (!st.isOk())
+    LANES_TRACE(Bootstrap, rank_, "progress reply not delivered: %s", st.message().c_str());
+}
+
+std::vector<std::vector<uint8_t>> MeshBootstrap::queryProgress(const std::vector<int>& peers,
+                                                               Deadline deadline) {
+  std::vector<std::vector<uint8_t>> out(peers.size());
+  const uint32_t id = querySeq_.fetch_add(1);
+  std::vector<bool> asked(peers.size(), false);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    int p = peers[i];
+    if (p < 0 || p >= nranks() || p == rank_) continue;
+    asked[i] = sendTo(p, wire::kProgressQuery, id, nullptr, 0, deadline).isOk();
+  }
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (!asked[i]) continue;
+    // A failed pop (deadline, peer gone) leaves the answer empty; the caller says so.
+    (void)replies_.pop(peers[i], id, &out[i], deadline, "a progress report");
+  }
+  return out;
 }
 
 }  // namespace lanes

@@ -1,5 +1,10 @@
 #include "bootstrap/rendezvous.h"
 
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+
 #include "bootstrap/wire.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -23,25 +28,6 @@ Status listenAddressFor(const UniqueIdData& id, const Socket& rootConn, SocketAd
   // The address this host used to reach the root is one the others can reach.
   LANES_RETURN_IF_ERROR(rootConn.localAddress(out));
   out->setPort(0);
-  return Status::ok();
-}
-
-Status parseTable(const std::vector<uint8_t>& payload, int nranks, std::vector<RankInfo>* ranks,
-                  std::vector<SocketAddress>* listens) {
-  wire::Reader r(payload);
-  int32_t n = 0;
-  if (!r.get(&n) || n != nranks)
-    return internalError("the bootstrap root sent a table for " + std::to_string(n) +
-                         " ranks, but this rank expected " + std::to_string(nranks));
-  ranks->assign(static_cast<size_t>(n), RankInfo{});
-  listens->assign(static_cast<size_t>(n), SocketAddress{});
-  for (int i = 0; i < n; ++i) {
-    auto& info = (*ranks)[static_cast<size_t>(i)];
-    if (!wire::getRankInfo(r, &info) || !wire::getAddress(r, &(*listens)[static_cast<size_t>(i)]) ||
-        info.rank != i)
-      return internalError("the bootstrap root sent a malformed rank table");
-  }
-  if (!r.atEnd()) return internalError("the bootstrap root sent a rank table with trailing bytes");
   return Status::ok();
 }
 
@@ -78,8 +64,8 @@ Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadli
   uint16_t type = 0;
   uint32_t tag = 0;
   std::vector<uint8_t> payload;
-  const size_t maxTable = 64 + static_cast<size_t>(nranks) * 128;
-  st = recvFrame(conn, &type, &tag, &payload, std::max(maxTable, wire::kMaxErrorBytes), deadline);
+  st = recvFrame(conn, &type, &tag, &payload,
+                 std::max(wire::maxTableBytes(nranks), wire::kMaxErrorBytes), deadline);
   if (!st.isOk())
     return Status(st.code(),
                   who + " did not get the rank table from the bootstrap root at " +
@@ -95,13 +81,16 @@ Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadli
   if (type != wire::kTable)
     return internalError(who + " got an unexpected frame of type " + std::to_string(type) +
                          " from the bootstrap root");
-  LANES_RETURN_IF_ERROR(parseTable(payload, nranks, ranks, listens));
+  LANES_RETURN_IF_ERROR(wire::decodeTable(payload, nranks, ranks, listens));
   LANES_INFO(Bootstrap, self.rank, "rendezvous done: %d ranks, listening on %s", nranks,
              listenAddr.toString().c_str());
   return Status::ok();
 }
 
 namespace {
+
+// Unidentified connections a rank's control listener holds at once.
+constexpr size_t kMaxPendingConnections = 1024;
 
 wire::Hello meshHello(const UniqueIdData& id, int nranks, int rank) {
   wire::Hello h;
@@ -157,43 +146,91 @@ Status buildMesh(const UniqueIdData& id, int rank, const std::vector<RankInfo>& 
     (*peers)[static_cast<size_t>(j)] = std::move(s);
   }
 
+  // Accept from higher ranks. Every unidentified connection waits in
+  // `pending` with its own hello deadline, read without blocking, so a stranger
+  // that sends nothing or trickles bytes cannot hold up the real ranks.
+  struct Pending {
+    Socket sock;
+    FrameReader reader;
+    Deadline helloBy;
+  };
+  std::vector<Pending> pending;
   int missing = nranks - 1 - rank;
+  auto missingList = [&] {
+    std::string list;
+    for (int j = rank + 1; j < nranks; ++j)
+      if (!(*peers)[static_cast<size_t>(j)].valid())
+        list += (list.empty() ? "" : ", ") + std::to_string(j);
+    return list;
+  };
+  // Checks a complete hello from a pending connection; OK means `h.rank` is a
+  // new higher rank and has been answered.
+  auto admit = [&](Pending& p, wire::Hello* h) {
+    LANES_RETURN_IF_ERROR(
+        checkMeshHello(id, nranks, p.reader.payload(), p.reader.header().type, h));
+    if (h->rank <= rank || h->rank >= nranks)
+      return invalidArgument("it claims rank " + std::to_string(h->rank) +
+                             ", which does not connect to this rank");
+    if ((*peers)[static_cast<size_t>(h->rank)].valid())
+      return invalidArgument("rank " + std::to_string(h->rank) + " is already connected");
+    return sendFrame(p.sock, wire::kHello, 0, mine.data(), mine.size(), p.helloBy);
+  };
   while (missing > 0) {
-    Socket s;
-    Status st = listener.accept(deadline, &s);
-    if (!st.isOk()) {
-      std::string list;
-      for (int j = rank + 1; j < nranks; ++j)
-        if (!(*peers)[static_cast<size_t>(j)].valid())
-          list += (list.empty() ? "" : ", ") + std::to_string(j);
-      return Status(st.code(), "rank " + std::to_string(rank) +
-                                   " timed out waiting for control connections from ranks " + list +
-                                   ": " + st.message());
+    if (deadline.expired())
+      return timeoutError("rank " + std::to_string(rank) +
+                          " timed out waiting for control connections from ranks " + missingList() +
+                          " (LANES_BOOTSTRAP_TIMEOUT)");
+    std::vector<pollfd> fds{{listener.fd(), POLLIN, 0}};
+    int waitMs = deadline.remainingMs();
+    for (const Pending& p : pending) {
+      fds.push_back({p.sock.fd(), POLLIN, 0});
+      waitMs = std::min(waitMs, p.helloBy.remainingMs());
     }
-    Deadline helloBy = Deadline::after(wire::kHelloTimeoutSeconds);
-    if (deadline.at() < helloBy.at()) helloBy = deadline;
-    uint16_t type = 0;
-    uint32_t tag = 0;
-    std::vector<uint8_t> payload;
-    wire::Hello h;
-    st = recvFrame(s, &type, &tag, &payload, wire::kMaxHelloBytes, helloBy);
-    if (st.isOk()) st = checkMeshHello(id, nranks, payload, type, &h);
-    if (st.isOk() && (h.rank <= rank || h.rank >= nranks))
-      st = invalidArgument("it claims rank " + std::to_string(h.rank) +
-                           ", which does not connect to this rank");
-    if (st.isOk() && (*peers)[static_cast<size_t>(h.rank)].valid())
-      st = invalidArgument("rank " + std::to_string(h.rank) + " is already connected");
-    if (st.isOk()) {
-      const auto reply = wire::encodeHello(meshHello(id, nranks, rank), false);
-      st = sendFrame(s, wire::kHello, 0, reply.data(), reply.size(), helloBy);
+    if (::poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR)
+      return systemError("rank " + std::to_string(rank) +
+                         ": poll on the control listener failed: " + errnoText(errno));
+    for (size_t i = pending.size(); i-- > 0;) {
+      Pending& p = pending[i];
+      bool complete = false;
+      Status st;
+      if (fds[i + 1].revents != 0)
+        st = p.reader.readSome(p.sock, wire::kMaxHelloBytes, &complete);
+      else if (p.helloBy.expired())
+        st = timeoutError("it sent no hello within " +
+                          std::to_string(static_cast<int>(wire::kHelloTimeoutSeconds)) + " s");
+      if (st.isOk() && !complete) continue;
+      wire::Hello h;
+      if (st.isOk()) st = admit(p, &h);
+      if (st.isOk()) {
+        (*peers)[static_cast<size_t>(h.rank)] = std::move(p.sock);
+        --missing;
+      } else {
+        LANES_WARN(Bootstrap, rank,
+                   "dropped control connection from %s: %s (not a rank of this communicator)",
+                   p.sock.peerName().c_str(), st.message().c_str());
+      }
+      pending.erase(pending.begin() + static_cast<long>(i));
     }
-    if (!st.isOk()) {
-      LANES_WARN(Bootstrap, rank, "dropped control connection from %s: %s", s.peerName().c_str(),
-                 st.message().c_str());
-      continue;
+    if (!(fds[0].revents & POLLIN)) continue;
+    for (;;) {
+      Socket s;
+      Status accepted = listener.accept(Deadline::after(0), &s);
+      // Out of descriptors (or another local failure): waiting cannot help,
+      // and the connection left in the backlog would spin this loop.
+      if (!accepted.isOk() && accepted.code() != lanesTimeout)
+        return Status(accepted.code(), "rank " + std::to_string(rank) +
+                                           " could not accept a control connection: " +
+                                           accepted.message());
+      if (!accepted.isOk()) break;
+      if (pending.size() >= kMaxPendingConnections) {
+        LANES_WARN(Bootstrap, rank, "too many unidentified control connections; dropped %s",
+                   s.peerName().c_str());
+        continue;
+      }
+      Deadline helloBy = Deadline::after(wire::kHelloTimeoutSeconds);
+      if (deadline.at() < helloBy.at()) helloBy = deadline;
+      pending.push_back(Pending{std::move(s), {}, helloBy});
     }
-    (*peers)[static_cast<size_t>(h.rank)] = std::move(s);
-    --missing;
   }
   return Status::ok();
 }

@@ -150,15 +150,16 @@ class RootServer {
   }
 
   void sendTables(Deadline overall) {
-    wire::Writer w;
-    w.put<int32_t>(nranks_);
+    std::vector<RankInfo> infos;
+    std::vector<SocketAddress> listens;
     for (const auto& a : arrived_) {
-      wire::putRankInfo(w, a->info);
-      wire::putAddress(w, a->listen);
+      infos.push_back(a->info);
+      listens.push_back(a->listen);
     }
+    const auto table = wire::encodeTable(infos, listens);
     Deadline d = Deadline::after(std::max(5.0, std::min(30.0, overall.remainingMs() / 1000.0)));
     for (const auto& a : arrived_) {
-      Status st = sendFrame(a->sock, wire::kTable, 0, w.data().data(), w.data().size(), d);
+      Status st = sendFrame(a->sock, wire::kTable, 0, table.data(), table.size(), d);
       if (!st.isOk())
         LANES_WARN(Bootstrap, -1, "bootstrap root: could not send the rank table to rank %d: %s",
                    a->info.rank, st.message().c_str());

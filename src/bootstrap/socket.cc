@@ -140,15 +140,70 @@ std::string Socket::peerName() const {
   return peer_.length ? peer_.toString() : std::string("an unknown peer");
 }
 
+Status parsePortRange(const std::string& text, PortRange* out) {
+  auto bad = [&] {
+    return invalidArgument("LANES_PORT_RANGE=" + text +
+                           " is not a port range; write it as FIRST-LAST, e.g. 50000-50100");
+  };
+  size_t dash = text.find('-');
+  if (dash == std::string::npos) return bad();
+  int64_t lo = 0, hi = 0;
+  if (!parseInt64(text.substr(0, dash), &lo) || !parseInt64(text.substr(dash + 1), &hi) || lo < 1 ||
+      hi > 65535 || lo > hi)
+    return bad();
+  out->first = static_cast<uint16_t>(lo);
+  out->last = static_cast<uint16_t>(hi);
+  return Status::ok();
+}
+
+namespace {
+
+// Binds `s` to `address`; with port 0 and LANES_PORT_RANGE set, to the first
+// free port of the range (firewalled clusters open only such a range).
+Status bindListener(const Socket& s, SocketAddress* address) {
+  auto bindTo = [&](const SocketAddress& a) {
+    return ::bind(s.fd(), reinterpret_cast<const sockaddr*>(&a.storage), a.length) == 0 ? 0 : errno;
+  };
+  auto rangeText = envString("LANES_PORT_RANGE");
+  if (address->port() != 0 || !rangeText) {
+    int err = bindTo(*address);
+    if (err == 0) return Status::ok();
+    return systemError("cannot listen on " + address->toString() +
+                       ": bind failed: " + errnoText(err) +
+                       "; pick another port or an address of this host (LANES_SOCKET_IFNAME)");
+  }
+  PortRange range;
+  LANES_RETURN_IF_ERROR(parsePortRange(*rangeText, &range));
+  int lastErr = 0;
+  for (uint32_t port = range.first; port <= range.last; ++port) {
+    SocketAddress a = *address;
+    a.setPort(static_cast<uint16_t>(port));
+    lastErr = bindTo(a);
+    if (lastErr == 0) {
+      *address = a;
+      return Status::ok();
+    }
+    if (lastErr != EADDRINUSE) break;
+  }
+  address->setPort(0);
+  std::string ports = std::to_string(range.first) + "-" + std::to_string(range.last);
+  if (lastErr == EADDRINUSE)
+    return systemError("cannot listen on " + address->toString() + ": every port of " +
+                       "LANES_PORT_RANGE=" + ports + " (" +
+                       std::to_string(range.last - range.first + 1) +
+                       " ports) is already in use; widen the range or stop what holds those ports");
+  return systemError("cannot listen on " + address->toString() + " in LANES_PORT_RANGE=" + ports +
+                     ": bind failed: " + errnoText(lastErr));
+}
+
+}  // namespace
+
 Status Socket::listen(SocketAddress* address, int backlog, Socket* out) {
   Socket s(::socket(address->family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s.valid()) return systemError("socket() for a listener failed: " + errnoText(errno));
   int one = 1;
   setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&address->storage), address->length) != 0)
-    return systemError("cannot listen on " + address->toString() +
-                       ": bind failed: " + errnoText(errno) +
-                       "; pick another port or an address of this host (LANES_SOCKET_IFNAME)");
+  LANES_RETURN_IF_ERROR(bindListener(s, address));
   if (::listen(s.fd(), backlog) != 0)
     return systemError("listen on " + address->toString() + " failed: " + errnoText(errno));
   LANES_RETURN_IF_ERROR(s.localAddress(address));

@@ -42,6 +42,13 @@ Status findInterfaces(const std::string& ifnameSpec, std::vector<InterfaceAddres
 // Whether interface `name` matches `spec` (exposed for tests).
 bool interfaceMatches(const std::string& spec, const std::string& name);
 
+// LANES_PORT_RANGE ("50000-50100"): where listeners asked for port 0 bind.
+struct PortRange {
+  uint16_t first = 0;
+  uint16_t last = 0;
+};
+Status parsePortRange(const std::string& text, PortRange* out);
+
 // Sockets made by listen/connect/accept are non-blocking and close-on-exec;
 // sendAll/recvAll wait in poll() until the deadline. Writes use MSG_NOSIGNAL.
 class Socket {
@@ -60,7 +67,8 @@ class Socket {
   // shutdown(SHUT_RDWR): wakes any thread blocked in poll on this socket.
   void shutdownBoth();
 
-  // Listens on `address` (port 0 picks a free one); address gets the real port.
+  // Listens on `address`; address gets the real port. Port 0 picks a free
+  // one: the first free port of LANES_PORT_RANGE when set, else any.
   static Status listen(SocketAddress* address, int backlog, Socket* out);
   static Status connect(const SocketAddress& address, Deadline deadline, Socket* out);
   Status accept(Deadline deadline, Socket* out, SocketAddress* peer = nullptr) const;

@@ -145,6 +145,58 @@ Status decodeError(const std::vector<uint8_t>& payload) {
   return Status(static_cast<lanesResult_t>(code), msg);
 }
 
+std::vector<uint8_t> encodeTable(const std::vector<RankInfo>& ranks,
+                                 const std::vector<SocketAddress>& listens) {
+  Writer w;
+  w.put<int32_t>(static_cast<int32_t>(ranks.size()));
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    putRankInfo(w, ranks[i]);
+    putAddress(w, listens[i]);
+  }
+  return std::move(w.data());
+}
+
+Status decodeTable(const std::vector<uint8_t>& payload, int nranks, std::vector<RankInfo>* ranks,
+                   std::vector<SocketAddress>* listens) {
+  Reader r(payload);
+  int32_t n = 0;
+  if (!r.get(&n) || n != nranks)
+    return internalError("the bootstrap root sent a table for " + std::to_string(n) +
+                         " ranks, but this rank expected " + std::to_string(nranks));
+  ranks->assign(static_cast<size_t>(n), RankInfo{});
+  listens->assign(static_cast<size_t>(n), SocketAddress{});
+  for (int i = 0; i < n; ++i) {
+    auto& info = (*ranks)[static_cast<size_t>(i)];
+    if (!getRankInfo(r, &info) || !getAddress(r, &(*listens)[static_cast<size_t>(i)]) ||
+        info.rank != i)
+      return internalError("the bootstrap root sent a malformed rank table");
+  }
+  if (!r.atEnd()) return internalError("the bootstrap root sent a rank table with trailing bytes");
+  return Status::ok();
+}
+
+size_t maxTableBytes(int nranks) {
+  // Per rank: RankInfo (4+8+4+4+hostname) and an address (1+2+16).
+  constexpr size_t kEntry = 20 + sizeof(RankInfo::hostname) + 19;
+  return sizeof(int32_t) + static_cast<size_t>(nranks > 0 ? nranks : 0) * kEntry;
+}
+
+std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why) {
+  Writer w;
+  w.put<int32_t>(dead);
+  w.str(why.substr(0, kMaxErrorBytes));
+  return std::move(w.data());
+}
+
+Status decodeFailureNotice(const std::vector<uint8_t>& payload, int nranks, int32_t* dead,
+                           std::string* why) {
+  Reader r(payload);
+  if (!r.get(dead) || !r.str(why, kMaxErrorBytes) || !r.atEnd() || *dead < 0 || *dead >= nranks)
+    return invalidArgument("malformed failure notice (" + std::to_string(payload.size()) +
+                           " bytes)");
+  return Status::ok();
+}
+
 bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n) {
   uint8_t diff = 0;
   for (size_t i = 0; i < n; ++i) diff |= a[i] ^ b[i];

@@ -13,13 +13,15 @@
 namespace lanes::wire {
 
 enum FrameType : uint16_t {
-  kHello = 1,     // secret + identity; first frame on every connection
-  kTable = 2,     // root -> rank: every rank's RankInfo and listen address
-  kError = 3,     // root -> rank: why it was refused (code + sentence)
-  kData = 4,      // mesh: tagged bytes for the mailbox
-  kFailure = 5,   // mesh: "rank X failed: why"
-  kProgress = 6,  // mesh: uint64 completed sequence number
-  kGoodbye = 7,   // mesh: the sender is leaving normally; its EOF is no failure
+  kHello = 1,          // secret + identity; first frame on every connection
+  kTable = 2,          // root -> rank: every rank's RankInfo and listen address
+  kError = 3,          // root -> rank: why it was refused (code + sentence)
+  kData = 4,           // mesh: tagged bytes for the mailbox
+  kFailure = 5,        // mesh: "rank X failed: why"
+  kProgress = 6,       // mesh: uint64 completed sequence number
+  kGoodbye = 7,        // mesh: the sender is leaving normally; its EOF is no failure
+  kProgressQuery = 8,  // mesh: "what are you running?" (tag: query id)
+  kProgressReply = 9,  // mesh: the answer, an encoded ProgressReport (tag: query id)
 };
 
 // A silent or slow stranger is dropped after this long.
@@ -84,6 +86,20 @@ Status decodeHello(const std::vector<uint8_t>& payload, bool toRoot, Hello* out)
 
 std::vector<uint8_t> encodeError(const Status& s);
 Status decodeError(const std::vector<uint8_t>& payload);
+
+// The root's table: nranks, then (RankInfo, listen address) per rank in rank
+// order. Decoding checks the count against `nranks` and every entry's rank.
+std::vector<uint8_t> encodeTable(const std::vector<RankInfo>& ranks,
+                                 const std::vector<SocketAddress>& listens);
+Status decodeTable(const std::vector<uint8_t>& payload, int nranks, std::vector<RankInfo>* ranks,
+                   std::vector<SocketAddress>* listens);
+// Largest table for `nranks` ranks (the receive limit).
+size_t maxTableBytes(int nranks);
+
+// A failure notice on the mesh: "rank `dead` failed: why".
+std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why);
+Status decodeFailureNotice(const std::vector<uint8_t>& payload, int nranks, int32_t* dead,
+                           std::string* why);
 
 // Compares secrets in time independent of where they differ.
 bool constantTimeEqual(const uint8_t* a, const uint8_t* b, size_t n);

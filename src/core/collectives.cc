@@ -179,6 +179,8 @@ lanesResult_t pointToPoint(const char* fn, bool isSend, const void* sendbuf, voi
     r.sendbuf = sendbuf;
     r.recvbuf = recvbuf;
     r.bytes = bytes;
+    r.args.count = count;  // for LANES_CHECK_MISMATCH and progress reports
+    r.args.type = type;
     return submit(std::move(r));
   }();
   return report(comm, status);

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "core/comm_topology.h"
 #include "core/datatype.h"
+#include "core/progress.h"
 #include "core/status.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
@@ -38,6 +40,8 @@ struct lanesComm {
   int nranks = 0;
   int cudaDev = -1;
   lanes::CommOptions options;
+  // Hang diagnosis (core/watchdog.h); before `bootstrap`, whose monitor thread reads it.
+  lanes::CommWatch watch;
   std::unique_ptr<lanes::Bootstrap> bootstrap;
   std::vector<std::unique_ptr<lanes::Connection>> connections;  // by peer
   lanes::ConnectionTable table;                                 // raw view for the executor
@@ -46,6 +50,8 @@ struct lanesComm {
   int processRanks = 1;     // ranks of this communicator in this process (threads)
   unsigned spinLimit = 64;  // see Backoff
   uint64_t seq = 0;         // collectives and groups issued so far
+  // Every rank's GPU, host and NUMA placement, exchanged at init (planner input).
+  std::vector<lanes::RankPlacement> placement;
   uint64_t splitSeq = 0;
   // Device-buffer machinery, made on first use (src/exec/cuda).
   std::mutex deviceMutex;

@@ -1,6 +1,7 @@
 // Deadline: every wait in Lanes is bounded by one of these.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 namespace lanes {
@@ -10,8 +11,11 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   static Deadline after(double seconds) {
+    // Past ~30 years (e.g. LANES_TIMEOUT=1e10 meaning "forever"), or NaN, is
+    // never: converting it to nanoseconds would overflow (undefined behaviour).
+    if (!(seconds < 1e9)) return never();
     return Deadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                       std::chrono::duration<double>(seconds)));
+                                       std::chrono::duration<double>(std::max(seconds, -1e9))));
   }
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   bool expired() const { return Clock::now() >= at_; }

@@ -1,5 +1,7 @@
 #include "core/env.h"
 
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -103,7 +105,14 @@ std::string errnoText(int err) {
   char buf[256];
   // GNU strerror_r returns the message pointer.
   const char* msg = strerror_r(err, buf, sizeof(buf));
-  return std::string(msg) + " (errno " + std::to_string(err) + ")";
+  std::string text = std::string(msg) + " (errno " + std::to_string(err) + ")";
+  // Out of descriptors is a limit, not a bug: say which and how to raise it.
+  rlimit lim{};
+  if (err == EMFILE && ::getrlimit(RLIMIT_NOFILE, &lim) == 0)
+    text += "; this process may open " + std::to_string(lim.rlim_cur) +
+            " files (ulimit -n): raise the limit, e.g. ulimit -n 65536";
+  if (err == ENFILE) text += "; the system-wide file limit (fs.file-max) is reached";
+  return text;
 }
 
 }  // namespace lanes

@@ -6,7 +6,9 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "core/mismatch_check.h"
 #include "core/request.h"
+#include "core/watchdog.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "kernels/cpu/reduce.h"
@@ -138,8 +140,9 @@ Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
 }
 
 // The error a failed run reports: a recorded peer failure names the rank
-// that died, which beats whatever neighbour the executor was waiting on.
-Status explainFailure(lanesComm* comm, const Status& status) {
+// that died, which beats whatever neighbour the executor was waiting on; a
+// timeout names what every peer is doing (core/watchdog.h).
+Status explainFailure(lanesComm* comm, const Status& status, const HangInfo& hang) {
   Status recorded = comm->checkAbort();
   if (recorded.isOk() && status.code() == lanesRemoteError) {
     // A closed connection is often the echo of a failure elsewhere: a peer
@@ -152,13 +155,27 @@ Status explainFailure(lanesComm* comm, const Status& status) {
       backoff.pause();
       recorded = comm->checkAbort();
     }
+    // Nobody died: a peer that timed out in this operation closed its
+    // connections. Then this rank reports the timeout too, diagnosed.
+    if (recorded.isOk()) {
+      Status timedOut = explainClosedByTimeout(comm, hang, status);
+      if (!timedOut.isOk()) {
+        comm->fail(timedOut.code(), timedOut.message());
+        return timedOut;
+      }
+    }
   }
   if (!recorded.isOk() && status.code() != lanesInvalidUsage &&
       status.code() != lanesInvalidArgument) {
     return Status(recorded.code(),
                   recorded.message() + " (while running: " + status.message() + ")");
   }
-  if (status.code() == lanesTimeout || status.code() == lanesRemoteError) {
+  if (status.code() == lanesTimeout) {
+    Status diagnosed = diagnoseTimeout(comm, hang, status);
+    comm->fail(diagnosed.code(), diagnosed.message());
+    return diagnosed;
+  }
+  if (status.code() == lanesRemoteError) {
     // The streams of this communicator are out of step now; later calls must fail too.
     comm->fail(status.code(), status.message());
   }
@@ -197,6 +214,7 @@ Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>*
 
 Status executeRequests(std::vector<Request>& all) {
   if (all.empty()) return Status::ok();
+  LANES_RETURN_IF_ERROR(checkCallsMatch(all));  // LANES_CHECK_MISMATCH=1 only
   std::vector<Request> requests;
   LANES_RETURN_IF_ERROR(splitDeviceRequests(all, &requests));
   if (requests.empty()) return Status::ok();
@@ -243,9 +261,21 @@ Status executeHostRequests(std::vector<Request>& requests) {
     LANES_RETURN_IF_ERROR(prepareP2p(comm, reqs, &p));
     prepared.push_back(std::move(p));
   }
-  for (lanesComm* comm : comms) {
-    LANES_RETURN_IF_ERROR(comm->checkAbort());
-    ++comm->seq;
+  for (lanesComm* comm : comms) LANES_RETURN_IF_ERROR(comm->checkAbort());
+  // What each communicator runs now, for peers' progress queries.
+  // (By position in `comms`: a vector, so a small call allocates little.)
+  std::vector<HangInfo> hangs(comms.size());
+  auto hangOf = [&](lanesComm* comm) -> HangInfo& {
+    return hangs[static_cast<size_t>(std::find(comms.begin(), comms.end(), comm) - comms.begin())];
+  };
+  for (size_t i = 0; i < comms.size(); ++i) hangs[i].ops = 0;
+  for (Request& r : requests) {
+    HangInfo& h = hangOf(r.comm);
+    if (h.ops++ == 0) h.op = signatureOf(r);
+  }
+  for (size_t i = 0; i < comms.size(); ++i) {
+    hangs[i].seq = static_cast<int64_t>(comms[i]->seq++);
+    comms[i]->watch.progress.begin(hangs[i].seq, hangs[i].op, hangs[i].ops);
   }
 
   double timeout = 0;
@@ -263,13 +293,18 @@ Status executeHostRequests(std::vector<Request>& requests) {
     w.spinLimit = comm->spinLimit;
     work.push_back(std::move(w));
   }
-  Status status = runWork(work, Deadline::after(timeout));
+  std::vector<int> waitingFor;
+  Status status = runWork(work, Deadline::after(timeout), &waitingFor);
+  for (size_t i = 0; i < comms.size(); ++i)
+    comms[i]->watch.progress.end(hangs[i].seq, status.isOk());
   if (!status) {
     // Attribute the failure to the communicator whose op failed (the first, if unclear).
     lanesComm* failed = comms.front();
     for (Prepared& p : prepared)
       if (status.message().find(p.label) != std::string::npos) failed = p.comm;
-    return explainFailure(failed, status);
+    HangInfo& hang = hangOf(failed);
+    hang.waitingFor = waitingFor;
+    return explainFailure(failed, status, hang);
   }
   for (Request& r : requests) {
     if (r.isP2p || r.op.kind != RedOpKind::Avg) continue;

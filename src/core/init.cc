@@ -6,10 +6,12 @@
 #include <thread>
 
 #include "core/comm_registry.h"
+#include "core/comm_topology.h"
 #include "core/env.h"
 #include "core/errors.h"
 #include "core/host_id.h"
 #include "core/log.h"
+#include "core/watchdog.h"
 #include "exec/device_path.h"
 
 namespace lanes {
@@ -144,6 +146,15 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
 
   Deadline deadline = Deadline::after(std::max(options.timeoutSeconds, bootstrapTimeoutSeconds()));
   LANES_RETURN_IF_ERROR(Bootstrap::create(idData, nranks, self, deadline, &comm->bootstrap));
+  // On an early return the monitor thread could still call the handler below
+  // while `comm` is being destroyed: stop the bootstrap first (no-op once
+  // comm is released to the caller).
+  struct StopBootstrapOnError {
+    std::unique_ptr<lanesComm>& c;
+    ~StopBootstrapOnError() {
+      if (c && c->bootstrap) c->bootstrap->shutdown();
+    }
+  } stopOnError{comm};
   lanesComm* raw = comm.get();
   comm->bootstrap->setFailureHandler([raw](int deadRank, const std::string& why) {
     raw->fail(lanesRemoteError,
@@ -153,6 +164,7 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
                   "the survivors.",
               deadRank, why);
   });
+  attachWatchdog(comm.get());  // answer peers' progress queries; LANES_CHECK_MISMATCH
   Status status = connectPeers(comm.get(), options.timeoutSeconds);
   if (!status) {
     comm->bootstrap->spreadFailure(
@@ -162,6 +174,7 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
   }
   // Nobody may use a connection before every rank finished connecting.
   LANES_RETURN_IF_ERROR(comm->bootstrap->barrier(Deadline::after(options.timeoutSeconds)));
+  LANES_RETURN_IF_ERROR(exchangePlacement(comm.get()));  // topology: once per process
   bool allHaveGpus = true;
   for (const RankInfo& r : comm->bootstrap->ranks()) allHaveGpus = allHaveGpus && r.cudaDev >= 0;
   if (allHaveGpus && !envBool("LANES_DEVICE_LAZY_SETUP", false))

@@ -210,9 +210,17 @@ std::string pendingDescription(const StepState& s) {
   return out.empty() ? "nothing (it was about to finish)" : out;
 }
 
+// Adds the peers a stuck step still waits on (either direction) to *out.
+void pendingPeers(const StepState& s, std::vector<int>* out) {
+  for (const auto* queues : {&s.recvQueue, &s.sendQueue})
+    for (const PeerQueue& q : *queues)
+      if (q.head < q.ops.size() && std::find(out->begin(), out->end(), q.peer) == out->end())
+        out->push_back(q.peer);
+}
+
 }  // namespace
 
-Status runWork(std::span<ExecWork> work, Deadline deadline) {
+Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* waitingFor) {
   // Group items into tracks by their (connections, lane) stream.
   std::vector<Track> tracks;
   for (ExecWork& w : work) {
@@ -276,6 +284,12 @@ Status runWork(std::span<ExecWork> work, Deadline deadline) {
         for (Track& t : tracks) {
           if (t.done()) continue;
           ExecWork& w = *t.items[t.item];
+          if (waitingFor != nullptr) {
+            // Every stuck stream of the same communicator (its lanes).
+            for (const Track& u : tracks)
+              if (!u.done() && u.items[0]->connections == w.connections)
+                pendingPeers(u.state, waitingFor);
+          }
           return timeoutError(describe(w) + " timed out on rank " + std::to_string(w.rank) +
                               " at step " + std::to_string(t.step) + ": still " +
                               pendingDescription(t.state) +

@@ -36,7 +36,9 @@ struct ExecWork {
   unsigned spinLimit = 64;
 };
 
-Status runWork(std::span<ExecWork> work, Deadline deadline);
+// On a timeout, *waitingFor (when given) lists the peers the stuck
+// operation still waited on, for the hang diagnosis (core/watchdog.h).
+Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* waitingFor = nullptr);
 
 // Convenience for a single communicator.
 struct LaneSchedule {

@@ -1,0 +1,430 @@
+// Strangers on the network: connections that send garbage, a wrong magic or
+// version, an oversized length, the wrong secret, or nothing at all, aimed at
+// the bootstrap root, at a rank's control listener and at the TCP transport's
+// data listener while real ranks join. Each must be dropped and logged, and
+// the real ranks must still form the communicator and move data.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <latch>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
+#include "core/log.h"
+#include "tests/multi/harness.h"
+#include "tests/unit/fake_bootstrap.h"
+#include "tests/unit/transport_streams.h"
+#include "transport/transport.h"
+
+namespace lanes::test {
+namespace {
+
+// Sends warnings to a file for one test and restores the log config after.
+class LogCapture {
+ public:
+  LogCapture() {
+    char dir[] = "/tmp/lanes-sec-XXXXXX";
+    if (::mkdtemp(dir)) path_ = std::string(dir) + "/warn.log";
+    save("LANES_DEBUG");
+    save("LANES_DEBUG_FILE");
+    ::setenv("LANES_DEBUG", "WARN", 1);
+    ::setenv("LANES_DEBUG_FILE", path_.c_str(), 1);
+    logReloadConfig();
+  }
+  ~LogCapture() {
+    for (auto& [name, value] : saved_) {
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+    logReloadConfig();
+    ::unlink(path_.c_str());
+    ::rmdir(path_.substr(0, path_.rfind('/')).c_str());
+  }
+  std::string text() const {
+    std::ifstream in(path_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  int count(const std::string& needle) const {
+    const std::string t = text();
+    int n = 0;
+    for (size_t at = t.find(needle); at != std::string::npos; at = t.find(needle, at + 1)) ++n;
+    return n;
+  }
+
+ private:
+  void save(const char* name) {
+    const char* v = std::getenv(name);
+    saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+  }
+  std::string path_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+std::vector<uint8_t> frame(uint32_t magic, uint16_t version, uint16_t type, uint64_t length,
+                           const std::vector<uint8_t>& payload = {}) {
+  FrameHeader h{magic, version, type, 0, 0, length};
+  std::vector<uint8_t> out(sizeof(h) + payload.size());
+  std::memcpy(out.data(), &h, sizeof(h));
+  if (!payload.empty()) std::memcpy(out.data() + sizeof(h), payload.data(), payload.size());
+  return out;
+}
+
+std::vector<uint8_t> helloFrame(const uint8_t secret[32], uint64_t commId, int nranks, int rank,
+                                bool toRoot) {
+  wire::Hello h;
+  std::memcpy(h.secret, secret, sizeof(h.secret));
+  h.commId = commId;
+  h.nranks = nranks;
+  h.rank = rank;
+  h.info.rank = rank;
+  h.listen = SocketAddress{};
+  (void)SocketAddress::parse("127.0.0.1:9", &h.listen);
+  auto payload = wire::encodeHello(h, toRoot);
+  return frame(kFrameMagic, kFrameVersion, wire::kHello, payload.size(), payload);
+}
+
+// One stranger: connects, sends its bytes, and can tell whether the other end
+// closed the connection.
+struct Stranger {
+  std::string kind;
+  Socket sock;
+
+  static Stranger open(const std::string& kind, const SocketAddress& to,
+                       const std::vector<uint8_t>& bytes) {
+    Stranger s{kind, {}};
+    Status st = Socket::connect(to, Deadline::after(10), &s.sock);
+    EXPECT_TRUE(st.isOk()) << kind << ": " << st.message();
+    if (st.isOk() && !bytes.empty()) {
+      st = s.sock.sendAll(bytes.data(), bytes.size(), Deadline::after(10));
+      EXPECT_TRUE(st.isOk()) << kind << ": " << st.message();
+    }
+    return s;
+  }
+  // True once the peer closed or reset the connection, within `seconds`.
+  bool closedWithin(double seconds) const {
+    Deadline d = Deadline::after(seconds);
+    do {
+      pollfd p{sock.fd(), POLLIN, 0};
+      if (::poll(&p, 1, d.remainingMs()) <= 0) continue;
+      uint8_t buf[256];
+      ssize_t n = ::recv(sock.fd(), buf, sizeof(buf), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return true;
+    } while (!d.expired());
+    return false;
+  }
+};
+
+// Every kind of stranger that talks the frame protocol wrong. `claimRank` is
+// the rank the wrong-secret hello pretends to be (a real rank's slot).
+std::vector<Stranger> openStrangers(const SocketAddress& to, const UniqueIdData& id, int nranks,
+                                    int claimRank, bool toRoot) {
+  std::vector<uint8_t> garbage(64);
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<uint8_t>(i * 131 + 7);
+  uint8_t wrongSecret[32];
+  std::memcpy(wrongSecret, id.secret, 32);
+  wrongSecret[31] ^= 1;  // differs only in the last byte
+  std::vector<Stranger> out;
+  out.push_back(Stranger::open("garbage", to, garbage));
+  out.push_back(Stranger::open("wrong magic", to, frame(0xdeadbeef, kFrameVersion, 1, 8)));
+  out.push_back(Stranger::open("wrong version", to, frame(kFrameMagic, 99, 1, 8)));
+  out.push_back(
+      Stranger::open("oversized length", to, frame(kFrameMagic, kFrameVersion, 1, 1ull << 40)));
+  out.push_back(Stranger::open("wrong secret", to,
+                               helloFrame(wrongSecret, id.commId, nranks, claimRank, toRoot)));
+  out.push_back(
+      Stranger::open("not a hello", to, frame(kFrameMagic, kFrameVersion, 4, 3, {1, 2, 3})));
+  return out;
+}
+
+float expectedSum(int nranks, size_t i) {
+  return static_cast<float>(nranks * (nranks - 1) / 2) + static_cast<float>(nranks * (i % 7));
+}
+
+void allReduceBody(int rank, int nranks, const lanesUniqueId& id) {
+  CommGuard comm(initComm(rank, nranks, id));
+  std::vector<float> in(1000), out(1000);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(rank + static_cast<int>(i % 7));
+  RANK_CHECK_LANES(
+      lanesAllReduce(in.data(), out.data(), in.size(), lanesFloat32, lanesSum, comm.get(), nullptr),
+      comm.get());
+  for (size_t i = 0; i < out.size(); ++i)
+    RANK_CHECK(out[i] == expectedSum(nranks, i), "element %zu is %g, expected %g", i,
+               static_cast<double>(out[i]), static_cast<double>(expectedSum(nranks, i)));
+}
+
+void expectAllExitedZero(const std::vector<RankOutcome>& outcomes) {
+  for (const auto& o : outcomes)
+    EXPECT_TRUE(o.finished && o.exited && o.exitCode == 0) << o.describe();
+}
+
+TEST(BootstrapSecurity, RootDropsStrangersWhileRanksJoin) {
+  constexpr int kRanks = 3;
+  LogCapture log;
+  lanesUniqueId id;
+  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
+  UniqueIdData data;
+  ASSERT_TRUE(decodeUniqueId(id, &data).isOk());
+  const SocketAddress root = wire::rootAddress(data);
+
+  // The strangers arrive first; one of them claims rank 0 with a wrong secret.
+  auto strangers = openStrangers(root, data, kRanks, /*claimRank=*/0, /*toRoot=*/true);
+  Stranger silent = Stranger::open("silent", root, {});
+  ForkedRanks ranks;
+  ranks.start(kRanks, id, allReduceBody);
+  expectAllExitedZero(ranks.wait());
+
+  for (const auto& s : strangers) EXPECT_TRUE(s.closedWithin(10)) << s.kind << " was not dropped";
+  // The root closes the silent one at its hello deadline or when it exits.
+  EXPECT_TRUE(silent.closedWithin(wire::kHelloTimeoutSeconds + 10));
+  const std::string text = log.text();
+  // (The silent one is logged too if the ranks took longer than its deadline.)
+  EXPECT_GE(log.count("dropped connection from"), static_cast<int>(strangers.size())) << text;
+  for (const char* why : {"bad magic", "protocol version 99", "announcing 1099511627776 bytes",
+                          "wrong secret", "not a hello"})
+    EXPECT_NE(text.find(why), std::string::npos) << "no drop logged for: " << why << "\n" << text;
+}
+
+TEST(BootstrapSecurity, RootDropsSilentConnectionAndServesRanksAfter) {
+  LogCapture log;
+  lanesUniqueId id;
+  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
+  UniqueIdData data;
+  ASSERT_TRUE(decodeUniqueId(id, &data).isOk());
+  Stranger silent = Stranger::open("silent", wire::rootAddress(data), {});
+  EXPECT_TRUE(silent.closedWithin(wire::kHelloTimeoutSeconds + 10));
+  EXPECT_EQ(log.count("sent no hello within"), 1) << log.text();
+  ForkedRanks ranks;
+  ranks.start(2, id, allReduceBody);
+  expectAllExitedZero(ranks.wait());
+}
+
+// Ranks in threads, driven through joinRoot/buildMesh so the test knows every
+// rank's control listener and can attack it between the two steps.
+TEST(BootstrapSecurity, ControlListenerDropsStrangers) {
+  constexpr int kRanks = 3;
+  LogCapture log;
+  lanesUniqueId uid;
+  ASSERT_TRUE(createUniqueIdAndRoot("127.0.0.1:0", nullptr, &uid).isOk());
+  UniqueIdData id;
+  ASSERT_TRUE(decodeUniqueId(uid, &id).isOk());
+
+  struct Rank {
+    Socket listener;
+    std::vector<RankInfo> infos;
+    std::vector<SocketAddress> listens;
+    std::vector<Socket> peers;
+    Status joined, meshed, talked;
+  };
+  std::vector<Rank> ranks(kRanks);
+  std::latch joined(kRanks + 1), attacked(1);
+  std::atomic<bool> allJoined{true};
+  Watchdog watchdog(120, "ControlListenerDropsStrangers");
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      Rank& me = ranks[static_cast<size_t>(r)];
+      RankInfo self;
+      self.rank = r;
+      self.pid = ::getpid();
+      std::snprintf(self.hostname, sizeof(self.hostname), "thread%d", r);
+      const Deadline deadline = Deadline::after(60);
+      me.joined = joinRoot(id, kRanks, self, deadline, &me.listener, &me.infos, &me.listens);
+      joined.count_down();
+      attacked.wait();
+      if (!allJoined) return;
+      me.meshed = buildMesh(id, r, me.infos, me.listens, me.listener, deadline, &me.peers);
+      if (!me.meshed.isOk()) return;
+      // Every pair of control connections carries a frame both ways.
+      const uint32_t mine = 1000u + static_cast<uint32_t>(r);
+      for (int p = 0; p < kRanks && me.talked.isOk(); ++p)
+        if (p != r) me.talked = sendFrame(me.peers[p], wire::kData, mine, &mine, 4, deadline);
+      for (int p = 0; p < kRanks && me.talked.isOk(); ++p) {
+        if (p == r) continue;
+        uint16_t type = 0;
+        uint32_t tag = 0;
+        std::vector<uint8_t> payload;
+        me.talked = recvFrame(me.peers[p], &type, &tag, &payload, 64, deadline);
+        if (me.talked.isOk() && (type != wire::kData || tag != 1000u + static_cast<uint32_t>(p)))
+          me.talked = internalError("wrong frame from rank " + std::to_string(p));
+      }
+    });
+  }
+  joined.count_down();
+  joined.wait();
+  for (const Rank& r : ranks) {
+    EXPECT_TRUE(r.joined.isOk()) << r.joined.message();
+    if (!r.joined.isOk()) allJoined = false;
+  }
+  // Ranks 0 and 1 accept from higher ranks; the wrong-secret hello claims rank r+1's slot.
+  std::vector<Stranger> strangers, silent;
+  for (int r = 0; allJoined && r < kRanks - 1; ++r) {
+    const SocketAddress& at = ranks[0].listens[static_cast<size_t>(r)];
+    for (auto& s : openStrangers(at, id, kRanks, r + 1, /*toRoot=*/false))
+      strangers.push_back(std::move(s));
+    silent.push_back(Stranger::open("silent", at, {}));
+  }
+  const auto attackedAt = Clock::now();
+  attacked.count_down();
+  for (auto& t : threads) t.join();
+  const double meshSeconds = std::chrono::duration<double>(Clock::now() - attackedAt).count();
+  if (!allJoined) return;
+
+  for (int r = 0; r < kRanks; ++r) {
+    const Rank& me = ranks[static_cast<size_t>(r)];
+    EXPECT_TRUE(me.meshed.isOk()) << "rank " << r << ": " << me.meshed.message();
+    EXPECT_TRUE(me.talked.isOk()) << "rank " << r << ": " << me.talked.message();
+  }
+  // Silent strangers sat in the backlog ahead of the real ranks: the mesh must
+  // not have waited out their hello deadline (each would cost that long).
+  EXPECT_LT(meshSeconds, wire::kHelloTimeoutSeconds) << "the mesh waited for a silent stranger";
+  for (auto& s : silent) EXPECT_TRUE(s.closedWithin(10)) << "a silent stranger was kept open";
+  for (auto& s : strangers) EXPECT_TRUE(s.closedWithin(10)) << s.kind << " was not dropped";
+  EXPECT_GE(log.count("dropped control connection from"), static_cast<int>(strangers.size()))
+      << log.text();
+  for (const char* why : {"bad magic", "protocol version 99", "announcing 1099511627776 bytes",
+                          "wrong secret", "not a hello"})
+    EXPECT_NE(log.text().find(why), std::string::npos) << "no drop logged for: " << why;
+}
+
+// A FakeBootstrap that tells the test the TCP transport's listen addresses
+// (the first all-gather of SocketAddress-sized slots).
+class SpyBootstrap final : public Bootstrap {
+ public:
+  SpyBootstrap(testing::FakeBootstrapGroup* group, int rank,
+               std::function<void(const SocketAddress*)> onAddresses)
+      : inner_(group, rank), onAddresses_(std::move(onAddresses)) {}
+  int rank() const override { return inner_.rank(); }
+  int nranks() const override { return inner_.nranks(); }
+  const std::vector<RankInfo>& ranks() const override { return inner_.ranks(); }
+  const UniqueIdData& id() const override { return inner_.id(); }
+  Status allGather(void* data, size_t bytes, Deadline deadline) override {
+    Status st = inner_.allGather(data, bytes, deadline);
+    if (st.isOk() && bytes == sizeof(SocketAddress) && onAddresses_) {
+      onAddresses_(static_cast<const SocketAddress*>(data));
+      onAddresses_ = nullptr;
+    }
+    return st;
+  }
+  Status barrier(Deadline deadline) override { return inner_.barrier(deadline); }
+  Status send(int peer, uint32_t tag, const void* data, size_t bytes) override {
+    return inner_.send(peer, tag, data, bytes);
+  }
+  Status recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline) override {
+    return inner_.recv(peer, tag, data, deadline);
+  }
+  void setFailureHandler(FailureHandler) override {}
+  void spreadFailure(int, const std::string&) override {}
+  void reportProgress(uint64_t) override {}
+  int64_t peerProgress(int) const override { return -1; }
+  void shutdown() override {}
+
+ private:
+  testing::FakeBootstrap inner_;
+  std::function<void(const SocketAddress*)> onAddresses_;
+};
+
+// The data transport's hello (transport/socket/socket_transport.cc), as a
+// stranger that knows the layout but not the secret would send it.
+struct DataHello {
+  uint32_t magic = 0x4c4e4454;  // "LNDT"
+  uint32_t version = 1;
+  uint8_t secret[32] = {};
+  uint64_t commId = 0;
+  int32_t srcRank = 0, dstRank = 1, socketIndex = 0, sockets = 2, lanes = 2, reserved = 0;
+  uint64_t bufferBytes = 0, stripeBytes = 0;
+};
+
+template <typename T>
+std::vector<uint8_t> bytesOf(const T& v) {
+  std::vector<uint8_t> out(sizeof(v));
+  std::memcpy(out.data(), &v, sizeof(v));
+  return out;
+}
+
+TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
+  LogCapture log;
+  testing::FakeBootstrapGroup group(2, /*sameHost=*/false);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<SocketAddress> target;  // rank 1's data listener
+  bool attacked = false;
+  std::vector<Stranger> strangers;
+  std::thread attacker([&] {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return target.has_value(); })) return;
+    DataHello wrongSecret;
+    std::memcpy(wrongSecret.secret, group.id().secret, 32);
+    wrongSecret.secret[0] ^= 0x80;
+    wrongSecret.commId = group.id().commId;
+    DataHello wrongMagic = wrongSecret;
+    wrongMagic.magic = 0x4c4e4553;
+    std::vector<uint8_t> garbage(200, 0x5a);
+    strangers.push_back(Stranger::open("garbage", *target, garbage));
+    strangers.push_back(Stranger::open("wrong magic", *target, bytesOf(wrongMagic)));
+    strangers.push_back(Stranger::open("wrong secret", *target, bytesOf(wrongSecret)));
+    attacked = true;
+    cv.notify_all();
+  });
+
+  std::vector<testing::RankConnections> conns(2);
+  testing::runRanks(2, [&](int rank) {
+    SpyBootstrap bootstrap(&group, rank, [&](const SocketAddress* all) {
+      std::lock_guard lock(mu);
+      if (!target) target = all[1];
+      cv.notify_all();
+    });
+    TransportContext ctx;
+    ctx.bootstrap = &bootstrap;
+    ctx.rank = rank;
+    ctx.nranks = 2;
+    ctx.ranks = &group.ranks();
+    ctx.commTag = group.commTag();
+    ctx.lanes = 2;
+    ctx.timeoutSeconds = 60;
+    // Rank 0 connects only after the strangers are in rank 1's backlog.
+    if (rank == 0)
+      ctx.checkAbort = [&] {
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, std::chrono::seconds(30), [&] { return attacked; });
+        return Status::ok();
+      };
+    auto& mine = conns[static_cast<size_t>(rank)];
+    mine.status = makeSocketTransport()->connect(ctx, {1 - rank}, &mine.owned);
+    mine.byPeer.assign(2, nullptr);
+    if (!mine.status.isOk()) return;
+    for (auto& c : mine.owned) mine.byPeer[static_cast<size_t>(c->peer())] = c.get();
+    const std::string moved =
+        testing::driveStreams(rank, mine.byPeer, {1000, 65537}, Deadline::after(60));
+    if (!moved.empty()) mine.status = internalError(moved);
+  });
+  attacker.join();
+
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(conns[r].status.isOk()) << "rank " << r << ": " << conns[r].status.message();
+  ASSERT_EQ(strangers.size(), 3u);
+  for (auto& s : strangers) EXPECT_TRUE(s.closedWithin(15)) << s.kind << " was not refused";
+  EXPECT_EQ(log.count("refused a data connection"), 3) << log.text();
+}
+
+}  // namespace
+}  // namespace lanes::test
