@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/scoped_env.h"
 #include "tests/multi/harness.h"
 #include "tests/multi/veth_namespaces.h"
 
@@ -64,28 +65,6 @@ struct RunState {
   lanesUniqueId first{};   // the communicator that fails
   lanesUniqueId second{};  // the one built afterwards
   int delayMs = 0;         // random delay before the fault
-};
-
-// Sets an environment variable of this process for the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
 };
 
 void waitForFault(const RunState& s) {

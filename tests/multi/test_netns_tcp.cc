@@ -18,39 +18,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/scoped_env.h"
 #include "tests/multi/data.h"
 #include "tests/multi/harness.h"
+#include "tests/multi/veth_namespaces.h"
 
 namespace lanes::test {
 namespace {
-
-std::optional<std::string> findIp() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
-    if (::access(p, X_OK) == 0) return std::string(p);
-  return std::nullopt;
-}
-
-// Sets an environment variable for the scope, restoring the old value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // A temporary directory removed with everything in it.
 class TempDir {
@@ -70,87 +44,6 @@ class TempDir {
  private:
   std::string path_;
 };
-
-// Two namespaces lanes-a-<pid>, lanes-b-<pid> and a veth pair between them,
-// 10.201.<x>.1/24 in A and .2/24 in B. Deleted (with the veth) on destruction.
-class NetnsPair {
- public:
-  NetnsPair() {
-    const int pid = static_cast<int>(::getpid());
-    nsA = strprintf("lanes-a-%d", pid);
-    nsB = strprintf("lanes-b-%d", pid);
-    ifA = strprintf("vetha%d", pid);  // <= 15 chars; matches LANES_SOCKET_IFNAME=veth
-    ifB = strprintf("vethb%d", pid);
-    const int x = 1 + pid % 250;
-    addrA = strprintf("10.201.%d.1", x);
-    addrB = strprintf("10.201.%d.2", x);
-  }
-  ~NetnsPair() {
-    if (!ip_) return;
-    if (createdB_) run({*ip_, "netns", "del", nsB});
-    if (createdA_) run({*ip_, "netns", "del", nsA});
-  }
-  NetnsPair(const NetnsPair&) = delete;
-  NetnsPair& operator=(const NetnsPair&) = delete;
-
-  // Builds the pair; on failure says why (the caller skips).
-  bool create(std::string* why) {
-    ip_ = findIp();
-    if (!ip_) {
-      *why = "iproute2's `ip` is not installed";
-      return false;
-    }
-    const std::string& ip = *ip_;
-    CommandResult r = run({ip, "netns", "add", nsA});
-    if (!ok(r)) {
-      *why = "cannot create a network namespace (needs CAP_NET_ADMIN): " + r.output;
-      return false;
-    }
-    createdA_ = true;
-    createdB_ = ok(r = run({ip, "netns", "add", nsB}));
-    const std::vector<std::vector<std::string>> steps = {
-        {ip, "link", "add", ifA, "netns", nsA, "type", "veth", "peer", "name", ifB, "netns", nsB},
-        {ip, "-n", nsA, "addr", "add", addrA + "/24", "dev", ifA},
-        {ip, "-n", nsB, "addr", "add", addrB + "/24", "dev", ifB},
-        {ip, "-n", nsA, "link", "set", ifA, "up"},
-        {ip, "-n", nsB, "link", "set", ifB, "up"},
-        {ip, "-n", nsA, "link", "set", "lo", "up"},
-        {ip, "-n", nsB, "link", "set", "lo", "up"},
-    };
-    for (const auto& step : steps) {
-      if (!createdB_) break;
-      r = run(step);
-      if (!ok(r)) break;
-    }
-    if (!createdB_ || !ok(r)) {
-      *why = "cannot set up the veth pair between namespaces: " + r.output;
-      return false;
-    }
-    return true;
-  }
-
-  std::string nsA, nsB, ifA, ifB, addrA, addrB;
-
- private:
-  static CommandResult run(const std::vector<std::string>& argv) {
-    return runCommand(argv, {}, 20);
-  }
-  static bool ok(const CommandResult& r) { return r.exited && r.exitCode == 0; }
-  std::optional<std::string> ip_;
-  bool createdA_ = false;
-  bool createdB_ = false;
-};
-
-// Moves the calling thread into network namespace `name`; "" on success.
-std::string enterNetns(const std::string& name) {
-  std::string path = "/var/run/netns/" + name;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return strprintf("open %s: %s", path.c_str(), std::strerror(errno));
-  int rc = ::setns(fd, CLONE_NEWNET);
-  int err = errno;
-  ::close(fd);
-  return rc == 0 ? "" : strprintf("setns %s: %s", name.c_str(), std::strerror(err));
-}
 
 // The collectives every rank runs once it is inside its "host".
 void exchangeAcrossHosts(int rank, int n, const lanesUniqueId& id) {
@@ -213,7 +106,7 @@ int countConnected(const std::string& log, const std::string& transport, int pee
 }
 
 void runTwoHosts(int ranksPerHost) {
-  NetnsPair net;
+  VethNamespaces net("t");
   std::string why;
   if (!net.create(&why)) GTEST_SKIP() << why;
   TempDir logs;
@@ -232,7 +125,7 @@ void runTwoHosts(int ranksPerHost) {
   lanesResult_t res = lanesInternalError;
   std::string enterError;
   std::thread([&] {
-    enterError = enterNetns(net.nsA);
+    enterError = enterNetworkNamespace(net.nsA);
     if (enterError.empty()) res = lanesGetUniqueId(&id);
   }).join();
   ASSERT_EQ(enterError, "");
@@ -249,7 +142,7 @@ void runTwoHosts(int ranksPerHost) {
         n, id,
         [&net, ranksPerHost](int rank, int nranks, const lanesUniqueId& rid) {
           const bool onA = rank < ranksPerHost;
-          std::string err = enterNetns(onA ? net.nsA : net.nsB);
+          std::string err = enterNetworkNamespace(onA ? net.nsA : net.nsB);
           RANK_CHECK(err.empty(), "%s", err.c_str());
           ::setenv("LANES_HOSTID", onA ? "lanes-test-host-a" : "lanes-test-host-b", 1);
           exchangeAcrossHosts(rank, nranks, rid);

@@ -1,0 +1,33 @@
+// Sets an environment variable of this process for a scope and restores the
+// previous value (or its absence) afterwards. Tests only: setenv is not
+// thread-safe, so set variables before starting rank threads.
+#pragma once
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace lanes::test {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace lanes::test
