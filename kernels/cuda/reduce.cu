@@ -294,13 +294,7 @@ int preloadTyped() {
 }  // namespace
 
 int preloadReduceKernels() {
-  for (int rc : {preloadTyped<int8_t>(), preloadTyped<uint8_t>(), preloadTyped<int32_t>(),
-                 preloadTyped<uint32_t>(), preloadTyped<int64_t>(), preloadTyped<uint64_t>(),
-                 preloadTyped<Half>(), preloadTyped<float>(), preloadTyped<double>(),
-                 preloadTyped<Bf16>(), preloadTyped<E4m3>(), preloadTyped<E5m2>()}) {
-    if (rc != cudaSuccess) return rc;
-  }
-  return cudaSuccess;
+  return forEachElementType([](auto tag) { return preloadTyped<typename decltype(tag)::type>(); });
 }
 
 int launchReduce(void* dst, const void* const* srcs, int nsrcs, size_t count, lanesDataType_t type,

@@ -214,4 +214,21 @@ __device__ __forceinline__ S combine(S a, S b) {
   if constexpr (F == Fn::Min) return Num<S>::min(a, b);
 }
 
+// Calls f(TypeTag<S>{}) for every element type Lanes reduces, in lanesDataType_t
+// order, and returns the first non-zero result (a cudaError_t), else 0.
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+template <class F>
+int forEachElementType(F f) {
+  for (int rc :
+       {f(TypeTag<int8_t>{}), f(TypeTag<uint8_t>{}), f(TypeTag<int32_t>{}), f(TypeTag<uint32_t>{}),
+        f(TypeTag<int64_t>{}), f(TypeTag<uint64_t>{}), f(TypeTag<Half>{}), f(TypeTag<float>{}),
+        f(TypeTag<double>{}), f(TypeTag<Bf16>{}), f(TypeTag<E4m3>{}), f(TypeTag<E5m2>{})}) {
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
 }  // namespace lanes::cuda
