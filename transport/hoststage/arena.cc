@@ -7,6 +7,8 @@
 
 #include "core/env.h"
 #include "core/log.h"
+#include "transport/common/numa_policy.h"
+#include "transport/hoststage/arena_placement.h"
 
 namespace lanes {
 namespace {
@@ -36,6 +38,34 @@ Status agree(Bootstrap& bootstrap, const Status& local, const char* what, Deadli
   return Status::ok();
 }
 
+// Sets each range's preferred node on the creator's fresh mapping (before
+// any page exists: the shared policy steers fallocate) and says where the
+// arena went. A refused placement costs bandwidth, not correctness: warn.
+void placeOnNodes(void* base, const StageArenaLayout& layout, const std::vector<int>& rankNodes) {
+  const std::vector<NumaRange> ranges = stageArenaPlacement(layout, rankNodes);
+  const size_t online = onlineNumaNodes().size();
+  const bool anyKnown = !ranges.empty();
+  if (online <= 1 || !anyKnown) {
+    LANES_INFO(Init, 0, "staging arena: not placed by NUMA node (%s)",
+               online <= 1 ? "this host has one NUMA node" : "the GPUs' NUMA nodes are unknown");
+    return;
+  }
+  Status s = applyRanges(base, ranges);
+  if (!s) {
+    LANES_WARN(Init, 0,
+               "staging arena: NUMA placement failed, pages stay where the kernel puts them "
+               "(%s)",
+               s.message().c_str());
+    return;
+  }
+  const int shared = stageArenaSharedNode(rankNodes);
+  if (layout.hostData)
+    LANES_INFO(Init, 0, "staging arena: %s; results and flags on NUMA node %d",
+               describeRankNodes(rankNodes, "slots").c_str(), shared);
+  else
+    LANES_INFO(Init, 0, "staging arena: slots in GPU memory; flags on NUMA node %d", shared);
+}
+
 }  // namespace
 
 StageArenaConfig StageArenaConfig::fromEnv() {
@@ -54,14 +84,9 @@ StageArenaConfig StageArenaConfig::fromEnv() {
   return c;
 }
 
-StageArenaLayout::StageArenaLayout(int n, const StageArenaConfig& config)
-    : nranks(n), slots(config.slots), chunkBytes(config.chunkBytes), hostData(config.hostData) {
-  flagsBytes = roundUp(static_cast<size_t>(n) * 3 * kFlagLine, kPage);
-}
-
 Status StageArena::create(Bootstrap& bootstrap, const std::string& commTag,
-                          const StageArenaConfig& config, Deadline deadline,
-                          std::unique_ptr<StageArena>* out, bool* fatal) {
+                          const StageArenaConfig& config, const std::vector<int>& rankNodes,
+                          Deadline deadline, std::unique_ptr<StageArena>* out, bool* fatal) {
   *fatal = false;
   const int rank = bootstrap.rank();
   StageArenaLayout layout(bootstrap.nranks(), config);
@@ -71,10 +96,11 @@ Status StageArena::create(Bootstrap& bootstrap, const std::string& commTag,
   const size_t bytes = layout.totalBytes();
 
   // 1. The lowest rank creates and reserves the segment (zero-filled: every
-  //    counter starts at 0).
+  //    counter starts at 0), placing the pages on NUMA nodes first.
   Status local;
   if (rank == 0) {
-    local = ShmSegment::create(name, bytes, bytes, arena->segment_.get());
+    auto place = [&](void* base, size_t) { placeOnNodes(base, layout, rankNodes); };
+    local = ShmSegment::create(name, bytes, bytes, arena->segment_.get(), place);
     if (!local)
       local = Status(local.code(),
                      "rank 0 could not create the " + std::to_string(bytes / kMiB) +

@@ -7,13 +7,15 @@
 //   - result slots: slots x chunkBytes (each rank writes its reduced segment).
 // The lowest rank creates and sizes the segment, every rank maps it, and the
 // creator removes the name once all have mapped it: nothing is left in
-// /dev/shm even when a rank dies later.
+// /dev/shm even when a rank dies later. Pages are placed on NUMA nodes by
+// arena_placement.h before they are allocated.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "core/status.h"
@@ -36,6 +38,7 @@ struct StageArenaConfig {
 // Offsets inside the segment; identical on every rank.
 struct StageArenaLayout {
   static constexpr size_t kFlagLine = 64;
+  static constexpr size_t kPage = 4096;
   int nranks = 0;
   int slots = 0;
   size_t chunkBytes = 0;
@@ -43,7 +46,11 @@ struct StageArenaLayout {
 
   bool hostData = true;
 
-  StageArenaLayout(int nranks, const StageArenaConfig& config);
+  // Inline (no CUDA): the placement unit tests build it without the GPU path.
+  StageArenaLayout(int n, const StageArenaConfig& config)
+      : nranks(n), slots(config.slots), chunkBytes(config.chunkBytes), hostData(config.hostData) {
+    flagsBytes = (static_cast<size_t>(n) * 3 * kFlagLine + kPage - 1) / kPage * kPage;
+  }
   size_t flagOffset(StageFlag f, int rank) const {
     return (static_cast<size_t>(rank) * 3 + static_cast<size_t>(f)) * kFlagLine;
   }
@@ -64,9 +71,11 @@ class StageArena {
   // returns an error (the same decision everywhere); *fatal is set when the
   // bootstrap itself failed (a peer died or timed out), i.e. when the ranks
   // may not agree and the communicator must be failed rather than fall back.
+  // rankNodes: every rank's GPU NUMA node (-1 unknown), size nranks or empty;
+  // the creator places the pages by stageArenaPlacement before they exist.
   static Status create(Bootstrap& bootstrap, const std::string& commTag,
-                       const StageArenaConfig& config, Deadline deadline,
-                       std::unique_ptr<StageArena>* out, bool* fatal);
+                       const StageArenaConfig& config, const std::vector<int>& rankNodes,
+                       Deadline deadline, std::unique_ptr<StageArena>* out, bool* fatal);
   ~StageArena();
   StageArena(const StageArena&) = delete;
   StageArena& operator=(const StageArena&) = delete;

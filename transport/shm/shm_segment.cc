@@ -69,7 +69,7 @@ void ShmSegment::reset() {
 }
 
 Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTotal,
-                          ShmSegment* out) {
+                          ShmSegment* out, const BeforeReserve& beforeReserve) {
   ShmSegment seg;
   seg.name_ = name;
   // Checked first: fallocate on a tmpfs without a size limit would try to
@@ -86,11 +86,12 @@ Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTo
                                       : ""));
   }
   seg.ownsName_ = true;
-  int err = ::posix_fallocate(seg.fd_, 0, static_cast<off_t>(bytes));
-  if (err == ENOSPC) return noSpace(devShmFreeBytes(), neededTotal);
-  if (err != 0) {
-    return systemError("posix_fallocate(" + name + ", " + std::to_string(bytes) +
-                       ") failed: " + errnoText(err));
+  // Size (no pages yet), map, let the caller set a memory policy on the
+  // mapping, then reserve: tmpfs allocates the pages in fallocate, following
+  // the file's policy, and a full /dev/shm still fails here, not with SIGBUS.
+  if (::ftruncate(seg.fd_, static_cast<off_t>(bytes)) != 0) {
+    return systemError("ftruncate(" + name + ", " + std::to_string(bytes) +
+                       ") failed: " + errnoText(errno));
   }
   seg.data_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd_, 0);
   if (seg.data_ == MAP_FAILED) {
@@ -99,6 +100,13 @@ Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTo
                        " bytes) failed: " + errnoText(errno));
   }
   seg.size_ = bytes;
+  if (beforeReserve) beforeReserve(seg.data_, bytes);
+  int err = ::posix_fallocate(seg.fd_, 0, static_cast<off_t>(bytes));
+  if (err == ENOSPC) return noSpace(devShmFreeBytes(), neededTotal);
+  if (err != 0) {
+    return systemError("posix_fallocate(" + name + ", " + std::to_string(bytes) +
+                       ") failed: " + errnoText(err));
+  }
   *out = std::move(seg);
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "core/status.h"
@@ -23,7 +24,12 @@ class ShmSegment {
   // posix_fallocate (so a small /dev/shm fails here, not with SIGBUS later),
   // and maps it. `neededTotal` is what the whole communicator needs on this
   // host, quoted when /dev/shm is too small.
-  static Status create(const std::string& name, size_t bytes, size_t neededTotal, ShmSegment* out);
+  // `beforeReserve`, when set, runs on the fresh mapping before any page is
+  // allocated: a memory policy it sets (mbind, NUMA placement) decides where
+  // the reserved pages go.
+  using BeforeReserve = std::function<void(void* base, size_t bytes)>;
+  static Status create(const std::string& name, size_t bytes, size_t neededTotal, ShmSegment* out,
+                       const BeforeReserve& beforeReserve = {});
   // Opens and maps a segment another process created; checks its size.
   static Status open(const std::string& name, size_t bytes, ShmSegment* out);
 

@@ -200,7 +200,10 @@ Status LlAllReduce::setup() {
                static_cast<unsigned long long>(comm_->bootstrap->id().commId));
       bool fatal = false;
       const size_t bytes = (2 * static_cast<size_t>(n) * slotBytes_ + 4095) / 4096 * 4096;
-      Status s = LlArena::create(*comm_->bootstrap, tag, bytes, deadline, &arena_, &fatal);
+      std::vector<int> rankNodes;  // each rank's GPU NUMA node: where its lines go
+      for (const RankPlacement& p : comm_->placement) rankNodes.push_back(p.numa);
+      Status s = LlArena::create(*comm_->bootstrap, tag, bytes, 2 * slotBytes_, rankNodes, deadline,
+                                 &arena_, &fatal);
       if (fatal) return s;
       if (!s) why = s.message();
     }

@@ -3,7 +3,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
+
+#include "core/log.h"
+#include "transport/common/numa_policy.h"
 
 namespace lanes {
 namespace {
@@ -32,10 +36,36 @@ std::string cudaText(cudaError_t err) {
   return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
 }
 
+// Each rank's lines on its GPU's node, set on the creator's fresh mapping
+// before fallocate allocates the pages. A slot pair shorter than a page
+// shares pages with its neighbours: a page goes to the rank owning its first
+// byte. Placement is a hint: a refusal is logged, not fatal.
+void placeOnNodes(void* base, size_t bytes, size_t rankBytes, const std::vector<int>& rankNodes) {
+  std::vector<NumaRange> wanted;
+  for (size_t r = 0; r < rankNodes.size(); ++r)
+    wanted.push_back({r * rankBytes, rankBytes, rankNodes[r]});
+  const std::vector<NumaRange> ranges = pageAlignedRanges(std::move(wanted), bytes, 4096);
+  const size_t online = onlineNumaNodes().size();
+  if (online <= 1 || ranges.empty()) {
+    LANES_INFO(Init, 0, "small-message arena: not placed by NUMA node (%s)",
+               online <= 1 ? "this host has one NUMA node" : "the GPUs' NUMA nodes are unknown");
+    return;
+  }
+  Status s = applyRanges(base, ranges);
+  if (!s)
+    LANES_WARN(Init, 0,
+               "small-message arena: NUMA placement failed, pages stay where the kernel "
+               "puts them (%s)",
+               s.message().c_str());
+  else
+    LANES_INFO(Init, 0, "small-message arena: %s", describeRankNodes(rankNodes, "lines").c_str());
+}
+
 }  // namespace
 
 Status LlArena::create(Bootstrap& bootstrap, const std::string& commTag, size_t bytes,
-                       Deadline deadline, std::unique_ptr<LlArena>* out, bool* fatal) {
+                       size_t rankBytes, const std::vector<int>& rankNodes, Deadline deadline,
+                       std::unique_ptr<LlArena>* out, bool* fatal) {
   *fatal = false;
   const int rank = bootstrap.rank();
   std::unique_ptr<LlArena> arena(new LlArena());
@@ -43,7 +73,8 @@ Status LlArena::create(Bootstrap& bootstrap, const std::string& commTag, size_t 
 
   Status local;
   if (rank == 0) {
-    local = ShmSegment::create(name, bytes, bytes, arena->segment_.get());
+    auto place = [&](void* base, size_t) { placeOnNodes(base, bytes, rankBytes, rankNodes); };
+    local = ShmSegment::create(name, bytes, bytes, arena->segment_.get(), place);
     if (!local)
       local = Status(local.code(), "rank 0 could not create the " + std::to_string(bytes / 1024) +
                                        " KiB small-message arena " + name + ": " + local.message());

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "core/deadline.h"
@@ -24,8 +25,12 @@ class LlArena {
   // Collective over `bootstrap`. Every rank gets the same outcome; *fatal is
   // set when the bootstrap itself failed (the ranks may disagree then, so
   // the communicator must be failed rather than fall back).
+  // Rank r's lines are bytes [r * rankBytes, (r + 1) * rankBytes); rank 0
+  // prefers rankNodes[r] (its GPU's NUMA node, -1 unknown; size nranks or
+  // empty) for their pages before it allocates them.
   static Status create(Bootstrap& bootstrap, const std::string& commTag, size_t bytes,
-                       Deadline deadline, std::unique_ptr<LlArena>* out, bool* fatal);
+                       size_t rankBytes, const std::vector<int>& rankNodes, Deadline deadline,
+                       std::unique_ptr<LlArena>* out, bool* fatal);
   ~LlArena();
   LlArena(const LlArena&) = delete;
   LlArena& operator=(const LlArena&) = delete;

@@ -192,7 +192,10 @@ Status StagedAllReduce::setup() {
                static_cast<unsigned long long>(comm_->bootstrap->id().commId));
       return std::string(buf);
     }();
-    Status s = StageArena::create(*comm_->bootstrap, commTag, config, deadline, &arena_, &fatal);
+    std::vector<int> rankNodes;  // each rank's GPU NUMA node: where its slots go
+    for (const RankPlacement& p : comm_->placement) rankNodes.push_back(p.numa);
+    Status s = StageArena::create(*comm_->bootstrap, commTag, config, rankNodes, deadline, &arena_,
+                                  &fatal);
     if (fatal) return s;
     if (!s) why = s.message();
   }
