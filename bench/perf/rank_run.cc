@@ -26,8 +26,6 @@ extern char** environ;
 namespace lanes::perf {
 namespace {
 
-constexpr size_t kLine = 256;  // bytes per rank of a gathered text line
-
 std::string fromSlot(const uint8_t* p) {
   const char* c = reinterpret_cast<const char*>(p);
   return std::string(c, strnlen(c, kLine));
@@ -132,6 +130,8 @@ std::vector<T> RankRun::gather(const T* mine, size_t perRank, lanesDataType_t ty
   all.erase(all.begin(), all.begin() + perRank * nranks_);
   return all;
 }
+template std::vector<uint8_t> RankRun::gather(const uint8_t*, size_t, lanesDataType_t);
+template std::vector<double> RankRun::gather(const double*, size_t, lanesDataType_t);
 
 // Host, GPU, pid and GPU label of every rank, on every rank.
 void RankRun::gatherPlaces() {
@@ -154,85 +154,6 @@ void RankRun::gatherPlaces() {
     places_.push_back(std::move(p));
     if (printer()) json_.addPlace({r, places_[r].host, places_[r].gpu, places_[r].label});
   }
-}
-
-// Device memory: the lowest rank on each (host, GPU) measures that GPU's
-// copy engines, all GPUs at once, as a collective loads them; before any
-// collective on device buffers, so the allocations it makes and frees cannot
-// wait on a peer's stream. Host memory: every rank copies at once and each
-// host's rate is the sum over its ranks.
-void RankRun::measureBounds() {
-  const bool device = setup_.memory == Memory::Device;
-  bool first = true;
-  for (int r = 0; r < rank_; ++r) {
-    if (places_[r].hostHash == places_[rank_].hostHash && places_[r].gpu == gpu_) first = false;
-  }
-  double values[6] = {};
-  if (device && first) {
-    CopyBounds b;
-    ok(measureCopyBounds(kBoundBytes, &b), "measuring copy bandwidth (--bounds)");
-    values[0] = 1;
-    values[1] = b.h2d;
-    values[2] = b.d2h;
-    values[3] = b.bothH2d;
-    values[4] = b.bothD2h;
-    values[5] = b.d2dCopy;
-  } else if (!device) {
-    barrier();  // all ranks copy at once
-    ok(measureHostCopy(kHostCopyBytes, &values[1]), "measuring host memory bandwidth (--bounds)");
-    values[0] = 1;
-  }
-  std::vector<double> numbers = gather(values, 6, lanesFloat64);
-  for (int r = 0; r < nranks_; ++r) {
-    const double* v = numbers.data() + 6 * r;
-    if (v[0] == 0) continue;
-    const Where w{places_[r].hostHash, device ? places_[r].gpu : -1};
-    if (device) {
-      gpuRates_[w] = CopyBounds{v[1], v[2], v[3], v[4], v[5]};
-    } else {
-      hostRates_[w] += v[1];
-    }
-  }
-  if (!printer()) return;
-  char line[kLine];
-  if (device) {
-    headerNotes_.push_back("#\n# Bounds measured in this run: cudaMemcpyAsync of " +
-                           std::to_string(kBoundBytes >> 20) +
-                           " MiB, pinned host <-> device, all GPUs at once; GB/s = 1e9 B/s\n");
-    std::snprintf(line, sizeof(line), "#  %-12s %6s  %8s  %8s  %10s  %10s  %10s\n", "host", "GPU",
-                  "H2D", "D2H", "both: H2D", "both: D2H", "D2D copy");
-    headerNotes_.push_back(line);
-  } else {
-    headerNotes_.push_back("#\n# Bounds measured in this run: memcpy of " +
-                           std::to_string(kHostCopyBytes >> 20) +
-                           " MiB by every rank at once, summed per host; GB/s = 1e9 B/s\n");
-  }
-  std::set<Where> shown;
-  for (int r = 0; r < nranks_; ++r) {
-    const Where w{places_[r].hostHash, device ? places_[r].gpu : -1};
-    if (!shown.insert(w).second) continue;
-    if (device) {
-      auto it = gpuRates_.find(w);
-      if (it == gpuRates_.end()) continue;
-      const CopyBounds& b = it->second;
-      std::snprintf(line, sizeof(line), "#  %-12s GPU %2d  %8.2f  %8.2f  %10.2f  %10.2f  %10.2f\n",
-                    places_[r].host.c_str(), w.second, b.h2d, b.d2h, b.bothH2d, b.bothD2h,
-                    b.d2dCopy);
-      json_.addBound({places_[r].host, w.second, kBoundBytes, b, std::nullopt});
-    } else {
-      std::snprintf(line, sizeof(line), "#  %-12s host memory copy  %8.2f GB/s\n",
-                    places_[r].host.c_str(), hostRates_[w]);
-      json_.addBound({places_[r].host, -1, kHostCopyBytes, std::nullopt, hostRates_[w]});
-    }
-    headerNotes_.push_back(line);
-  }
-  headerNotes_.push_back(
-      device ? "#  (both: each direction while the other runs; D2D copy: bytes copied/s, the "
-               "memory reads+writes are 2x)\n"
-             : "#  (bytes copied/s; the memory reads+writes are 2x)\n");
-  headerNotes_.push_back(
-      "#  bound: the busbw these rates allow (each rank's least traffic over its GPU's link, or "
-      "its host's memory); %bound: out-of-place busbw / bound\n");
 }
 
 // The backends, in row order. NCCL is opened on every rank; its id goes from
@@ -347,35 +268,6 @@ void RankRun::printHeader() {
   std::fflush(stdout);
 }
 
-void RankRun::allocateBuffers() {
-  // In place, the receive buffer also holds the input (reduce-scatter: all
-  // of it; all-gather: at this rank's block), so it is sized for both forms.
-  size_t sendBytes = 0, recvBytes = 0;
-  for (lanesDataType_t t : a_.types) {
-    CollCounts c = countsFor(a_.maxBytes, t);
-    sendBytes = std::max(sendBytes, c.sendCount * elementSize(t));
-    recvBytes = std::max(recvBytes, recvExtent(c, true) * elementSize(t));
-  }
-  if (setup_.memory == Memory::Device) {
-    ok(makeDeviceMemory(sendBytes, recvBytes, &mem_, a_.streamNull != 0),
-       "allocating device buffers");
-  } else {
-    ok(makeHostMemory(sendBytes, recvBytes, &mem_), "allocating host buffers");
-  }
-}
-
-// Elements of the receive buffer a call touches: in place, the input's
-// place (send offset) as well as the result's.
-size_t RankRun::recvExtent(const CollCounts& c, bool inPlace) const {
-  if (!inPlace) return c.recvCount;
-  const size_t r = static_cast<size_t>(rank_);
-  return std::max(c.sendInplaceOffset * r + c.sendCount, c.recvInplaceOffset * r + c.recvCount);
-}
-
-CollCounts RankRun::countsFor(uint64_t bytes, lanesDataType_t t) const {
-  return spec_.counts(bytes / elementSize(t), nranks_);
-}
-
 Status RankRun::tryLaunch(CollBackend& b, const CollCounts& c, lanesDataType_t t, lanesRedOp_t op,
                           bool inPlace) {
   const size_t ts = elementSize(t);
@@ -384,43 +276,6 @@ Status RankRun::tryLaunch(CollBackend& b, const CollCounts& c, lanesDataType_t t
       inPlace ? recv + c.sendInplaceOffset * ts * static_cast<size_t>(rank_) : mem_->send();
   if (inPlace) recv += c.recvInplaceOffset * ts * static_cast<size_t>(rank_);
   return spec_.run(b, *mem_, {send, recv, c.paramCount, t, op, a_.root, mem_->stream()});
-}
-
-// Inputs are written on the host (the mirrors) and, on device memory, copied
-// up; the receive buffer is cleared so a result left by the last size or the
-// other backend cannot pass the check.
-void RankRun::fill(const CollCounts& c, const DataKey& key, bool inPlace) {
-  const size_t ts = elementSize(key.type);
-  const size_t extent = recvExtent(c, inPlace) * ts;
-  std::memset(mem_->hostRecv(), 0, extent);
-  uint8_t* send = inPlace ? mem_->hostRecv() + c.sendInplaceOffset * ts * static_cast<size_t>(rank_)
-                          : mem_->hostSend();
-  for (size_t i = 0; i < c.sendCount; ++i) storeElement(key.type, send, i, spec_.input(key, i));
-  ok(mem_->upload(inPlace ? 0 : c.sendCount * ts, extent), "copying inputs to the GPU");
-}
-
-int64_t RankRun::countWrong(const CollCounts& c, const DataKey& key, bool inPlace) {
-  const size_t ts = elementSize(key.type);
-  ok(mem_->download(recvExtent(c, inPlace) * ts), "copying results from the GPU");
-  uint8_t* recv = mem_->hostRecv();
-  if (inPlace) recv += c.recvInplaceOffset * ts * static_cast<size_t>(rank_);
-  // LANES_PERF_CORRUPT=1 (a test hook): the first result with a defined
-  // value on the rank that has one (the root, or rank 0) is made wrong once.
-  if (corruptPending_ && rank_ == (spec_.rooted ? a_.root : 0)) {
-    for (size_t i = 0; i < c.recvCount; ++i) {
-      if (auto e = spec_.expect(key, i)) {
-        storeElement(key.type, recv, i, e->value + 1);
-        corruptPending_ = false;
-        break;
-      }
-    }
-  }
-  int64_t wrong = 0;
-  for (size_t i = 0; i < c.recvCount; ++i) {
-    auto e = spec_.expect(key, i);
-    if (e && !matches(loadElement(key.type, recv, i), e->value, e->tolerance)) ++wrong;
-  }
-  return wrong;
 }
 
 // As nccl-tests: iters x agg collectives back to back, then wait for the
@@ -504,38 +359,6 @@ RankRun::Result RankRun::bench(CollBackend& b, uint64_t bytes, lanesDataType_t t
     if (res.wrong != 0) ++errors_;
   }
   return res;
-}
-
-// The busbw the measured rates allow at this size (bound_model.h), from
-// every rank's least traffic and where it runs; nullopt without --bounds.
-std::optional<double> RankRun::boundFor(const CollCounts& c, size_t ts) const {
-  if (!setup_.bounds) return std::nullopt;
-  const bool device = setup_.memory == Memory::Device;
-  const int root = spec_.rooted ? a_.root : 0;
-  std::map<Where, LinkLoad> loads;
-  for (int r = 0; r < nranks_; ++r) {
-    RankTraffic tr = spec_.traffic(c, ts, r, nranks_, root);
-    LinkLoad& l = loads[{places_[r].hostHash, device ? places_[r].gpu : -1}];
-    l.out += tr.out;
-    l.in += tr.in;
-  }
-  double worst = 0;
-  for (const auto& [where, load] : loads) {
-    double s = -1;
-    if (device) {
-      auto it = gpuRates_.find(where);
-      if (it != gpuRates_.end()) s = gpuLinkSeconds(load, it->second);
-    } else {
-      auto it = hostRates_.find(where);
-      if (it != hostRates_.end()) s = hostCopySeconds(load, it->second);
-    }
-    if (s < 0) return std::nullopt;
-    worst = std::max(worst, s);
-  }
-  double bound =
-      boundBusBw(spec_.algBytes(c.paramCount, ts, nranks_), spec_.busFactor(nranks_), worst);
-  if (bound <= 0) return std::nullopt;
-  return bound;
 }
 
 std::string RankRun::planFor(const CollCounts& c, size_t ts) const {

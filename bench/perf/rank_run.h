@@ -20,6 +20,9 @@
 
 namespace lanes::perf {
 
+// Bytes per rank of a text line gathered from every rank.
+inline constexpr size_t kLine = 256;
+
 // What every rank of the run shares.
 struct RunSetup {
   Memory memory = Memory::Host;
