@@ -153,16 +153,32 @@ void syncStream(cudaStream_t stream, double seconds) {
   }
 }
 
+int rankGpu(int rank) {
+  const char* spread = std::getenv("LANES_TEST_SPREAD_GPUS");
+  if (spread == nullptr || std::strcmp(spread, "1") != 0) return 0;
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+    cudaGetLastError();
+    return 0;
+  }
+  return rank % n;
+}
+
 void runGpuThreads(int nranks, const GpuBody& body) {
   ASSERT_GT(gpusVisibleHere(), 0);
   std::vector<std::string> before = listLanesShm();
+  std::vector<int> devlist(nranks, 0);
+  for (int r = 0; r < nranks; ++r) devlist[r] = rankGpu(r);
+  for (int r = 0; r < nranks; ++r) {  // each GPU in use: pool and test kernels ready
+    if (r > 0 && devlist[r] <= devlist[r - 1]) continue;
+    ASSERT_EQ(cudaSetDevice(devlist[r]), cudaSuccess);
+    keepPoolMemory(devlist[r]);
+    ASSERT_EQ(preloadTestKernels(), cudaSuccess);
+  }
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  keepPoolMemory(0);
   // Each rank's staging exists before any rank runs a collective (see HostStaging).
   std::vector<std::unique_ptr<HostStaging>> stagings;
   for (int r = 0; r < nranks; ++r) stagings.push_back(std::make_unique<HostStaging>());
-  ASSERT_EQ(preloadTestKernels(), cudaSuccess);
-  std::vector<int> devlist(nranks, 0);  // every rank on GPU 0
   std::vector<lanesComm_t> comms(nranks, nullptr);
   lanesResult_t res = lanesCommInitAll(comms.data(), nranks, devlist.data());
   ASSERT_EQ(res, lanesSuccess) << describeFailure("lanesCommInitAll", res, nullptr);
@@ -180,7 +196,7 @@ void runGpuThreads(int nranks, const GpuBody& body) {
       std::string failure;
       cudaStream_t stream = nullptr;
       try {
-        GPU_CHECK_CUDA(cudaSetDevice(0));
+        GPU_CHECK_CUDA(cudaSetDevice(devlist[r]));
         GPU_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         GpuRank self{r, nranks, comms[r], stream, false};
         body(self);
@@ -225,10 +241,10 @@ void runGpuThreads(int nranks, const GpuBody& body) {
 void runGpuProcesses(int nranks, const GpuBody& body) {
   ASSERT_FALSE(cudaInitialisedHere()) << "the parent of forked GPU ranks must not use CUDA";
   runForked(nranks, [&body](int rank, int n, const lanesUniqueId& id) {
-    // The child's first CUDA call: the GPU becomes current before init, so the
-    // communicator takes GPU 0.
-    GPU_CHECK_CUDA(cudaSetDevice(0));
-    keepPoolMemory(0);
+    // The GPU becomes current before init, so the communicator takes it.
+    const int gpu = rankGpu(rank);
+    GPU_CHECK_CUDA(cudaSetDevice(gpu));
+    keepPoolMemory(gpu);
     cudaStream_t stream = nullptr;
     GPU_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     HostStaging::mine();  // before the communicator runs anything

@@ -108,6 +108,11 @@ using GpuBody = std::function<void(GpuRank& self)>;
 // library's own timeout, so a library failure shows as the library's error.
 double streamWaitSeconds();
 
+// The GPU of `rank`: 0, or rank % (visible GPUs) with LANES_TEST_SPREAD_GPUS=1
+// (one rank per GPU on a multi-GPU machine; the tests that set up ranks
+// themselves, tests/gpu/test_staged_allreduce.cc, stay on GPU 0).
+int rankGpu(int rank);
+
 // N ranks as threads: one lanesCommInitAll over GPU 0 for all of them, then
 // one thread per rank (cudaSetDevice(0), own stream). Call after
 // GPU_SKIP_UNLESS_GPU_HERE. A hang past the watchdog aborts the binary.
