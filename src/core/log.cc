@@ -107,7 +107,12 @@ void logReloadConfig() {
 }
 
 bool logEnabled(LogLevel level, LogSubsys subsys) {
-  if (!gLoaded.load(std::memory_order_acquire)) logReloadConfig();
+  if (!gLoaded.load(std::memory_order_acquire)) {
+    // Load once: threads that all saw "not loaded" must not reload the config
+    // under another thread already reading it (a data race TSan reports).
+    std::lock_guard<std::mutex> lock(gLogMutex);
+    if (!gLoaded.load(std::memory_order_relaxed)) loadLocked();
+  }
   return static_cast<int>(level) <= static_cast<int>(gConfig.level) &&
          (gConfig.mask & static_cast<unsigned>(subsys)) != 0;
 }
