@@ -29,30 +29,47 @@ configure: deps
 build: configure
 	cmake --build --preset $(PRESET)
 
-# `make test` (what CI runs): four stages, each with a banner and ctest's
-# summary; it stops at the first stage that fails. SANITIZE=0 runs only the
-# first. Which tests each sanitizer stage runs, and with which options, is in
-# the asan/tsan/fuzz test presets (CMakePresets.json); docs/testing.md.
+# `make test` (what CI runs): the release build's tests, then the unit and
+# multi-rank tests under AddressSanitizer + UBSan; each stage prints a banner
+# and ctest's summary, and a failing stage stops the run. SANITIZE=0 runs the
+# first stage only. `make test-full` adds ThreadSanitizer (thread-rank tests)
+# and a short libFuzzer run of every fuzz target: two more full builds, which
+# do not fit CI's 30 minutes on 2 cores next to the first two (docs/testing.md).
+# What each sanitizer stage runs, with which options: CMakePresets.json.
 SANITIZE ?= 1
 banner = @printf '\n==== %s ====\n' $(1)
 
+.PHONY: test-asan test-tsan test-fuzz test-full
+
 test: build
-	$(call banner,"[1/4] $(PRESET) build: all tests")
+	$(call banner,"[1/2] $(PRESET) build: all tests")
 	ctest --preset $(PRESET)
 ifneq ($(SANITIZE),0)
-	$(call banner,"[2/4] AddressSanitizer + UBSan: unit and multi tests")
+	$(MAKE) --no-print-directory test-asan STAGE=2/2
+endif
+
+STAGE ?= -
+test-asan: deps
+	$(call banner,"[$(STAGE)] AddressSanitizer + UBSan: unit and multi tests")
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
 	ctest --preset asan
-	$(call banner,"[3/4] ThreadSanitizer: tests with thread ranks")
+
+test-tsan: deps
+	$(call banner,"[$(STAGE)] ThreadSanitizer: tests with thread ranks")
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan
 	ctest --preset tsan
-	$(call banner,"[4/4] libFuzzer: each target for a few seconds")
+
+test-fuzz: deps
+	$(call banner,"[$(STAGE)] libFuzzer: each target for a few seconds")
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
 	ctest --preset fuzz
-endif
+
+test-full: test
+	$(MAKE) --no-print-directory test-tsan STAGE=3/4
+	$(MAKE) --no-print-directory test-fuzz STAGE=4/4
 
 bench: build
 	bash bench/run_main.sh build/$(PRESET)

@@ -213,17 +213,16 @@ void ForkedRanks::closePipes() {
 }
 
 void ForkedRanks::start(int nranks, RankBody body, const RunOptions& options) {
-  lanesUniqueId id;
-  lanesResult_t res = lanesGetUniqueId(&id);
-  if (res != lanesSuccess) {
-    ADD_FAILURE() << describeFailure("lanesGetUniqueId(&id)", res, nullptr);
-    return;
-  }
-  start(nranks, id, std::move(body), options);
+  startWith(nranks, nullptr, std::move(body), options);
 }
 
 void ForkedRanks::start(int nranks, const lanesUniqueId& id, RankBody body,
                         const RunOptions& options) {
+  startWith(nranks, &id, std::move(body), options);
+}
+
+void ForkedRanks::startWith(int nranks, const lanesUniqueId* givenId, RankBody body,
+                            const RunOptions& options) {
   watchdogSeconds_ = options.watchdogSeconds;
   std::vector<int> writeEnds;
   children_.resize(nranks);
@@ -236,6 +235,16 @@ void ForkedRanks::start(int nranks, const lanesUniqueId& id, RankBody body,
     children_[r].pipeFd = fds[0];
     children_[r].outcome.rank = r;
     writeEnds.push_back(fds[1]);
+  }
+  // Every rank is forked before this process starts a bootstrap root (whose
+  // thread allocates) and before any rank starts: a fork copies the allocator
+  // with any lock another thread holds at that moment, held forever in the
+  // child (ASan's allocator in GCC 12 has no fork handler: ranks stuck in
+  // calloc). The ranks then read the unique id from `go`.
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) {
+    ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+    return;
   }
   std::fflush(stdout);
   std::fflush(stderr);
@@ -256,6 +265,16 @@ void ForkedRanks::start(int nranks, const lanesUniqueId& id, RankBody body,
         ::close(children_[q].pipeFd);
         if (q != r) ::close(writeEnds[q]);
       }
+      ::close(go[1]);
+      lanesUniqueId id;
+      size_t got = 0;
+      while (got < sizeof id) {
+        ssize_t n = ::read(go[0], reinterpret_cast<char*>(&id) + got, sizeof id - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) _exit(3);  // the parent could not make an id (it reports that)
+        got += static_cast<size_t>(n);
+      }
+      ::close(go[0]);
       t_context = RankContext{r, RankMode::Process, writeEnds[r]};
       for (const auto& [k, v] : options.env) ::setenv(k.c_str(), v.c_str(), 1);
       runChildBody(body, r, nranks, id);
@@ -264,6 +283,24 @@ void ForkedRanks::start(int nranks, const lanesUniqueId& id, RankBody body,
     children_[r].pid = pid;
     children_[r].outcome.pid = pid;
   }
+  ::close(go[0]);
+  lanesUniqueId id{};
+  bool haveId = givenId != nullptr;
+  if (haveId) {
+    id = *givenId;
+  } else {
+    lanesResult_t res = lanesGetUniqueId(&id);
+    haveId = res == lanesSuccess;
+    if (!haveId) ADD_FAILURE() << describeFailure("lanesGetUniqueId(&id)", res, nullptr);
+  }
+  // One id per rank; each write is atomic (smaller than PIPE_BUF).
+  for (size_t r = 0; haveId && r < children_.size(); ++r) {
+    if (::write(go[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) {
+      ADD_FAILURE() << "write to the ranks' start pipe: " << std::strerror(errno);
+      break;
+    }
+  }
+  ::close(go[1]);
   for (int fd : writeEnds) ::close(fd);
   for (auto& c : children_) ::fcntl(c.pipeFd, F_SETFL, O_NONBLOCK);
 }

@@ -104,6 +104,8 @@ class ForkedRanks {
   std::vector<RankOutcome> wait();
 
  private:
+  void startWith(int nranks, const lanesUniqueId* givenId, RankBody body,
+                 const RunOptions& options);
   struct Child {
     pid_t pid = -1;
     int pipeFd = -1;
