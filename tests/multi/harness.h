@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "lanes/lanes.h"
+#include "tests/multi/text.h"
 
 namespace lanes::test {
 
@@ -31,8 +32,6 @@ int rankTimeoutSeconds();
 double watchdogSeconds();
 // LANES_TEST_FULL=1 runs the full test matrix instead of the CI sample.
 bool fullMatrix();
-
-std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Fails the calling rank with `message` (see the file comment). Outside a
 // rank (the gtest thread) it prints and aborts: use gtest macros there.

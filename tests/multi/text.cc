@@ -1,8 +1,7 @@
-// tests/multi/data.cc formats its mismatch reports with the harness's
-// strprintf; the soak links data.cc without the (gtest-bound) harness.
+#include "tests/multi/text.h"
+
 #include <cstdarg>
 #include <cstdio>
-#include <string>
 
 namespace lanes::test {
 
