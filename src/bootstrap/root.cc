@@ -48,8 +48,12 @@ class RootServer {
  private:
   void pollOnce(Deadline overall) {
     std::vector<pollfd> fds;
-    fds.push_back({listener_.fd(), POLLIN, 0});
+    // After a failed accept (out of descriptors) the listener stays readable;
+    // leave it out for a while instead of spinning on it.
+    const bool listen = acceptPause_.expired();
+    fds.push_back({listen ? listener_.fd() : -1, POLLIN, 0});
     int waitMs = overall.remainingMs();
+    if (!listen) waitMs = std::min(waitMs, std::max(1, acceptPause_.remainingMs()));
     for (const Pending& p : pending_) {
       fds.push_back({p.sock.fd(), POLLIN, 0});
       waitMs = std::min(waitMs, p.helloBy.remainingMs());
@@ -71,7 +75,16 @@ class RootServer {
   void acceptAll() {
     for (;;) {
       Socket s;
-      if (!listener_.accept(Deadline::after(0), &s).isOk()) return;
+      Status st = listener_.accept(Deadline::after(0), &s);
+      if (st.code() == lanesTimeout) return;  // nothing more queued
+      if (!st.isOk()) {
+        if (acceptError_.empty())
+          LANES_WARN(Bootstrap, -1, "bootstrap root at %s: %s", listenName().c_str(),
+                     st.message().c_str());
+        acceptError_ = st.message();
+        acceptPause_ = Deadline::after(0.05);
+        return;
+      }
       if (pending_.size() >= kMaxPendingConnections) {
         LANES_WARN(Bootstrap, -1, "bootstrap root: too many unidentified connections; dropping %s",
                    s.peerName().c_str());
@@ -184,6 +197,8 @@ class RootServer {
           " s (LANES_BOOTSTRAP_TIMEOUT): " + msg +
           "; check that every rank started, got the same unique id, and can reach this "
           "address";
+    if (!acceptError_.empty())
+      msg += "; the root itself could not take a connection: " + acceptError_;
     LANES_WARN(Bootstrap, -1, "%s", msg.c_str());
     auto payload = wire::encodeError(timeoutError(msg));
     for (const auto& a : arrived_)
@@ -197,6 +212,8 @@ class RootServer {
   double timeoutSeconds_;
   std::vector<Pending> pending_;
   std::vector<std::optional<Arrived>> arrived_;
+  std::string acceptError_;              // the last accept failure, for giveUp
+  Deadline acceptPause_ = Deadline::after(0);
   int nranks_ = -1;
   int firstRank_ = -1;
   int count_ = 0;
