@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -36,6 +37,10 @@ class RootServer {
   RootServer(Socket listener, const UniqueIdData& id, double timeoutSeconds)
       : listener_(std::move(listener)), id_(id), timeoutSeconds_(timeoutSeconds) {}
 
+  // Ready once the thread first blocks in poll(), past its start-up
+  // allocations (see createUniqueIdAndRoot).
+  std::future<void> parked() { return parked_.get_future(); }
+
   void run() {
     Deadline overall = Deadline::after(timeoutSeconds_);
     while (nranks_ < 0 || count_ < nranks_) {
@@ -57,6 +62,10 @@ class RootServer {
     for (const Pending& p : pending_) {
       fds.push_back({p.sock.fd(), POLLIN, 0});
       waitMs = std::min(waitMs, p.helloBy.remainingMs());
+    }
+    if (!signalledParked_) {
+      signalledParked_ = true;
+      parked_.set_value();
     }
     int n = ::poll(fds.data(), fds.size(), waitMs);
     if (n < 0) return;  // EINTR: loop again
@@ -212,7 +221,9 @@ class RootServer {
   double timeoutSeconds_;
   std::vector<Pending> pending_;
   std::vector<std::optional<Arrived>> arrived_;
-  std::string acceptError_;              // the last accept failure, for giveUp
+  std::promise<void> parked_;
+  bool signalledParked_ = false;
+  std::string acceptError_;  // the last accept failure, for giveUp
   Deadline acceptPause_ = Deadline::after(0);
   int nranks_ = -1;
   int firstRank_ = -1;
@@ -253,9 +264,15 @@ Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
   LANES_RETURN_IF_ERROR(encodeUniqueId(id, out));
 
   // The thread owns the listener; it ends after one rendezvous or the timeout.
-  std::thread([server = RootServer(std::move(listener), id, bootstrapTimeoutSeconds())]() mutable {
-    server.run();
-  }).detach();
+  // Return only once it is parked in poll(): a process that forks its ranks
+  // right after this call then copies no allocator lock the new thread holds
+  // mid-start-up (sanitizer allocators have no fork handlers; forked ranks
+  // hung in malloc).
+  RootServer server(std::move(listener), id, bootstrapTimeoutSeconds());
+  std::future<void> parked = server.parked();
+  std::thread([server = std::move(server)]() mutable { server.run(); }).detach();
+  if (parked.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
+    LANES_WARN(Bootstrap, -1, "bootstrap root thread did not start within 5 s; continuing");
   LANES_INFO(Bootstrap, -1, "bootstrap root started at %s", addr.toString().c_str());
   return Status::ok();
 }
