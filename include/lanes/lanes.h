@@ -33,12 +33,22 @@ typedef struct CUstream_st* cudaStream_t;
 
 typedef struct lanesComm* lanesComm_t;
 
+/* The enums below hold an int. In C any int is a valid value of them, and
+ * Lanes refuses unknown values with lanesInvalidArgument; C++ gets the same
+ * contract by a fixed underlying type (without it, casting e.g. -1 to one of
+ * them would be undefined behaviour in the caller and in Lanes' own check). */
+#ifdef __cplusplus
+#define LANES_ENUM_OF_INT : int
+#else
+#define LANES_ENUM_OF_INT
+#endif
+
 #define LANES_UNIQUE_ID_BYTES 128
 typedef struct {
   char internal[LANES_UNIQUE_ID_BYTES];
 } lanesUniqueId;
 
-typedef enum {
+typedef enum LANES_ENUM_OF_INT {
   lanesSuccess = 0,
   lanesUnhandledCudaError = 1,
   lanesSystemError = 2,
@@ -51,7 +61,7 @@ typedef enum {
   lanesNumResults = 9
 } lanesResult_t;
 
-typedef enum {
+typedef enum LANES_ENUM_OF_INT {
   lanesInt8 = 0,
   lanesChar = 0,
   lanesUint8 = 1,
@@ -74,7 +84,7 @@ typedef enum {
 
 /* Built-in ops; values from lanesNumOps up are handles returned by
  * lanesRedOpCreatePreMulSum. */
-typedef enum {
+typedef enum LANES_ENUM_OF_INT {
   lanesSum = 0,
   lanesProd = 1,
   lanesMax = 2,
@@ -85,7 +95,7 @@ typedef enum {
 } lanesRedOp_t;
 
 /* Where lanesRedOpCreatePreMulSum reads its scalar. */
-typedef enum {
+typedef enum LANES_ENUM_OF_INT {
   lanesScalarDevice = 0,
   lanesScalarHostImmediate = 1
 } lanesScalarResidence_t;
