@@ -361,8 +361,8 @@ using MatrixParam = std::tuple<Collective, int, RankMode>;
 class CollectiveMatrix : public ::testing::TestWithParam<MatrixParam> {};
 
 TEST_P(CollectiveMatrix, HostBuffers) {
-  const auto [coll, nranks, mode] = GetParam();
-  runRanks(mode, nranks, [coll](int rank, int n, const lanesUniqueId& id) {
+  const auto [collParam, nranks, mode] = GetParam();
+  runRanks(mode, nranks, [coll = collParam](int rank, int n, const lanesUniqueId& id) {
     CommGuard comm(initComm(rank, n, id));
     const std::vector<Combo> combos = planCombos(coll, n);
     std::vector<uint64_t> hashes;
