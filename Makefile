@@ -3,7 +3,7 @@
 PRESET ?= release
 # openmpi: bench/compare; iproute2: the network-namespace TCP tests; pkg-config:
 # the install test; python3-matplotlib: lanes-plot; python3-jsonschema: the perf JSON schema test. hwloc and Google Benchmark are DESIGN.md's base set.
-# clang, libclang-rt-14-dev: the libFuzzer targets (fuzz preset).
+# clang, libclang-rt-14-dev: the sanitizer stages and the libFuzzer targets (clang builds).
 DEB_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
   libhwloc-dev openmpi-bin libopenmpi-dev iproute2 python3-matplotlib python3-jsonschema \
   clang libclang-rt-14-dev
@@ -29,28 +29,31 @@ configure: deps
 build: configure
 	cmake --build --preset $(PRESET)
 
-# `make test` (what CI runs): the release build's tests, then the unit and
-# multi-rank tests under AddressSanitizer + UBSan; each stage prints a banner
-# and ctest's summary, and a failing stage stops the run. SANITIZE=0 runs the
-# first stage only. `make test-full` adds ThreadSanitizer (thread-rank tests)
-# and a short libFuzzer run of every fuzz target: two more full builds, which
-# do not fit CI's 30 minutes on 2 cores next to the first two (docs/testing.md).
-# What each sanitizer stage runs, with which options: CMakePresets.json.
+# `make test` (what CI runs), in three stages, each with a banner and ctest's
+# summary; a failing stage stops the run:
+#   [1/3] the release build (GCC, CUDA kernels where the toolkit is): every test;
+#   [2/3] clang ASan + UBSan: the unit and multi-rank tests, and a short
+#         libFuzzer run of every fuzz target (the same build: fuzzers link the
+#         sanitized library, instrumented for coverage);
+#   [3/3] clang TSan: the tests whose ranks are threads.
+# SANITIZE=0 runs the first stage only. Which tests each sanitizer stage runs,
+# with which options: CMakePresets.json and docs/testing.md.
 SANITIZE ?= 1
 banner = @printf '\n==== %s ====\n' $(1)
 
-.PHONY: test-asan test-tsan test-fuzz test-full
+.PHONY: test-asan test-tsan test-fuzz
 
 test: build
-	$(call banner,"[1/2] $(PRESET) build: all tests")
+	$(call banner,"[1/3] $(PRESET) build: all tests")
 	ctest --preset $(PRESET)
 ifneq ($(SANITIZE),0)
-	$(MAKE) --no-print-directory test-asan STAGE=2/2
+	$(MAKE) --no-print-directory test-asan STAGE=2/3
+	$(MAKE) --no-print-directory test-tsan STAGE=3/3
 endif
 
 STAGE ?= -
 test-asan: deps
-	$(call banner,"[$(STAGE)] AddressSanitizer + UBSan: unit and multi tests")
+	$(call banner,"[$(STAGE)] AddressSanitizer + UBSan: unit and multi tests, libFuzzer short runs")
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
 	ctest --preset asan
@@ -61,15 +64,14 @@ test-tsan: deps
 	cmake --build --preset tsan
 	ctest --preset tsan
 
+# A longer fuzzing session for local use (not in make test):
+# make test-fuzz FUZZ_SECONDS=600
+FUZZ_SECONDS ?= 60
 test-fuzz: deps
-	$(call banner,"[$(STAGE)] libFuzzer: each target for a few seconds")
-	cmake --preset fuzz >/dev/null
+	$(call banner,"[-] libFuzzer: each target for $(FUZZ_SECONDS) s")
+	cmake --preset fuzz -DLANES_FUZZ_SECONDS=$(FUZZ_SECONDS) >/dev/null
 	cmake --build --preset fuzz
 	ctest --preset fuzz
-
-test-full: test
-	$(MAKE) --no-print-directory test-tsan STAGE=3/4
-	$(MAKE) --no-print-directory test-fuzz STAGE=4/4
 
 bench: build
 	bash bench/run_main.sh build/$(PRESET)
