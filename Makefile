@@ -53,7 +53,7 @@ endif
 
 STAGE ?= -
 test-asan: deps
-	$(call banner,"[$(STAGE)] AddressSanitizer + UBSan: unit and multi tests, libFuzzer short runs")
+	$(call banner,"[$(STAGE)] AddressSanitizer + UBSan: unit and multi tests + libFuzzer short runs")
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan
 	ctest --preset asan
