@@ -368,6 +368,7 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
   std::condition_variable cv;
   std::optional<SocketAddress> target;  // rank 1's data listener
   bool attacked = false;
+  std::chrono::steady_clock::time_point attackedTime{};
   std::vector<Stranger> strangers;
   std::thread attacker([&] {
     std::unique_lock lock(mu);
@@ -379,14 +380,18 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
     DataHello wrongMagic = wrongSecret;
     wrongMagic.magic = 0x4c4e4553;
     std::vector<uint8_t> garbage(200, 0x5a);
+    // First in the backlog, and never says a word.
+    strangers.push_back(Stranger::open("silent", *target, {}));
     strangers.push_back(Stranger::open("garbage", *target, garbage));
     strangers.push_back(Stranger::open("wrong magic", *target, bytesOf(wrongMagic)));
     strangers.push_back(Stranger::open("wrong secret", *target, bytesOf(wrongSecret)));
     attacked = true;
+    attackedTime = std::chrono::steady_clock::now();
     cv.notify_all();
   });
 
   std::vector<testing::RankConnections> conns(2);
+  std::chrono::steady_clock::time_point attackedAt{}, connectedAt{};
   testing::runRanks(2, [&](int rank) {
     SpyBootstrap bootstrap(&group, rank, [&](const SocketAddress* all) {
       std::lock_guard lock(mu);
@@ -410,6 +415,7 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
       };
     auto& mine = conns[static_cast<size_t>(rank)];
     mine.status = makeSocketTransport()->connect(ctx, {1 - rank}, &mine.owned);
+    if (rank == 1) connectedAt = std::chrono::steady_clock::now();
     mine.byPeer.assign(2, nullptr);
     if (!mine.status.isOk()) return;
     for (auto& c : mine.owned) mine.byPeer[static_cast<size_t>(c->peer())] = c.get();
@@ -418,12 +424,20 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
     if (!moved.empty()) mine.status = internalError(moved);
   });
   attacker.join();
+  {
+    std::lock_guard lock(mu);
+    attackedAt = attackedTime;
+  }
+  // The silent stranger holds no hello slot: rank 1 had its real peer soon
+  // after the attack, not after the 10 s a stranger gets to say hello.
+  const double waited = std::chrono::duration<double>(connectedAt - attackedAt).count();
+  EXPECT_LT(waited, 5.0) << "rank 1 waited for the silent stranger before taking rank 0";
 
   for (int r = 0; r < 2; ++r)
     EXPECT_TRUE(conns[r].status.isOk()) << "rank " << r << ": " << conns[r].status.message();
-  ASSERT_EQ(strangers.size(), 3u);
+  ASSERT_EQ(strangers.size(), 4u);
   for (auto& s : strangers) EXPECT_TRUE(s.closedWithin(15)) << s.kind << " was not refused";
-  EXPECT_EQ(log.count("refused a data connection"), 3) << log.text();
+  EXPECT_EQ(log.count("refused a data connection"), 4) << log.text();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // each pair connects, and every data socket opens with a hello carrying the
 // communicator's secret and id and (rank, socket index), so a stray or
 // foreign connection is refused.
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -119,6 +120,125 @@ Status openListener(const TransportContext& ctx, Socket* listener, SocketAddress
   return Status::ok();
 }
 
+// A data connection accepted but not yet identified by its hello.
+struct PendingHello {
+  Socket sock;
+  SocketAddress from;
+  DataHello hello{};
+  size_t got = 0;
+  Deadline by = Deadline::never();
+};
+
+void refuseStranger(const TransportContext& ctx, const PendingHello& p, const char* why) {
+  LANES_WARN(Transport, ctx.rank,
+             "socket transport: refused a data connection from %s that is not of this "
+             "communicator (%s)",
+             p.from.toString().c_str(), why);
+}
+
+// Accepts `expected` sockets from lower peers. Hellos are read from every
+// pending connection at once, so a stranger that connects and stays silent
+// costs the real peers nothing (it is dropped after kHelloSeconds, or closed
+// once every peer is in).
+Status acceptFromLowerPeers(const TransportContext& ctx, const SocketConnectionConfig& cfg,
+                            const DataHello& mine, const Socket& listener, Deadline deadline,
+                            int expected, std::map<int, std::vector<Socket>>* sockets) {
+  const UniqueIdData& id = ctx.bootstrap->id();
+  const int nsockets = mine.sockets;
+  std::vector<PendingHello> pending;
+  std::vector<pollfd> fds;
+  // Takes a complete hello: the peer's socket goes to its slot, or it is refused.
+  auto identify = [&](PendingHello& p) -> Status {
+    const DataHello& h = p.hello;
+    bool ours = h.magic == kHelloMagic && h.version == kHelloVersion &&
+                sameSecret(h.secret, id.secret) && h.commId == id.commId && h.dstRank == ctx.rank &&
+                h.srcRank >= 0 && h.srcRank < ctx.rank && sockets->count(h.srcRank) != 0 &&
+                h.socketIndex >= 0;
+    if (!ours) {
+      refuseStranger(ctx, p, "wrong hello, secret or rank");
+      return Status::ok();
+    }
+    if (h.sockets != nsockets || h.lanes != cfg.lanes || h.bufferBytes != cfg.bufferBytes ||
+        h.stripeBytes != cfg.stripeBytes) {
+      return invalidUsage(
+          "rank " + std::to_string(ctx.rank) + " and rank " + std::to_string(h.srcRank) +
+          " disagree on the socket transport's settings (" + std::to_string(nsockets) + " vs " +
+          std::to_string(h.sockets) + " sockets, " + std::to_string(cfg.bufferBytes) + " vs " +
+          std::to_string(h.bufferBytes) + " ring bytes, " + std::to_string(cfg.stripeBytes) +
+          " vs " + std::to_string(h.stripeBytes) +
+          " stripe bytes); set LANES_SOCKET_NTHREADS, LANES_NSOCKS_PERTHREAD, "
+          "LANES_SOCKET_RING_BYTES and LANES_SOCKET_STRIPE_BYTES alike on every rank");
+    }
+    auto& slot = (*sockets)[h.srcRank];
+    if (h.socketIndex >= nsockets || slot[static_cast<size_t>(h.socketIndex)].valid()) {
+      LANES_WARN(Transport, ctx.rank,
+                 "socket transport: refused a duplicate data connection from %s",
+                 p.from.toString().c_str());
+      return Status::ok();
+    }
+    slot[static_cast<size_t>(h.socketIndex)] = std::move(p.sock);
+    --expected;
+    return Status::ok();
+  };
+
+  while (expected > 0) {
+    if (deadline.expired()) {
+      return timeoutError("rank " + std::to_string(ctx.rank) + ": " + std::to_string(expected) +
+                          " data sockets from lower peers never arrived before the deadline");
+    }
+    // Short slices, so that a peer's reported failure ends the wait.
+    if (ctx.checkAbort) LANES_RETURN_IF_ERROR(ctx.checkAbort());
+    int waitMs = std::min(250, deadline.remainingMs());
+    fds.assign(1, pollfd{listener.fd(), POLLIN, 0});
+    for (const PendingHello& p : pending) {
+      fds.push_back({p.sock.fd(), POLLIN, 0});
+      waitMs = std::min(waitMs, p.by.remainingMs());
+    }
+    if (::poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR)
+      return systemError("socket transport: poll on the data listener failed: " + errnoText(errno));
+    for (size_t i = pending.size(); i-- > 0;) {
+      PendingHello& p = pending[i];
+      bool done = false;
+      if (fds[i + 1].revents != 0) {
+        size_t n = 0;
+        Status st = p.sock.tryRecv(reinterpret_cast<uint8_t*>(&p.hello) + p.got,
+                                   sizeof(DataHello) - p.got, &n);
+        p.got += n;
+        if (!st.isOk()) {
+          refuseStranger(ctx, p, "it closed the connection before a whole hello");
+          done = true;
+        } else if (p.got == sizeof(DataHello)) {
+          LANES_RETURN_IF_ERROR(identify(p));
+          done = true;
+        }
+      }
+      if (!done && p.by.expired()) {
+        refuseStranger(ctx, p, "it sent no hello in time");
+        done = true;
+      }
+      if (done) pending.erase(pending.begin() + static_cast<long>(i));
+    }
+    if (fds[0].revents & POLLIN) {
+      for (;;) {
+        PendingHello p;
+        Status st = listener.accept(Deadline::after(0), &p.sock, &p.from);
+        if (st.code() == lanesTimeout) break;
+        if (!st.isOk()) {
+          return Status(st.code(),
+                        "rank " + std::to_string(ctx.rank) +
+                            ": accepting data sockets from lower peers: " + st.message());
+        }
+        p.by = Deadline::after(kHelloSeconds);
+        if (deadline.at() < p.by.at()) p.by = deadline;
+        pending.push_back(std::move(p));
+      }
+    }
+  }
+  for (const PendingHello& p : pending)
+    refuseStranger(ctx, p, "it had sent no whole hello when every peer was connected");
+  return Status::ok();
+}
+
 class SocketTransport final : public Transport {
  public:
   const char* name() const override { return "tcp"; }
@@ -180,63 +300,7 @@ Status connectMesh(const TransportContext& ctx, const SocketConnectionConfig& cf
     }
   }
 
-  while (expected > 0) {
-    Socket s;
-    SocketAddress from;
-    // Accept in short slices so a peer's reported failure ends the wait.
-    Status st = timeoutError("no connection yet");
-    while (!st.isOk() && !deadline.expired()) {
-      if (ctx.checkAbort) {
-        Status abort = ctx.checkAbort();
-        if (!abort.isOk()) return abort;
-      }
-      Deadline slice = Deadline::after(0.25);
-      if (deadline.at() < slice.at()) slice = deadline;
-      st = listener.accept(slice, &s, &from);
-      if (!st.isOk() && st.code() != lanesTimeout) break;
-    }
-    if (!st.isOk()) {
-      return Status(st.code(), "rank " + std::to_string(ctx.rank) + ": " +
-                                   std::to_string(expected) +
-                                   " data sockets from lower peers never arrived: " + st.message());
-    }
-    DataHello h{};
-    Deadline helloDeadline = Deadline::after(kHelloSeconds);
-    if (deadline.at() < helloDeadline.at()) helloDeadline = deadline;
-    st = s.recvAll(&h, sizeof(h), helloDeadline);
-    bool ours = st.isOk() && h.magic == kHelloMagic && h.version == kHelloVersion &&
-                sameSecret(h.secret, id.secret) && h.commId == id.commId && h.dstRank == ctx.rank &&
-                h.srcRank >= 0 && h.srcRank < ctx.rank && sockets->count(h.srcRank) != 0 &&
-                h.socketIndex >= 0;
-    if (!ours) {
-      LANES_WARN(Transport, ctx.rank,
-                 "socket transport: refused a data connection from %s that is not of this "
-                 "communicator (wrong hello, secret or rank)",
-                 from.toString().c_str());
-      continue;
-    }
-    if (h.sockets != nsockets || h.lanes != cfg.lanes || h.bufferBytes != cfg.bufferBytes ||
-        h.stripeBytes != cfg.stripeBytes) {
-      return invalidUsage(
-          "rank " + std::to_string(ctx.rank) + " and rank " + std::to_string(h.srcRank) +
-          " disagree on the socket transport's settings (" + std::to_string(nsockets) + " vs " +
-          std::to_string(h.sockets) + " sockets, " + std::to_string(cfg.bufferBytes) + " vs " +
-          std::to_string(h.bufferBytes) + " ring bytes, " + std::to_string(cfg.stripeBytes) +
-          " vs " + std::to_string(h.stripeBytes) +
-          " stripe bytes); set LANES_SOCKET_NTHREADS, LANES_NSOCKS_PERTHREAD, "
-          "LANES_SOCKET_RING_BYTES and LANES_SOCKET_STRIPE_BYTES alike on every rank");
-    }
-    auto& slot = (*sockets)[h.srcRank];
-    if (h.socketIndex >= nsockets || slot[static_cast<size_t>(h.socketIndex)].valid()) {
-      LANES_WARN(Transport, ctx.rank,
-                 "socket transport: refused a duplicate data connection from %s",
-                 from.toString().c_str());
-      continue;
-    }
-    slot[static_cast<size_t>(h.socketIndex)] = std::move(s);
-    --expected;
-  }
-  return Status::ok();
+  return acceptFromLowerPeers(ctx, cfg, mine, listener, deadline, expected, sockets);
 }
 
 Status SocketTransport::connect(const TransportContext& ctx, const std::vector<int>& peers,
