@@ -38,9 +38,9 @@ typedef struct lanesComm* lanesComm_t;
  * contract by a fixed underlying type (without it, casting e.g. -1 to one of
  * them would be undefined behaviour in the caller and in Lanes' own check). */
 #ifdef __cplusplus
-#define LANES_ENUM_OF_INT : int
+#define LNS_ENUM_OF_INT : int
 #else
-#define LANES_ENUM_OF_INT
+#define LNS_ENUM_OF_INT
 #endif
 
 #define LANES_UNIQUE_ID_BYTES 128
@@ -48,7 +48,7 @@ typedef struct {
   char internal[LANES_UNIQUE_ID_BYTES];
 } lanesUniqueId;
 
-typedef enum LANES_ENUM_OF_INT {
+typedef enum LNS_ENUM_OF_INT {
   lanesSuccess = 0,
   lanesUnhandledCudaError = 1,
   lanesSystemError = 2,
@@ -61,7 +61,7 @@ typedef enum LANES_ENUM_OF_INT {
   lanesNumResults = 9
 } lanesResult_t;
 
-typedef enum LANES_ENUM_OF_INT {
+typedef enum LNS_ENUM_OF_INT {
   lanesInt8 = 0,
   lanesChar = 0,
   lanesUint8 = 1,
@@ -84,7 +84,7 @@ typedef enum LANES_ENUM_OF_INT {
 
 /* Built-in ops; values from lanesNumOps up are handles returned by
  * lanesRedOpCreatePreMulSum. */
-typedef enum LANES_ENUM_OF_INT {
+typedef enum LNS_ENUM_OF_INT {
   lanesSum = 0,
   lanesProd = 1,
   lanesMax = 2,
@@ -95,7 +95,7 @@ typedef enum LANES_ENUM_OF_INT {
 } lanesRedOp_t;
 
 /* Where lanesRedOpCreatePreMulSum reads its scalar. */
-typedef enum LANES_ENUM_OF_INT {
+typedef enum LNS_ENUM_OF_INT {
   lanesScalarDevice = 0,
   lanesScalarHostImmediate = 1
 } lanesScalarResidence_t;
@@ -193,6 +193,9 @@ lanesResult_t lanesRecv(void* recvbuff, size_t count, lanesDataType_t datatype, 
 
 lanesResult_t lanesGroupStart(void);
 lanesResult_t lanesGroupEnd(void);
+
+/* Only for the enum declarations above; it does not leak into the user's code. */
+#undef LNS_ENUM_OF_INT
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop
