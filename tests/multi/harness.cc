@@ -25,6 +25,8 @@
 #include <set>
 #include <thread>
 
+#include "tests/multi/id_pipe.h"
+
 namespace lanes::test {
 namespace {
 
@@ -223,14 +225,11 @@ void ForkedRanks::startWith(int nranks, const lanesUniqueId* givenId, RankBody b
     children_[r].outcome.rank = r;
     writeEnds.push_back(fds[1]);
   }
-  // Every rank is forked before this process starts a bootstrap root (whose
-  // thread allocates) and before any rank starts: a fork copies the allocator
-  // with any lock another thread holds at that moment, held forever in the
-  // child (ASan's allocator in GCC 12 has no fork handler: ranks stuck in
-  // calloc). The ranks then read the unique id from `go`.
-  int go[2];
-  if (::pipe2(go, O_CLOEXEC) != 0) {
-    ADD_FAILURE() << "pipe2: " << std::strerror(errno);
+  // Ranks start once every fork is done, with an id made after them (IdPipe).
+  IdPipe go;
+  std::string error;
+  if (!go.open(&error)) {
+    ADD_FAILURE() << error;
     return;
   }
   std::fflush(stdout);
@@ -252,16 +251,8 @@ void ForkedRanks::startWith(int nranks, const lanesUniqueId* givenId, RankBody b
         ::close(children_[q].pipeFd);
         if (q != r) ::close(writeEnds[q]);
       }
-      ::close(go[1]);
       lanesUniqueId id;
-      size_t got = 0;
-      while (got < sizeof id) {
-        ssize_t n = ::read(go[0], reinterpret_cast<char*>(&id) + got, sizeof id - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) _exit(3);  // the parent could not make an id (it reports that)
-        got += static_cast<size_t>(n);
-      }
-      ::close(go[0]);
+      if (!go.receive(&id)) _exit(3);  // the parent could not make an id (it reports that)
       t_context = RankContext{r, RankMode::Process, writeEnds[r]};
       for (const auto& [k, v] : options.env) ::setenv(k.c_str(), v.c_str(), 1);
       runChildBody(body, r, nranks, id);
@@ -270,7 +261,6 @@ void ForkedRanks::startWith(int nranks, const lanesUniqueId* givenId, RankBody b
     children_[r].pid = pid;
     children_[r].outcome.pid = pid;
   }
-  ::close(go[0]);
   lanesUniqueId id{};
   bool haveId = givenId != nullptr;
   if (haveId) {
@@ -280,14 +270,8 @@ void ForkedRanks::startWith(int nranks, const lanesUniqueId* givenId, RankBody b
     haveId = res == lanesSuccess;
     if (!haveId) ADD_FAILURE() << describeFailure("lanesGetUniqueId(&id)", res, nullptr);
   }
-  // One id per rank; each write is atomic (smaller than PIPE_BUF).
-  for (size_t r = 0; haveId && r < children_.size(); ++r) {
-    if (::write(go[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) {
-      ADD_FAILURE() << "write to the ranks' start pipe: " << std::strerror(errno);
-      break;
-    }
-  }
-  ::close(go[1]);
+  if (!go.send(haveId ? &id : nullptr, children_.size()))
+    ADD_FAILURE() << "write to the ranks' start pipe: " << std::strerror(errno);
   for (int fd : writeEnds) ::close(fd);
   for (auto& c : children_) ::fcntl(c.pipeFd, F_SETFL, O_NONBLOCK);
 }

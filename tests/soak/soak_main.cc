@@ -4,13 +4,11 @@
 // communicators are the world and splits of it (and a split of a split), all
 // on host memory. Rank 0 prints operations/s and the error count; any wrong
 // byte or failed call ends the run with exit code 1.
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "lanes/lanes.h"
+#include "tests/multi/id_pipe.h"
 #include "tests/soak/soak_ops.h"
 #include "tests/soak/soak_options.h"
 #include "tests/soak/soak_plan.h"
@@ -124,12 +123,11 @@ int runRank(lanesComm_t world, const SoakOptions& opt) {
 
 // Without a launcher: N forked ranks around an id made here.
 int forkRanks(const SoakOptions& opt) {
-  // Ranks are forked before the bootstrap root's thread exists and read the
-  // id from `go` afterwards: a fork copies the allocator with any lock another
-  // thread holds at that moment (tests/multi/harness.cc says more).
-  int go[2];
-  if (pipe2(go, O_CLOEXEC) != 0) {
-    std::perror("[soak] pipe2");
+  // Ranks start once every fork is done, with an id made after them (IdPipe).
+  test::IdPipe go;
+  std::string error;
+  if (!go.open(&error)) {
+    std::fprintf(stderr, "[soak] %s\n", error.c_str());
     return 1;
   }
   std::fflush(stdout);
@@ -137,15 +135,8 @@ int forkRanks(const SoakOptions& opt) {
   for (int r = 0; r < opt.ranks; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      close(go[1]);
       lanesUniqueId id;
-      size_t got = 0;
-      while (got < sizeof id) {
-        ssize_t n = read(go[0], reinterpret_cast<char*>(&id) + got, sizeof id - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) _exit(1);  // the parent could not make an id
-        got += static_cast<size_t>(n);
-      }
+      if (!go.receive(&id)) _exit(1);  // the parent could not make an id
       lanesComm_t world = nullptr;
       if (lanesCommInitRank(&world, opt.ranks, id, r) != lanesSuccess) {
         std::fprintf(stderr, "[soak] rank %d: init failed: %s\n", r, lanesGetLastError(nullptr));
@@ -162,15 +153,11 @@ int forkRanks(const SoakOptions& opt) {
     }
     pids.push_back(pid);
   }
-  close(go[0]);
   lanesUniqueId id;
-  if (lanesGetUniqueId(&id) != lanesSuccess) {
+  const bool haveId = lanesGetUniqueId(&id) == lanesSuccess;
+  if (!haveId)
     std::fprintf(stderr, "[soak] lanesGetUniqueId failed: %s\n", lanesGetLastError(nullptr));
-  } else {
-    for (size_t r = 0; r < pids.size(); ++r)
-      if (write(go[1], &id, sizeof id) != static_cast<ssize_t>(sizeof id)) break;
-  }
-  close(go[1]);
+  go.send(haveId ? &id : nullptr, pids.size());
   int failed = 0;
   for (pid_t p : pids) {
     int status = 0;
