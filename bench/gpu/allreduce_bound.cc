@@ -214,7 +214,7 @@ void printHeader(const Options& o) {
   std::printf(
       "# lanes_allreduce_bound: all-reduce float32 sum on device buffers, N ranks on GPU %d,\n"
       "# %d warm-up + %d timed calls (time: the slowest rank's mean per call).\n"
-      "# Bound (host-staged path, docs/gpu_data_path.md): per rank down (D2H) = S + S/N,\n"
+      "# Bound (host-staged path, docs/gpu_data_path.md): per rank down (D2H) = S,\n"
       "# up (H2D) = 2(N-1)/N x S; all N ranks share this GPU, so its link carries N times\n"
       "# that; bound = max(down / both-ways D2H, up / both-ways H2D), bandwidths measured\n"
       "# by rank 0 just before the all-reduces (cudaMemcpyAsync %zu MiB, pinned).\n"

@@ -14,12 +14,12 @@ struct LinkBytes {
 };
 
 // All-reduce of `bytes` per rank over `nranks` ranks, `ranksOnGpu` of them on
-// the GPU whose link is counted. Per rank: down = S + S/N (the input, then its
-// reduced segment), up = 2 (N-1)/N x S (the peers' parts of its segment, then
-// the others' results).
+// the GPU whose link is counted. Per rank: down = S (the peers' segments of
+// its input, then its reduced segment), up = 2 (N-1)/N x S (the peers' parts
+// of its segment, then the others' results).
 inline LinkBytes stagedAllReduceBytes(double bytes, int nranks, int ranksOnGpu) {
   const double n = nranks;
-  LinkBytes perRank{bytes + bytes / n, 2.0 * (n - 1) / n * bytes};
+  LinkBytes perRank{bytes, 2.0 * (n - 1) / n * bytes};
   return {perRank.down * ranksOnGpu, perRank.up * ranksOnGpu};
 }
 

@@ -320,6 +320,12 @@ INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceProcesses,
                                   (std::get<1>(info.param) == Slots::P2p ? "P2p" : "HostStaged");
                          });
 
+// More ranks than one reduce pass takes (8): ranks 8 and 9 reduce in a second
+// pass, which in place must not read their input after the first overwrote it.
+INSTANTIATE_TEST_SUITE_P(TwoReducePasses, StagedAllReduceProcesses,
+                         ::testing::Values(std::tuple{10, Slots::HostStaged}),
+                         [](const auto&) { return std::string("10ranksHostStaged"); });
+
 // ---------------------------------------------------------------------------------
 // Threads of this process sharing GPU 0.
 

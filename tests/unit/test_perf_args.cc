@@ -87,19 +87,20 @@ TEST(PerfArgs, GraphAndBoundsFlags) {
 
 TEST(PerfBounds, StagedAllReduceBytesFollowTheAlgorithm) {
   const double S = 256.0 * (1 << 20);
-  // One rank per GPU, 4 ranks: down S + S/4, up 2*3/4*S.
+  // One rank per GPU, 4 ranks: down 3/4 S of input + S/4 of result, up 2*3/4*S.
   LinkBytes one = stagedAllReduceBytes(S, 4, 1);
-  EXPECT_DOUBLE_EQ(one.down, 1.25 * S);
+  EXPECT_DOUBLE_EQ(one.down, S);
   EXPECT_DOUBLE_EQ(one.up, 1.5 * S);
-  // N ranks on one GPU: its link carries N times that: down (N+1) S, up 2 (N-1) S.
+  // N ranks on one GPU: its link carries N times that: down N S, up 2 (N-1) S.
   for (int n : {2, 4, 8}) {
     LinkBytes all = stagedAllReduceBytes(S, n, n);
-    EXPECT_DOUBLE_EQ(all.down, (n + 1) * S) << n;
+    EXPECT_DOUBLE_EQ(all.down, n * S) << n;
     EXPECT_DOUBLE_EQ(all.up, 2.0 * (n - 1) * S) << n;
   }
-  // The slower direction decides: 2 ranks on a GPU, 50 GB/s up, 25 GB/s down.
-  LinkBytes two = stagedAllReduceBytes(1e9, 2, 2);  // down 3e9, up 2e9
-  EXPECT_DOUBLE_EQ(linkBoundSeconds(two, 50, 25), 3e9 / 25e9);
+  // The slower direction decides: 4 ranks on a GPU, 50 GB/s up, 25 GB/s down.
+  LinkBytes four = stagedAllReduceBytes(1e9, 4, 4);  // down 4e9, up 6e9
+  EXPECT_DOUBLE_EQ(linkBoundSeconds(four, 50, 25), 4e9 / 25e9);
+  LinkBytes two = stagedAllReduceBytes(1e9, 2, 2);  // down 2e9, up 2e9
   EXPECT_DOUBLE_EQ(linkBoundSeconds(two, 10, 50), 2e9 / 10e9);
 }
 

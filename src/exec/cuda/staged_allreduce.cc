@@ -59,23 +59,41 @@ struct Proposal {
   uint64_t chunkBytes = 0;
 };
 
-// Ranks of this process on this GPU: their streams share the context's
-// hardware queues; too few queues and a stream parked on a peer's counter
-// can block, in the same queue, the work that would raise it.
-void warnAboutQueues(lanesComm* comm) {
+// Ranks of this process on this GPU (threads), and the lowest of them: their
+// streams share the context's hardware queues.
+struct Sharing {
+  int ranks = 0;
+  int lowest = 0;
+};
+Sharing ranksSharingMyContext(const lanesComm* comm) {
   const auto& ranks = comm->bootstrap->ranks();
   const RankInfo& self = ranks[comm->rank];
-  int sharing = 0;
-  int lowest = comm->rank;
+  Sharing s{0, comm->rank};
   for (const RankInfo& r : ranks) {
     if (r.pid != self.pid || r.cudaDev != self.cudaDev) continue;
-    ++sharing;
-    lowest = std::min(lowest, r.rank);
+    ++s.ranks;
+    s.lowest = std::min(s.lowest, r.rank);
   }
-  if (sharing < 2 || lowest != comm->rank) return;  // said once per process and GPU
-  int64_t queues = 8;
-  if (const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")) queues = std::atoi(v);
-  const int64_t needed = int64_t{sharing} * 4;  // 3 internal streams + the user's
+  return s;
+}
+
+// The context's hardware queues (CUDA's default is 8).
+int64_t hardwareQueues() {
+  const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 8;
+}
+
+// Streams per rank: the user's, down, reduce, up, and the peer-segment upload
+// when there are queues for it (else that runs on the reduce stream).
+int streamsPerRank(bool separateUpload) { return separateUpload ? 5 : 4; }
+
+// Too few queues and a stream parked on a peer's counter can block, in the
+// same queue, the work that would raise it.
+void warnAboutQueues(lanesComm* comm, bool separateUpload) {
+  const Sharing sharing = ranksSharingMyContext(comm);
+  if (sharing.ranks < 2 || sharing.lowest != comm->rank) return;  // once per process and GPU
+  const int64_t queues = hardwareQueues();
+  const int64_t needed = int64_t{sharing.ranks} * streamsPerRank(separateUpload);
   if (queues < needed)
     LANES_WARN(Init, comm->rank,
                "%d ranks of this process share GPU %d: their %lld streams exceed "
@@ -83,7 +101,7 @@ void warnAboutQueues(lanesComm* comm) {
                "peer may block the peer's work queued behind it. Set "
                "CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, or run ranks as "
                "processes.",
-               sharing, self.cudaDev, static_cast<long long>(needed),
+               sharing.ranks, comm->cudaDev, static_cast<long long>(needed),
                static_cast<long long>(queues));
 }
 
@@ -112,20 +130,29 @@ Status StagedAllReduce::createLocalResources() {
   LANES_RETURN_IF_ERROR(StreamMemops::get(&memops_));
   for (cudaStream_t* s : {&down_, &reduce_, &up_})
     LANES_CUDA_RETURN(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
-  for (cudaEvent_t* e : {&downDone_, &reduceDone_})
+  // Uploading the peers' segments on a stream of its own lets chunk g+1's
+  // upload run while chunk g's result goes down; ranks sharing one context
+  // run it on the reduce stream when the hardware queues would not suffice.
+  const int sharing = std::max(1, ranksSharingMyContext(comm_).ranks);
+  if (int64_t{sharing} * streamsPerRank(true) <= hardwareQueues())
+    LANES_CUDA_RETURN(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
+  else
+    upload_ = reduce_;
+  for (cudaEvent_t* e : {&downDone_, &uploadDone_, &reduceDone_[0], &reduceDone_[1]})
     LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   return Status::ok();
 }
 
 void StagedAllReduce::releaseLocalResources() {
   if (scratch_ != nullptr) cudaFree(scratch_);
-  for (cudaEvent_t e : {downDone_, reduceDone_})
+  for (cudaEvent_t e : {downDone_, uploadDone_, reduceDone_[0], reduceDone_[1]})
     if (e != nullptr) cudaEventDestroy(e);
+  if (upload_ != nullptr && upload_ != reduce_) cudaStreamDestroy(upload_);
   for (cudaStream_t s : {down_, reduce_, up_})
     if (s != nullptr) cudaStreamDestroy(s);
   scratch_ = nullptr;
-  downDone_ = reduceDone_ = nullptr;
-  down_ = reduce_ = up_ = nullptr;
+  downDone_ = uploadDone_ = reduceDone_[0] = reduceDone_[1] = nullptr;
+  down_ = upload_ = reduce_ = up_ = nullptr;
 }
 
 Status StagedAllReduce::setup() {
@@ -149,7 +176,12 @@ Status StagedAllReduce::setup() {
       StageArenaLayout layout(n, config);
       // A segment is at most ceil(chunk/n) elements rounded up to 16 bytes.
       scratchStride_ = roundUp(layout.chunkBytes / n + 32, 256);
-      local = cudaStatus(cudaMalloc(&scratch_, scratchStride_ * (n - 1)), "cudaMalloc (scratch)");
+      // Two halves (chunk parity), so one chunk's upload overlaps the previous
+      // chunk's reduce. Each: n - 1 peer segments, plus a copy of my own for
+      // in-place calls of more ranks than one reduce pass takes (enqueueOne).
+      scratchSegments_ = n > cuda::kMaxReduceSources ? n : n - 1;
+      local = cudaStatus(cudaMalloc(&scratch_, 2 * scratchStride_ * scratchSegments_),
+                         "cudaMalloc (scratch)");
     }
     if (!local) why = local.message();
   }
@@ -222,7 +254,7 @@ Status StagedAllReduce::setup() {
     comm_->onFailure.push_back([dog] { dog->poison(); });
     if (comm_->asyncError.load() != lanesSuccess) dog->poison();  // failed meanwhile
   }
-  warnAboutQueues(comm_);
+  warnAboutQueues(comm_, upload_ != reduce_);
   enabled_ = true;
   LANES_INFO(Init, comm_->rank, "device all-reduce: %s copy-engine path, chunk %zu %s x %d slots",
              p2p_ ? "P2P (slots in GPU memory)" : "host-staged",
@@ -445,33 +477,62 @@ Status StagedAllReduce::enqueueOne(const Request& r) {
         LANES_RETURN_IF_ERROR(memops_->waitGeq(down_, arena_->flag(StageFlag::Consumed, p),
                                                static_cast<uint32_t>(issued - slots)));
     }
-    LANES_CUDA_RETURN(
-        cudaMemcpyAsync(inputSlot(me, slot), in, len * elem, cudaMemcpyDefault, down_));
+    // Only the peers' segments go down: mine is reduced straight from `in`.
+    const size_t myEnd = myBegin + myLen;
+    if (myBegin > 0)
+      LANES_CUDA_RETURN(
+          cudaMemcpyAsync(inputSlot(me, slot), in, myBegin * elem, cudaMemcpyDefault, down_));
+    if (myEnd < len)
+      LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot) + myEnd * elem, in + myEnd * elem,
+                                        (len - myEnd) * elem, cudaMemcpyDefault, down_));
     LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
-    LANES_CUDA_RETURN(cudaStreamWaitEvent(reduce_, downDone_, 0));
 
-    // B (reduce): my segment, from my device input and the peers' staged ones.
+    // B1 (upload): the peers' parts of my segment into this chunk's half of
+    // the scratch, once the reduce of chunk g-2 (same half) has read it.
+    const int half = static_cast<int>(issued % 2);
+    std::byte* scratchHalf =
+        scratch + static_cast<size_t>(half) * scratchSegments_ * scratchStride_;
+    auto scratchSegment = [&](size_t i) { return scratchHalf + i * scratchStride_; };
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(upload_, reduceDone_[half], 0));
+    std::vector<const void*> srcs(static_cast<size_t>(n));
     if (myLen > 0) {
-      std::vector<const void*> srcs(static_cast<size_t>(n));
       for (int p = 0; p < n; ++p) {
-        if (p == me) {
-          srcs[static_cast<size_t>(p)] = in + myBegin * elem;
-          continue;
-        }
-        std::byte* dst = scratch + static_cast<size_t>(p < me ? p : p - 1) * scratchStride_;
-        LANES_RETURN_IF_ERROR(memops_->waitGeq(reduce_, arena_->flag(StageFlag::Ready, p), g));
+        if (p == me) continue;
+        std::byte* dst = scratchSegment(static_cast<size_t>(p < me ? p : p - 1));
+        LANES_RETURN_IF_ERROR(memops_->waitGeq(upload_, arena_->flag(StageFlag::Ready, p), g));
         LANES_CUDA_RETURN(cudaMemcpyAsync(dst, inputSlot(p, slot) + myBegin * elem, myLen * elem,
-                                          cudaMemcpyDefault, reduce_));
+                                          cudaMemcpyDefault, upload_));
         srcs[static_cast<size_t>(p)] = dst;
+      }
+    }
+    LANES_CUDA_RETURN(cudaEventRecord(uploadDone_, upload_));
+
+    // B2 (reduce): my segment, from my device input and the uploaded ones; its
+    // result goes down to the result slot. After A: the slot waits (A's
+    // consumed waits free the result slot too), and in place, A has read the
+    // input before C overwrites it (C runs after this stage).
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(reduce_, downDone_, 0));
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(reduce_, uploadDone_, 0));
+    if (myLen > 0) {
+      srcs[static_cast<size_t>(me)] = in + myBegin * elem;
+      // In place, a first pass of 8 sources overwrites my input before a
+      // later pass would read it there: reduce from a copy.
+      if (in == out && me >= cuda::kMaxReduceSources) {
+        std::byte* copy = scratchSegment(static_cast<size_t>(n - 1));
+        LANES_CUDA_RETURN(cudaMemcpyAsync(copy, in + myBegin * elem, myLen * elem,
+                                          cudaMemcpyDeviceToDevice, reduce_));
+        srcs[static_cast<size_t>(me)] = copy;
       }
       LANES_RETURN_IF_ERROR(reduceSegment(out + myBegin * elem, srcs, myLen, r, reduce_));
       LANES_CUDA_RETURN(cudaMemcpyAsync(resultSlot(me, slot) + myBegin * elem, out + myBegin * elem,
                                         myLen * elem, cudaMemcpyDefault, reduce_));
     }
     LANES_RETURN_IF_ERROR(memops_->write(reduce_, arena_->flag(StageFlag::Reduced, me), g));
-    LANES_CUDA_RETURN(cudaEventRecord(reduceDone_, reduce_));
-    LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, reduceDone_, 0));
+    LANES_CUDA_RETURN(cudaEventRecord(reduceDone_[half], reduce_));
+    // Every stage of this chunk on this rank is done once C passes this: its
+    // `consumed` then also says this rank no longer reads the peers' slots.
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, reduceDone_[half], 0));
 
     // C (up): everyone else's segments, each from its owner's result slot
     // (in the host arena they sit contiguously around mine: two copies).
@@ -483,7 +544,6 @@ Status StagedAllReduce::enqueueOne(const Request& r) {
             cudaMemcpyAsync(out + segBegin(p) * elem, resultSlot(p, slot) + segBegin(p) * elem,
                             (segEnd(p) - segBegin(p)) * elem, cudaMemcpyDefault, up_));
     }
-    const size_t myEnd = myBegin + myLen;
     if (!p2p_ && myBegin > 0)
       LANES_CUDA_RETURN(
           cudaMemcpyAsync(out, resultSlot(me, slot), myBegin * elem, cudaMemcpyDefault, up_));

@@ -4,18 +4,20 @@
 // engines and order themselves by counters in shared host memory
 // (cuStreamWriteValue32 / cuStreamWaitValue32). Per chunk g (slot g % K, the
 // chunk cut into nranks segments, segment r owned by rank r):
-//   A (down):   wait every rank's `consumed` >= g-K; D2H my input chunk into
-//               my input slot; ready[me] = g.
-//   B (reduce): wait every peer's `ready` >= g; H2D segment me of each peer's
-//               slot into scratch; one reduce kernel (sources in rank order)
-//               writes my segment of recvbuf; D2H it into the result slot;
-//               reduced[me] = g.
+//   A (down):   wait every rank's `consumed` >= g-K; D2H my input chunk, but
+//               for segment me, into my input slot; ready[me] = g.
+//   B1 (upload): wait every peer's `ready` >= g; H2D segment me of each
+//               peer's slot into scratch (two halves, by chunk parity).
+//   B2 (reduce): one reduce kernel (sources in rank order) writes my segment
+//               of recvbuf; D2H it into the result slot; reduced[me] = g.
 //   C (up):     wait every peer's `reduced` >= g; H2D the other segments of
 //               the result slot into recvbuf; consumed[me] = g.
-// A, B and C are three internal streams, so chunk g+1 goes down while chunk g
-// is reduced and chunk g-1 comes up. Every segment is reduced once, by its
-// owner, so every rank gets the same bits. docs/gpu_data_path.md has the
-// picture, the bytes on PCIe, and the failure handling.
+// A, B1, B2 and C are four internal streams (B1 shares B2's where ranks of
+// one process would exceed the context's hardware queues), so chunk g+1 goes
+// down and is uploaded while chunk g is reduced and chunk g-1 comes up; no
+// stream carries copies of both directions except B2's single result copy. Every segment is reduced
+// once, by its owner, so every rank gets the same bits. docs/gpu_data_path.md has the picture, the
+// bytes on PCIe, and the failure handling.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -81,9 +83,12 @@ class StagedAllReduce final : public DeviceContext {
   std::unique_ptr<StagedWatchdog> watchdog_;
   size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
   cudaStream_t down_ = nullptr, reduce_ = nullptr, up_ = nullptr;
-  cudaEvent_t downDone_ = nullptr, reduceDone_ = nullptr;  // re-recorded per chunk
-  void* scratch_ = nullptr;                                // nranks-1 peer segments on the GPU
+  cudaStream_t upload_ = nullptr;  // its own stream, or reduce_ (too few hardware queues)
+  // Re-recorded per chunk; reduceDone_ per scratch half (chunk parity).
+  cudaEvent_t downDone_ = nullptr, uploadDone_ = nullptr, reduceDone_[2] = {nullptr, nullptr};
+  void* scratch_ = nullptr;  // 2 halves x scratchSegments_ segments on the GPU
   size_t scratchStride_ = 0;
+  size_t scratchSegments_ = 0;
   uint64_t chunksIssued_ = 0;  // advances identically on every rank
 };
 
