@@ -15,6 +15,7 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -684,6 +685,82 @@ TEST(DeviceStreams, ZeroCountCallsInsideADeviceGroup) {
     checker.enqueue(self.stream, out.data(), count, self.nranks, 9, 1.0f);
     std::string p = checker.problem("all-reduce grouped with zero-count calls");
     GPU_CHECK(p.empty(), "%s", p.c_str());
+  });
+}
+
+// ---- One rank, in place ------------------------------------------------------
+// The result already is the input, so nothing may go on the stream (NCCL
+// returns at once too): a CUDA Graph captured around the call has no node.
+// Out of place and PreMulSum (which scales) must still enqueue work.
+size_t capturedNodes(GpuRank& self, const std::function<lanesResult_t()>& call) {
+  GPU_CHECK_CUDA(cudaStreamBeginCapture(self.stream, cudaStreamCaptureModeThreadLocal));
+  const lanesResult_t res = call();
+  cudaGraph_t graph = nullptr;
+  GPU_CHECK_CUDA(cudaStreamEndCapture(self.stream, &graph));
+  GPU_CHECK_LANES(res, self.comm);
+  size_t nodes = 0;
+  GPU_CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));
+  cudaGraphDestroy(graph);
+  return nodes;
+}
+
+TEST(DeviceSingleRank, InPlaceEnqueuesNothing) {
+  GPU_SKIP_UNLESS_GPU_HERE();
+  runGpuThreads(1, [](GpuRank& self) {
+    constexpr size_t kCount = 1000;
+    DeviceBuffer a(kCount * sizeof(float), self.stream), b(kCount * sizeof(float), self.stream);
+    std::vector<float> input(kCount);
+    for (size_t i = 0; i < kCount; ++i) input[i] = static_cast<float>(i) * 0.5f;
+    a.upload(input.data(), input.size() * sizeof(float));
+    lanesComm_t comm = self.comm;
+    cudaStream_t s = self.stream;
+    for (lanesRedOp_t op : {lanesSum, lanesProd, lanesMax, lanesMin, lanesAvg}) {
+      const size_t inPlace = capturedNodes(self, [&] {
+        return lanesAllReduce(a.data(), a.data(), kCount, lanesFloat32, op, comm, s);
+      });
+      GPU_CHECK(inPlace == 0, "in-place all-reduce of one rank (op %d) captured %zu nodes", op,
+                inPlace);
+    }
+    GPU_CHECK(
+        capturedNodes(
+            self,
+            [&] { return lanesAllGather(a.data(), a.data(), kCount, lanesFloat32, comm, s); }) == 0,
+        "in-place all-gather of one rank captured work");
+    GPU_CHECK(capturedNodes(self,
+                            [&] {
+                              return lanesBroadcast(a.data(), a.data(), kCount, lanesFloat32, 0,
+                                                    comm, s);
+                            }) == 0,
+              "in-place broadcast of one rank captured work");
+    const size_t outOfPlace = capturedNodes(self, [&] {
+      return lanesAllReduce(a.data(), b.data(), kCount, lanesFloat32, lanesSum, comm, s);
+    });
+    GPU_CHECK(outOfPlace > 0, "out-of-place all-reduce of one rank captured no work");
+    float scalar = 3.0f;
+    lanesRedOp_t premul;
+    GPU_CHECK_LANES(
+        lanesRedOpCreatePreMulSum(&premul, &scalar, lanesFloat32, lanesScalarHostImmediate, comm),
+        comm);
+    const size_t scaled = capturedNodes(self, [&] {
+      return lanesAllReduce(a.data(), a.data(), kCount, lanesFloat32, premul, comm, s);
+    });
+    GPU_CHECK(scaled > 0, "in-place PreMulSum of one rank captured no work (it must scale)");
+    // Eagerly: in place leaves the data as it was; PreMulSum scales it.
+    GPU_CHECK_LANES(lanesAllReduce(a.data(), a.data(), kCount, lanesFloat32, lanesSum, comm, s),
+                    comm);
+    std::vector<std::byte> got = a.download();
+    GPU_CHECK(std::memcmp(got.data(), input.data(), kCount * sizeof(float)) == 0,
+              "in-place all-reduce of one rank changed the data");
+    GPU_CHECK_LANES(lanesAllReduce(a.data(), a.data(), kCount, lanesFloat32, premul, comm, s),
+                    comm);
+    got = a.download();
+    for (size_t i = 0; i < kCount; ++i) {
+      float v = 0;
+      std::memcpy(&v, got.data() + i * sizeof(float), sizeof(float));
+      GPU_CHECK(v == input[i] * 3.0f, "PreMulSum in place: element %zu is %g, expected %g", i, v,
+                input[i] * 3.0f);
+    }
+    lanesRedOpDestroy(premul, comm);
   });
 }
 

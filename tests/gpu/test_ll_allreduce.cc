@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -205,23 +206,27 @@ void runCase(GpuRank& self, const Case& c, size_t count, const Placement& where,
                         got.begin() + static_cast<ptrdiff_t>(recvAt + bytes));
 }
 
+// Every case, count and placement of the matrix on one rank.
+void runRankMatrix(GpuRank& self, std::vector<std::vector<std::byte>>* mine) {
+  const size_t room = kLlBytes + 64;
+  DeviceBuffer send(room, self.stream), recv(room, self.stream);
+  for (const Case& c : matrixCases()) {
+    const size_t maxCount = kLlBytes / test::typeSize(c.type);
+    for (size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{1024}, maxCount}) {
+      runCase(self, c, count, kAligned, send, recv, mine);
+      if (count == 7 || count == maxCount) runCase(self, c, count, kInPlace, send, recv, mine);
+      if (count == 7 || count == 1024) runCase(self, c, count, kMisaligned, send, recv, mine);
+    }
+  }
+  GPU_CHECK(llActive(self.comm), "the LL path was not used (LANES_DEBUG=INFO says why)");
+  GPU_CHECK(llOf(self.comm)->maxBytes() == kLlBytes, "agreed LL size %zu, expected %zu",
+            llOf(self.comm)->maxBytes(), kLlBytes);
+}
+
 void runMatrix(int nranks) {
   std::vector<std::vector<std::vector<std::byte>>> results(static_cast<size_t>(nranks));
   test::runGpuThreads(nranks, [&](GpuRank& self) {
-    const size_t room = kLlBytes + 64;
-    DeviceBuffer send(room, self.stream), recv(room, self.stream);
-    auto& mine = results[static_cast<size_t>(self.rank)];
-    for (const Case& c : matrixCases()) {
-      const size_t maxCount = kLlBytes / test::typeSize(c.type);
-      for (size_t count : {size_t{1}, size_t{2}, size_t{7}, size_t{1024}, maxCount}) {
-        runCase(self, c, count, kAligned, send, recv, &mine);
-        if (count == 7 || count == maxCount) runCase(self, c, count, kInPlace, send, recv, &mine);
-        if (count == 7 || count == 1024) runCase(self, c, count, kMisaligned, send, recv, &mine);
-      }
-    }
-    GPU_CHECK(llActive(self.comm), "the LL path was not used (LANES_DEBUG=INFO says why)");
-    GPU_CHECK(llOf(self.comm)->maxBytes() == kLlBytes, "agreed LL size %zu, expected %zu",
-              llOf(self.comm)->maxBytes(), kLlBytes);
+    runRankMatrix(self, &results[static_cast<size_t>(self.rank)]);
   });
   // Every rank reduced the same values in the same order: the same bits.
   for (int r = 1; r < nranks; ++r) {
@@ -511,6 +516,60 @@ TEST_F(LlTest, GraphCaptureAndReplay2Ranks) { test::runGpuThreads(2, graphReplay
 TEST_F(LlTest, GraphCaptureAndReplay3Ranks) { test::runGpuThreads(3, graphReplays); }
 
 // ---- selection ----
+
+// ---- Processes ----------------------------------------------------------------
+// Ranks of two processes on one GPU time-slice, so LL is refused there and the
+// staged path serves small all-reduces (docs/gpu_data_path.md); with one GPU
+// per process (LANES_TEST_SPREAD_GPUS=1 on a multi-GPU machine) LL is used.
+// These run before any CUDA call of this process (fork), so no fixture.
+
+// Sets (or clears) an environment variable for one test, restoring it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) saved_ = v;
+    if (value != nullptr)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (saved_)
+      setenv(name_, saved_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> saved_;
+};
+
+TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  ScopedEnv disable("LANES_LL_DISABLE", nullptr), shared("LANES_LL_SHARED_GPU", nullptr);
+  test::runGpuProcesses(2, [](GpuRank& self) {
+    DeviceBuffer send(256, self.stream), recv(256, self.stream);
+    std::vector<std::vector<std::byte>> results;
+    runCase(self, {lanesFloat32, Reduction::Sum}, 7, kAligned, send, recv, &results);
+    runCase(self, {lanesInt32, Reduction::Max}, 7, kInPlace, send, recv, &results);
+    const bool sharing = test::rankGpu(0) == test::rankGpu(1);
+    GPU_CHECK(llActive(self.comm) != sharing, "the LL path is %s, but the two processes %s a GPU",
+              llActive(self.comm) ? "on" : "off", sharing ? "share" : "do not share");
+  });
+}
+
+TEST(LlProcesses, Matrix2RanksWithSharedGpuOverride) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  ScopedEnv disable("LANES_LL_DISABLE", nullptr), max("LANES_LL_MAX_BYTES", nullptr);
+  ScopedEnv shared("LANES_LL_SHARED_GPU", "1");
+  test::runGpuProcesses(2, [](GpuRank& self) {
+    std::vector<std::vector<std::byte>> results;
+    runRankMatrix(self, &results);
+  });
+}
 
 TEST_F(LlTest, DisabledByEnvironmentStillCorrect) {
   setenv("LANES_LL_DISABLE", "1", 1);

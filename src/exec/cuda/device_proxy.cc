@@ -270,7 +270,20 @@ void DeviceProxy::reclaim(bool wait) {
   }
 }
 
+namespace {
+// One rank, in place: the result already is the input (PreMulSum, which
+// scales it, aside), so nothing goes on the stream; NCCL returns at once too.
+bool singleRankNoOp(const Request& r) {
+  if (r.isP2p || r.args.nranks != 1 || r.args.send != r.args.recv) return false;
+  const bool reduces = r.args.coll == CollType::AllReduce || r.args.coll == CollType::Reduce ||
+                       r.args.coll == CollType::ReduceScatter;
+  return !(reduces && r.op.kind == RedOpKind::PreMulSum);
+}
+}  // namespace
+
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
+  std::erase_if(requests, singleRankNoOp);
+  if (requests.empty()) return Status::ok();
   // Small all-reduces and all-gathers among ranks of one host: one LL kernel
   // through mapped host memory (ll_allreduce.h).
   LlAllReduce* ll = nullptr;

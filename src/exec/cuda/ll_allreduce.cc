@@ -32,6 +32,25 @@ class DeviceScope {
   bool changed_ = false;
 };
 
+// Whether ranks of two processes run on one GPU. Their CUDA contexts take
+// turns on the GPU (time slices of about 2 ms), so a spinning LL kernel waits
+// for a peer kernel that is not running: 8 B took 2252 us with 2 processes on
+// the H200, against 7 us for 2 threads. Identical on every rank (placement and
+// pids are exchanged at init). LANES_LL_SHARED_GPU=1 keeps LL there anyway
+// (under MPS the contexts run at once; the tests use it to reach the kernel).
+bool processesShareGpu(const lanesComm* comm) {
+  const auto& ranks = comm->bootstrap->ranks();
+  const auto& where = comm->placement;
+  if (where.size() != ranks.size()) return false;
+  for (size_t i = 0; i < where.size(); ++i)
+    for (size_t j = i + 1; j < where.size(); ++j)
+      if (where[i].busId[0] != '\0' && where[i].hostHash == where[j].hostHash &&
+          std::strncmp(where[i].busId, where[j].busId, sizeof(where[i].busId)) == 0 &&
+          ranks[i].pid != ranks[j].pid)
+        return true;
+  return false;
+}
+
 // Identical on every rank: depends on the requests and the host map only.
 bool candidate(lanesComm* comm, const std::vector<Request>& requests, size_t* bytes) {
   if (requests.size() != 1) return false;
@@ -168,6 +187,10 @@ Status LlAllReduce::setup() {
   Status local;
   if (envBool("LANES_LL_DISABLE", false)) {
     why = "LANES_LL_DISABLE=1";
+  } else if (n > 1 && processesShareGpu(comm_) && !envBool("LANES_LL_SHARED_GPU", false)) {
+    why =
+        "ranks of different processes share a GPU, whose time slices would stall the kernel; "
+        "set LANES_LL_SHARED_GPU=1 under MPS";
   } else {
     local = createLocalResources();
     if (!local) {
@@ -214,7 +237,7 @@ Status LlAllReduce::setup() {
   if (!why.empty()) {
     releaseLocalResources();
     arena_.reset();
-    if (why == "LANES_LL_DISABLE=1")
+    if (why == "LANES_LL_DISABLE=1" || why.starts_with("ranks of different processes"))
       LANES_INFO(Init, comm_->rank, "small device all-reduces: LL kernel path off (%s)",
                  why.c_str());
     else
