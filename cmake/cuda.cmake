@@ -94,11 +94,15 @@ function(lanes_perf_enable_cuda)
     add_executable(lanes_allreduce_bound ${CMAKE_SOURCE_DIR}/bench/gpu/allreduce_bound.cc)
     target_link_libraries(lanes_allreduce_bound PRIVATE lanes_perf_common)
   endif()
-  if(TARGET CUDA::cublas AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/overlap_gemm.cu)
-    add_executable(lanes_overlap_gemm ${CMAKE_SOURCE_DIR}/bench/gpu/overlap_gemm.cu)
+  if(TARGET CUDA::cublas AND TARGET lanes_perf_common
+     AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/overlap_gemm.cu)
+    # The .cu uses the C API only (nvcc compiles C++17; the perf driver's headers are
+    # C++20): its Lanes/NCCL backends, flags and report are C++20 .cc files beside it.
+    file(GLOB LANES_OVERLAP_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bench/gpu/overlap_*.cc)
+    add_executable(lanes_overlap_gemm ${CMAKE_SOURCE_DIR}/bench/gpu/overlap_gemm.cu
+                                      ${LANES_OVERLAP_SOURCES})
     lanes_cuda_target_flags(lanes_overlap_gemm)
-    # C API only (nvcc compiles C++17; the perf driver's headers are C++20).
-    target_link_libraries(lanes_overlap_gemm PRIVATE lanes_internal CUDA::cublas)
+    target_link_libraries(lanes_overlap_gemm PRIVATE lanes_perf_common CUDA::cublas)
   endif()
 endfunction()
 if(LANES_BUILD_BENCH)

@@ -1,38 +1,54 @@
 #!/bin/bash
 # Issue 7 in one batch on a machine with several GPUs of one host (2, 4 or 8):
-#   1. ctest -L gpu with one rank per GPU (LANES_TEST_SPREAD_GPUS=1);
+#   5. lanes-topo --probe (and nvidia-smi topo -m);
 #   2. five perf tools, Lanes vs NCCL, P2P off on both sides (PCIe-only, as on a GeForce box);
 #   3. the same with P2P allowed on both sides (INFO says which transport Lanes chose);
-#   5. lanes-topo --probe.
-# Results land under $OUT (default bench/results/multi_gpu_<n>gpu): text, JSON, PNG.
-# Run 4 (GEMM overlap on every GPU, Lanes vs NCCL) has no tool yet: lanes_overlap_gemm
-# runs Lanes thread ranks on one GPU only.
+#   4. cuBLAS GEMM on every GPU beside 256 MiB all-reduces, Lanes and NCCL;
+#   1. ctest -L gpu with one rank per GPU (LANES_TEST_SPREAD_GPUS=1).
+# Every step runs under `timeout`, capped by what is left of RUN_BUDGET_S (default 560 s).
+# Results: $OUT/summary.txt and $OUT/multi_gpu_<n>gpu.tgz (text, JSON, PNG), which
+# unpacks into bench/results/multi_gpu_<n>gpu/.
 #
 #   OUT=dir bash bench/gpu/batch_multi_gpu.sh        # from the repository root
 set -u
 n=$(nvidia-smi -L | wc -l)
-out=${OUT:-bench/results/multi_gpu_${n}gpu}
+name=multi_gpu_${n}gpu
+out=${OUT:-build/multi/out}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+res=$(mktemp -d)/$name
+mkdir -p "$res"
 b=${BUILD_DIR:-build/g}
 B=$b/bin
-export NCCL_NVLS_ENABLE=0 CUDA_DEVICE_MAX_CONNECTIONS=32
+S=$out/summary.txt
+export NCCL_NVLS_ENABLE=0 CUDA_DEVICE_MAX_CONNECTIONS=32 LANES_TIMEOUT=60
 t0=$(date +%s)
+budget=${RUN_BUDGET_S:-560}
 el() { echo "+$(($(date +%s) - t0))s"; }
+pack() { tar czf "$out/$name.tgz" -C "$(dirname "$res")" "$name"; }
+left() { echo $((budget - ($(date +%s) - t0) - 10)); }
+# capped SECONDS: min(SECONDS, time left).
+capped() {
+  local l
+  l=$(left)
+  echo $(($1 < l ? $1 : l))
+}
 
-cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/build.log" 2>&1 &&
-  ninja -C "$b" >>"$out/build.log" 2>&1 || {
-  tail -40 "$out/build.log"
+nvidia-smi -L >"$S" 2>&1
+cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$res/build.log" 2>&1 &&
+  ninja -C "$b" >>"$res/build.log" 2>&1 || {
+  tail -40 "$res/build.log" | tee -a "$S"
+  pack
   exit 1
 }
-echo "build $(el), $n GPUs"
+echo "build $(el), $n GPUs" >>"$S"
 
 # 5. The box.
 {
   nvidia-smi topo -m
   echo
-  "$B/lanes-topo" --probe
-} >"$out/topo.txt" 2>&1
+  timeout 60 "$B/lanes-topo" --probe
+} >"$res/topo.txt" 2>&1
 
 # 2 and 3. Lanes vs NCCL, one process per GPU, 8 B to 1 GiB.
 for mode in p2p_off p2p_on; do
@@ -42,17 +58,36 @@ for mode in p2p_off p2p_on; do
     envs=(LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT)
   fi
   for tool in all_reduce all_gather reduce_scatter broadcast sendrecv; do
-    env "${envs[@]}" timeout ${TOOL_S:-150} "$B/lanes-run" -n "$n" "$B/lanes_${tool}_perf" \
+    t=$(capped "${TOOL_S:-60}")
+    [ "$t" -lt 5 ] && { echo "SKIPPED (time budget): $tool $mode" >>"$S"; continue; }
+    env "${envs[@]}" timeout -k 5 "$t" "$B/lanes-run" -n "$n" "$B/lanes_${tool}_perf" \
       --compare nccl --memory device -b 8 -e 1G -f 4 -n 10 -w 3 \
-      -J "$out/${tool}_${mode}.json" >"$out/${tool}_${mode}.txt" 2>&1
-    echo "$tool $mode rc=$? $(el)"
-    "$B/lanes-plot" "$out/${tool}_${mode}.json" -o "$out/${tool}_${mode}.png" \
+      -J "$res/${tool}_${mode}.json" >"$res/${tool}_${mode}.txt" 2>&1
+    echo "$(el) rc=$? $tool $mode" >>"$S"
+    timeout 20 "$B/lanes-plot" "$res/${tool}_${mode}.json" -o "$res/${tool}_${mode}.png" \
       --title "${tool} ${n}xGPU ${mode}" >/dev/null 2>&1
   done
 done
 
+# 4. GEMM on every GPU beside 256 MiB all-reduces, Lanes then NCCL, P2P off and allowed.
+for mode in p2p_off p2p_on; do
+  envs=(LANES_THREAD_FASTPATH=1)
+  [ $mode = p2p_off ] && envs+=(LANES_P2P_DISABLE=1 NCCL_P2P_DISABLE=1)
+  t=$(capped 60)
+  [ "$t" -lt 5 ] && { echo "SKIPPED (time budget): overlap $mode" >>"$S"; continue; }
+  env "${envs[@]}" timeout -k 5 "$t" "$B/lanes_overlap_gemm" --gpus "$n" --compare nccl \
+    --m 8192 --seconds 2 >"$res/overlap_${mode}.txt" 2>&1
+  echo "$(el) rc=$? overlap $mode" >>"$S"
+done
+
 # 1. The GPU tests, one rank per GPU.
-(cd "$b" && LANES_TEST_SPREAD_GPUS=1 timeout ${CTEST_S:-400} ctest -L gpu -j4 --timeout 150 \
-  --output-on-failure >"$out/ctest_gpu.txt" 2>&1)
-echo "ctest rc=$? $(el)"
-grep -E "tests passed|\*\*\*Failed|Timeout" "$out/ctest_gpu.txt" | head -20
+t=$(capped 400)
+(cd "$b" && LANES_TEST_SPREAD_GPUS=1 timeout -k 5 "$t" ctest -L gpu -j6 --timeout 200 \
+  --output-on-failure >"$res/ctest_gpu.txt" 2>&1)
+echo "$(el) rc=$? ctest" >>"$S"
+pack
+{
+  grep -hE "tests passed|\*\*\*Failed|Timeout" "$res/ctest_gpu.txt" | head -20
+  grep -hE "fraction|covered" "$res"/overlap_*.txt
+} >>"$S" 2>&1
+cat "$S"
