@@ -80,9 +80,11 @@ for mode in p2p_off p2p_on; do
   echo "$(el) rc=$? overlap $mode" >>"$S"
 done
 
-# 1. The GPU tests, one rank per GPU.
+# 1. The GPU tests with several ranks, one rank per GPU (the kernel tests run on one GPU
+# and ran in the one-GPU batch).
 t=$(capped 400)
 (cd "$b" && LANES_TEST_SPREAD_GPUS=1 timeout -k 5 "$t" ctest -L gpu -j6 --timeout 200 \
+  -R "${CTEST_R:-DeviceMatrix|DeviceStreams|DeviceErrors|DeviceSingleRank|Staged|Ll}" \
   --output-on-failure >"$res/ctest_gpu.txt" 2>&1)
 echo "$(el) rc=$? ctest" >>"$S"
 pack

@@ -250,7 +250,10 @@ int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
   if (!gpuVisible()) return kNoDevice;
   setenv("LANES_LL_DISABLE", "1", 1);  // the small counts of the matrix test the staged path
   setenv("LANES_P2P_DISABLE", slots == Slots::HostStaged ? "1" : "0", 1);
-  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) {
+    fprintf(stderr, "rank %d: cudaSetDevice(0): %s\n", rank, cudaGetErrorString(e));
+    return 2;
+  }
   lanesComm_t comm = nullptr;
   if (lanesCommInitRank(&comm, nranks, id, rank) != lanesSuccess) {
     fprintf(stderr, "rank %d: init failed: %s\n", rank, lanesGetLastError(nullptr));

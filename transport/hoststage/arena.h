@@ -26,7 +26,7 @@ namespace lanes {
 enum class StageFlag : int { Ready = 0, Reduced = 1, Consumed = 2 };
 
 struct StageArenaConfig {
-  size_t chunkBytes = size_t{4} << 20;  // LANES_STAGE_CHUNK_BYTES
+  size_t chunkBytes = size_t{16} << 20;  // LANES_STAGE_CHUNK_BYTES
   int slots = 4;                        // LANES_STAGE_SLOTS
   // false: the slots live in GPU memory (transport/p2p) and the segment holds
   // the flags page only; input() and result() must not be used then.
