@@ -18,6 +18,20 @@ const topo::Topology& processTopology() {
   return topology;
 }
 
+bool processesShareGpu(const lanesComm* comm) {
+  if (!comm->bootstrap) return false;
+  const auto& ranks = comm->bootstrap->ranks();
+  const auto& where = comm->placement;
+  if (where.size() != ranks.size()) return false;
+  for (size_t i = 0; i < where.size(); ++i)
+    for (size_t j = i + 1; j < where.size(); ++j)
+      if (where[i].busId[0] != '\0' && where[i].hostHash == where[j].hostHash &&
+          std::strncmp(where[i].busId, where[j].busId, sizeof(where[i].busId)) == 0 &&
+          ranks[i].pid != ranks[j].pid)
+        return true;
+  return false;
+}
+
 Status exchangePlacement(lanesComm* comm) {
   const topo::Topology& t = processTopology();
   RankPlacement self;

@@ -34,4 +34,11 @@ const topo::Topology& processTopology();
 // Fills comm->placement for every rank (collective over the bootstrap).
 Status exchangePlacement(lanesComm* comm);
 
+// Whether ranks of two processes run on one GPU (same host and PCI bus id).
+// Their CUDA contexts take turns on it in time slices of about 2 ms, so any
+// hand-off between them on the GPU (a spinning kernel, a stream waiting on a
+// counter) waits for a slice. The same answer on every rank (placement and
+// pids are exchanged at init); false when the bus ids are unknown.
+bool processesShareGpu(const lanesComm* comm);
+
 }  // namespace lanes

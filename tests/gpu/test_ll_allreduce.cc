@@ -29,6 +29,7 @@
 
 #include "core/comm.h"
 #include "exec/cuda/ll_allreduce.h"
+#include "exec/cuda/staged_allreduce.h"
 #include "lanes/lanes.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/gpu/gpu_kernels.h"
@@ -550,6 +551,7 @@ class ScopedEnv {
 TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
   ScopedEnv disable("LANES_LL_DISABLE", nullptr), shared("LANES_LL_SHARED_GPU", nullptr);
+  ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", nullptr), p2p("LANES_P2P_DISABLE", nullptr);
   test::runGpuProcesses(2, [](GpuRank& self) {
     DeviceBuffer send(256, self.stream), recv(256, self.stream);
     std::vector<std::vector<std::byte>> results;
@@ -558,6 +560,14 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
     const bool sharing = test::rankGpu(0) == test::rankGpu(1);
     GPU_CHECK(llActive(self.comm) != sharing, "the LL path is %s, but the two processes %s a GPU",
               llActive(self.comm) ? "on" : "off", sharing ? "share" : "do not share");
+    // Small all-reduces skip the staged path there too (its hand-offs wait
+    // for time slices as well): up to the default 4 MiB they take the proxy.
+    const auto* staged = dynamic_cast<const StagedAllReduce*>(self.comm->staged.get());
+    GPU_CHECK(staged != nullptr && staged->enabled(), "the staged path is off");
+    const size_t proxyUpTo = staged->proxyUpToBytes();
+    GPU_CHECK(proxyUpTo == (sharing ? size_t{4} << 20 : 0),
+              "all-reduces up to %zu bytes take the proxy; expected %s", proxyUpTo,
+              sharing ? "4 MiB (processes share a GPU)" : "none (one GPU each)");
   });
 }
 

@@ -249,6 +249,7 @@ class StagedAllReduceProcesses : public ::testing::TestWithParam<std::tuple<int,
 int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
   if (!gpuVisible()) return kNoDevice;
   setenv("LANES_LL_DISABLE", "1", 1);  // the small counts of the matrix test the staged path
+  setenv("LANES_SHARED_GPU_PROXY_BYTES", "0", 1);  // even between processes on one GPU
   setenv("LANES_P2P_DISABLE", slots == Slots::HostStaged ? "1" : "0", 1);
   if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) {
     fprintf(stderr, "rank %d: cudaSetDevice(0): %s\n", rank, cudaGetErrorString(e));
@@ -262,8 +263,11 @@ int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
   auto* staged = dynamic_cast<StagedAllReduce*>(comm->staged.get());
   const bool p2p = staged != nullptr && staged->usesP2p();
   if (p2p != (slots == Slots::P2p)) {
-    fprintf(stderr, "rank %d: the staged path %s P2P, expected %s\n", rank,
-            p2p ? "uses" : "does not use", slots == Slots::P2p ? "P2P" : "host staging");
+    fprintf(stderr, "rank %d: the staged path %s P2P, expected %s (%s)\n", rank,
+            p2p ? "uses" : "does not use", slots == Slots::P2p ? "P2P" : "host staging",
+            staged == nullptr   ? "the staged path is off"
+            : staged->usesP2p() ? "LANES_P2P_DISABLE=1"
+                                : staged->p2pWhy().c_str());
     lanesCommDestroy(comm);
     return 4;
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/comm.h"
+#include "core/comm_topology.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
@@ -62,12 +63,35 @@ bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
   return true;
 }
 
-// What every rank states before the path is used; all must match.
+// What every rank states before the path is used; all must match, except
+// the proxy size, of which the smallest applies.
 struct Proposal {
   int32_t willing = 0;
   int32_t slots = 0;
   uint64_t chunkBytes = 0;
+  uint64_t sharedGpuProxyBytes = 0;
 };
+
+// LANES_SHARED_GPU_PROXY_BYTES: all-reduces up to this size between processes
+// sharing a GPU go to the host proxy. Each of the staged path's hand-offs
+// waits for a time slice there (8 B: 2396 us staged, 222 us proxy, 2
+// processes on one H200); at 256 MiB the pipeline hides them (12.2 ms, 1.12x
+// its bound). The crossover was not measured; 4 MiB is below where the
+// proxy's host reduction should start to cost more than the slices.
+uint64_t sharedGpuProxyBytesFromEnv(int rank) {
+  uint64_t bytes = 4 * kMiB;
+  if (auto v = envString("LANES_SHARED_GPU_PROXY_BYTES"); v && !parseSize(*v, &bytes)) {
+    LANES_WARN(Env, rank, "LANES_SHARED_GPU_PROXY_BYTES=%s is not a size; using 4M", v->c_str());
+    bytes = 4 * kMiB;
+  }
+  return bytes;
+}
+
+size_t batchBytes(const std::vector<Request>& requests) {
+  size_t bytes = 0;
+  for (const Request& r : requests) bytes += r.args.count * datatypeSize(r.args.type);
+  return bytes;
+}
 
 // Ranks of this process on this GPU (threads), and the lowest of them: their
 // streams share the context's hardware queues.
@@ -132,7 +156,8 @@ Status StagedAllReduce::route(lanesComm* comm, const std::vector<Request>& reque
     }
   }
   auto* staged = static_cast<StagedAllReduce*>(comm->staged.get());
-  if (staged->enabled_) *out = staged;
+  const size_t proxyUpTo = staged->proxyUpToBytes_;
+  if (staged->enabled_ && (proxyUpTo == 0 || batchBytes(requests) > proxyUpTo)) *out = staged;
   return Status::ok();
 }
 
@@ -199,6 +224,7 @@ Status StagedAllReduce::setup() {
   mine.willing = why.empty() ? 1 : 0;
   mine.slots = config.slots;
   mine.chunkBytes = config.chunkBytes;
+  mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv(comm_->rank);
   std::vector<Proposal> all(static_cast<size_t>(n));
   all[static_cast<size_t>(comm_->rank)] = mine;
   LANES_RETURN_IF_ERROR(comm_->bootstrap->allGather(all.data(), sizeof(Proposal), deadline));
@@ -210,6 +236,11 @@ Status StagedAllReduce::setup() {
       why = "LANES_STAGE_CHUNK_BYTES / LANES_STAGE_SLOTS differ between rank " + std::to_string(r) +
             " and rank " + std::to_string(comm_->rank);
   }
+  if (processesShareGpu(comm_)) {
+    uint64_t agreed = mine.sharedGpuProxyBytes;
+    for (const Proposal& p : all) agreed = std::min(agreed, p.sharedGpuProxyBytes);
+    proxyUpToBytes_ = static_cast<size_t>(agreed);
+  }
 
   // 2. P2P: the slots in GPU memory where every pair of GPUs reaches the
   //    other and a probe reads back correctly (collective).
@@ -218,6 +249,7 @@ Status StagedAllReduce::setup() {
     StageArenaLayout layout(n, config);
     LANES_RETURN_IF_ERROR(IpcSlots::create(*comm_->bootstrap, comm_->cudaDev, layout.dataBytes(),
                                            deadline, &p2p_, &p2pWhy));
+    p2pWhy_ = p2p_ ? "" : p2pWhy;
     if (p2p_)
       config.hostData = false;
     else if (envBool("LANES_SHM_DISABLE", false))

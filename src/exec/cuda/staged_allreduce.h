@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/request.h"
@@ -52,10 +53,14 @@ class StagedAllReduce final : public DeviceContext {
   // The staged path never touches the host engine's connections, so host
   // calls need not wait for it.
   Status drain(Deadline) override { return Status::ok(); }
+  // Batches of at most this many bytes take the proxy (0: none).
+  size_t proxyUpToBytes() const { return proxyUpToBytes_; }
   // Whether the ranks agreed to use the path (false: the proxy serves all).
   bool enabled() const { return enabled_; }
   // Whether the slots are in GPU memory reached over P2P (else: the host arena).
   bool usesP2p() const { return p2p_ != nullptr; }
+  // Why the slots are not in GPU memory ("" when they are).
+  const std::string& p2pWhy() const { return p2pWhy_; }
 
  private:
   explicit StagedAllReduce(lanesComm* comm) : comm_(comm) {}
@@ -90,6 +95,10 @@ class StagedAllReduce final : public DeviceContext {
   size_t scratchStride_ = 0;
   size_t scratchSegments_ = 0;
   uint64_t chunksIssued_ = 0;  // advances identically on every rank
+  // Batches of at most this many bytes go to the proxy: processes share a GPU
+  // (LANES_SHARED_GPU_PROXY_BYTES, the smallest among the ranks); else 0.
+  size_t proxyUpToBytes_ = 0;
+  std::string p2pWhy_;
 };
 
 }  // namespace lanes
