@@ -16,7 +16,7 @@ el() { echo "+$(($(date +%s) - t0))s"; }
 echo "build $(el)"
 P=$B/lanes_all_reduce_perf
 {
-  echo "== 2 processes on GPU 0, default (proxy up to 4 MiB, staged above)"
+  echo "== 2 processes on GPU 0, default (proxy up to 256 KiB, staged above)"
   timeout 30 "$B/lanes-run" -n 2 "$P" -b 8 -e 64M -f 8 -n 20 -w 5 --memory device --bounds=0
   echo "== the same, LANES_SHARED_GPU_PROXY_BYTES=0 (staged at every size)"
   LANES_SHARED_GPU_PROXY_BYTES=0 timeout 40 "$B/lanes-run" -n 2 "$P" -b 8 -e 64M -f 8 -n 20 -w 5 --memory device --bounds=0

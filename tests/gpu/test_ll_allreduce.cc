@@ -561,13 +561,13 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
     GPU_CHECK(llActive(self.comm) != sharing, "the LL path is %s, but the two processes %s a GPU",
               llActive(self.comm) ? "on" : "off", sharing ? "share" : "do not share");
     // Small all-reduces skip the staged path there too (its hand-offs wait
-    // for time slices as well): up to the default 4 MiB they take the proxy.
+    // for time slices as well): up to the default 256 KiB they take the proxy.
     const auto* staged = dynamic_cast<const StagedAllReduce*>(self.comm->staged.get());
     GPU_CHECK(staged != nullptr && staged->enabled(), "the staged path is off");
     const size_t proxyUpTo = staged->proxyUpToBytes();
-    GPU_CHECK(proxyUpTo == (sharing ? size_t{4} << 20 : 0),
+    GPU_CHECK(proxyUpTo == (sharing ? size_t{256} << 10 : 0),
               "all-reduces up to %zu bytes take the proxy; expected %s", proxyUpTo,
-              sharing ? "4 MiB (processes share a GPU)" : "none (one GPU each)");
+              sharing ? "256 KiB (processes share a GPU)" : "none (one GPU each)");
   });
 }
 

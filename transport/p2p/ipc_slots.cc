@@ -117,7 +117,15 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
     if (e == cudaSuccess) {
       slots->bases_[static_cast<size_t>(me)] = static_cast<std::byte*>(block);
       slots->routes_[static_cast<size_t>(me)] = "itself";
-      e = cudaMemset(block, probeByte(me), kProbeBytes);
+      // Written and finished before the offer goes out: a memset may still be
+      // queued when cudaMemset returns, and a peer process on the same GPU
+      // (another context, another time slice) read stale bytes before it ran
+      // (H200, 3 processes: "the probe read a wrong byte ... at offset 0").
+      cudaStream_t fill = nullptr;
+      e = cudaStreamCreateWithFlags(&fill, cudaStreamNonBlocking);
+      if (e == cudaSuccess) e = cudaMemsetAsync(block, probeByte(me), kProbeBytes, fill);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(fill);
+      if (fill != nullptr) cudaStreamDestroy(fill);
     }
     if (e == cudaSuccess) e = cudaIpcGetMemHandle(&mine.handle, block);
     if (e != cudaSuccess)

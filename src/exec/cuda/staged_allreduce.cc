@@ -74,15 +74,16 @@ struct Proposal {
 
 // LANES_SHARED_GPU_PROXY_BYTES: all-reduces up to this size between processes
 // sharing a GPU go to the host proxy. Each of the staged path's hand-offs
-// waits for a time slice there (8 B: 2396 us staged, 222 us proxy, 2
-// processes on one H200); at 256 MiB the pipeline hides them (12.2 ms, 1.12x
-// its bound). The crossover was not measured; 4 MiB is below where the
-// proxy's host reduction should start to cost more than the slices.
+// waits for a time slice there. Measured with 2 processes on one H200 (us,
+// proxy / staged): 8 B 193 / 1980, 4 KiB 40 / 241, 32 KiB 64 / 245, 256 KiB
+// 250 / 250, 2 MiB 1016 / 364; at 256 MiB the pipeline hides the slices
+// (12.2 ms, 1.12x its bound). So the proxy up to 256 KiB.
+constexpr uint64_t kSharedGpuProxyBytes = 256 * 1024;
 uint64_t sharedGpuProxyBytesFromEnv(int rank) {
-  uint64_t bytes = 4 * kMiB;
+  uint64_t bytes = kSharedGpuProxyBytes;
   if (auto v = envString("LANES_SHARED_GPU_PROXY_BYTES"); v && !parseSize(*v, &bytes)) {
-    LANES_WARN(Env, rank, "LANES_SHARED_GPU_PROXY_BYTES=%s is not a size; using 4M", v->c_str());
-    bytes = 4 * kMiB;
+    LANES_WARN(Env, rank, "LANES_SHARED_GPU_PROXY_BYTES=%s is not a size; using 256K", v->c_str());
+    bytes = kSharedGpuProxyBytes;
   }
   return bytes;
 }
