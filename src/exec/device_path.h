@@ -45,10 +45,12 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 
 // Whether the GPU-driven paths (LL kernel, staged copy-engine pipeline) may
 // serve this communicator: not while two of its ranks are threads of one
-// process. On the H200 those ran into waits that never finished (a rank's
-// stream parked behind another's in one CUDA context); until that is
-// understood, thread ranks use the proxy path, which is correct there.
-// LANES_THREAD_FASTPATH=1 lifts the restriction (for debugging it).
+// process. Their streams share the context's hardware queues, assigned by
+// stream creation order, so a stream waiting for a peer can sit in front of
+// the peer's work in one queue: on the H200 8 thread ranks, and 4 after
+// earlier communicators of the process, stalled. Thread ranks use the proxy,
+// which is correct there. LANES_THREAD_FASTPATH=1 lifts the restriction
+// (measurements).
 bool gpuDrivenPathsAllowed(const lanesComm* comm);
 
 // Sets up every device path of a communicator whose ranks all have a GPU
