@@ -9,7 +9,10 @@
 # Results: $OUT/summary.txt and $OUT/multi_gpu_<n>gpu.tgz (text, JSON, PNG), which
 # unpacks into bench/results/multi_gpu_<n>gpu/.
 #
-#   OUT=dir bash bench/gpu/batch_multi_gpu.sh        # from the repository root
+# In session 4 one 540 s call did not hold it all (each tool takes 50-70 s to 1 GiB on
+# 2 GPUs): PART=1 runs 5 and 2, PART=2 runs 3, 4 and 1; unset runs everything.
+#
+#   OUT=dir PART=1 bash bench/gpu/batch_multi_gpu.sh   # from the repository root
 set -u
 n=$(nvidia-smi -L | wc -l)
 name=multi_gpu_${n}gpu
@@ -43,22 +46,27 @@ cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURE
 }
 echo "build $(el), $n GPUs" >>"$S"
 
+part=${PART:-all}
+modes=(p2p_off p2p_on)
+[ "$part" = 1 ] && modes=(p2p_off)
+[ "$part" = 2 ] && modes=(p2p_on)
+
 # 5. The box.
-{
+[ "$part" != 2 ] && {
   nvidia-smi topo -m
   echo
   timeout 60 "$B/lanes-topo" --probe
 } >"$res/topo.txt" 2>&1
 
 # 2 and 3. Lanes vs NCCL, one process per GPU, 8 B to 1 GiB.
-for mode in p2p_off p2p_on; do
+for mode in "${modes[@]}"; do
   if [ $mode = p2p_off ]; then
     envs=(LANES_P2P_DISABLE=1 NCCL_P2P_DISABLE=1)
   else
     envs=(LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT)
   fi
   for tool in all_reduce all_gather reduce_scatter broadcast sendrecv; do
-    t=$(capped "${TOOL_S:-60}")
+    t=$(capped "${TOOL_S:-100}")
     [ "$t" -lt 5 ] && { echo "SKIPPED (time budget): $tool $mode" >>"$S"; continue; }
     env "${envs[@]}" timeout -k 5 "$t" "$B/lanes-run" -n "$n" "$B/lanes_${tool}_perf" \
       --compare nccl --memory device -b 8 -e 1G -f 4 -n 10 -w 3 \
@@ -68,6 +76,12 @@ for mode in p2p_off p2p_on; do
       --title "${tool} ${n}xGPU ${mode}" >/dev/null 2>&1
   done
 done
+
+[ "$part" = 1 ] && {
+  pack
+  cat "$S"
+  exit 0
+}
 
 # 4. GEMM on every GPU beside 256 MiB all-reduces, Lanes then NCCL, P2P off and allowed.
 for mode in p2p_off p2p_on; do

@@ -3,8 +3,14 @@
 // count, type, redop, root, out_of_place/in_place with time, alg_bw, bus_bw,
 // nwrong); version 2 adds the run's command, environment, topology, measured
 // bounds, and per row the backend, the plan Lanes chose and the bound.
+//
+// The file is rewritten as the sweep goes (save(), rank 0), each time to
+// FILE.tmp renamed over FILE, so FILE is always one whole document with every
+// row so far: a run killed part-way (timeout, lanes-run forwarding SIGTERM)
+// leaves its finished sizes behind, marked "complete": false.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -62,13 +68,33 @@ class JsonReport {
   void addBound(Bound b) { bounds_.push_back(std::move(b)); }
   void addRow(Row r) { rows_.push_back(std::move(r)); }
 
-  // Writes the file; false with *error set when it cannot. avgByBackend:
-  // the footer's average per backend ("avg_bus_bw_by_backend").
-  bool write(const std::string& path, double avgBusBw,
-             const std::vector<std::pair<std::string, double>>& avgByBackend, int errors,
-             std::string* error) const;
+  // The closing keys, for the rows so far.
+  struct Footer {
+    double avgBusBw = 0;
+    std::vector<std::pair<std::string, double>> avgByBackend;  // "avg_bus_bw_by_backend"
+    int errors = 0;                                            // "out_of_bounds"
+    bool complete = false;  // the run ended normally; false while it still runs
+  };
+
+  // The whole document.
+  std::string render(const Footer& footer) const;
+  // Writes render() to path + ".tmp" and renames it over path (atomic within
+  // one file system); false with *error set when it cannot.
+  bool write(const std::string& path, const Footer& footer, std::string* error) const;
+  // write() as the sweep goes: always when footer.complete, otherwise only
+  // once 10x the last write's duration has passed since it, so rewriting a
+  // growing file (-N 0 runs for hours) stays under ~10% of the run's time.
+  // true when nothing failed (a skipped write included). A path that exists
+  // and is not a regular file (FIFO, /dev/stdout, symlink) is written once,
+  // in place, when footer.complete.
+  bool save(const std::string& path, const Footer& footer, std::string* error);
 
  private:
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point lastEnd_{};  // when the last write finished
+  Clock::duration lastCost_{};   // how long it took
+  bool written_ = false;
+  bool targetChecked_ = false, direct_ = false;
   Header header_;
   std::vector<Place> places_;
   std::vector<Bound> bounds_;
