@@ -85,8 +85,8 @@ done
 
 # 4. GEMM on every GPU beside 256 MiB all-reduces, Lanes then NCCL, P2P off and allowed.
 for mode in p2p_off p2p_on; do
-  envs=(LANES_THREAD_FASTPATH=1)
-  [ $mode = p2p_off ] && envs+=(LANES_P2P_DISABLE=1 NCCL_P2P_DISABLE=1)
+  envs=(LANES_THREAD_FASTPATH=1 LANES_P2P_DISABLE=0)
+  [ $mode = p2p_off ] && envs=(LANES_THREAD_FASTPATH=1 LANES_P2P_DISABLE=1 NCCL_P2P_DISABLE=1)
   t=$(capped 60)
   [ "$t" -lt 5 ] && { echo "SKIPPED (time budget): overlap $mode" >>"$S"; continue; }
   env "${envs[@]}" timeout -k 5 "$t" "$B/lanes_overlap_gemm" --gpus "$n" --compare nccl \

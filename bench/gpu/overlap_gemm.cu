@@ -359,6 +359,11 @@ int main(int argc, char** argv) {
   // Before any CUDA call: several ranks' streams on one GPU need more hardware
   // queues than CUDA's default 8 (docs/gpu_data_path.md).
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  // The figure is about the host-staged path (copy engines over PCIe): ranks
+  // of this process on one GPU would otherwise take P2P slots in GPU memory
+  // (session 4: 1.06 ms per 256 MiB instead of ~13 ms). LANES_P2P_DISABLE=0
+  // measures P2P instead; the header prints the variable either way.
+  setenv("LANES_P2P_DISABLE", "1", 0);
   setvbuf(stdout, nullptr, _IOLBF, 0);
   Options o;
   std::string err = lanes_overlap::parseOptions(argc, argv, &o);

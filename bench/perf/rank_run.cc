@@ -430,6 +430,7 @@ void RankRun::sweep(lanesDataType_t t, lanesRedOp_t op) {
                     {shownTime(oop), oop.algBw, oop.busBw, oop.wrong},
                     {shownTime(ip), ip.algBw, ip.busBw, ip.wrong}});
     }
+    saveJson(false);
   }
 }
 
@@ -444,14 +445,26 @@ void RankRun::footer() {
   }
   std::printf("#\n");
   std::fflush(stdout);
-  if (a_.jsonPath.empty()) return;
-  std::vector<std::pair<std::string, double>> byBackend;
+  saveJson(true);
+}
+
+// -J on rank 0: the rows so far, rewritten as the sweep goes so that a run
+// killed part-way keeps its finished sizes (json_report.h); each failure
+// reason is printed once.
+void RankRun::saveJson(bool complete) {
+  if (!printer() || a_.jsonPath.empty()) return;
+  auto avg = [&](size_t k) { return bwCount_[k] ? bwSum_[k] / bwCount_[k] : 0.0; };
+  JsonReport::Footer f;
+  f.avgBusBw = backends_.empty() ? 0.0 : avg(0);
   for (size_t k = 0; k < backends_.size(); ++k)
-    byBackend.emplace_back(backends_[k]->name(), avg(k));
+    f.avgByBackend.emplace_back(backends_[k]->name(), avg(k));
+  f.errors = errors_;
+  f.complete = complete;
   json_.setGraphLaunches(graph_);
   std::string err;
-  if (!json_.write(a_.jsonPath, backends_.empty() ? 0.0 : avg(0), byBackend, errors_, &err)) {
+  if (!json_.save(a_.jsonPath, f, &err) && err != jsonError_) {
     std::fprintf(stderr, "%s: %s\n", setup_.tool.c_str(), err.c_str());
+    jsonError_ = err;
   }
 }
 
@@ -489,6 +502,7 @@ int RankRun::run() {
   bwSum_.assign(backends_.size(), 0.0);
   bwCount_.assign(backends_.size(), 0);
   printHeader();
+  saveJson(false);  // replaces a previous run's file before the first size
   if (!spec_.acceptsRanks(nranks_)) {
     if (printer()) std::printf("nRanks %d is not a power of 2, skipping\n", nranks_);
   } else {

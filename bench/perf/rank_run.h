@@ -82,6 +82,7 @@ class RankRun {
   std::string planFor(const CollCounts& c, size_t typeSize) const;
   void sweep(lanesDataType_t t, lanesRedOp_t op);
   void footer();
+  void saveJson(bool complete);
   bool printer() const { return rank_ == 0; }
   bool comparing() const { return backends_.size() > 1; }
 
@@ -104,6 +105,7 @@ class RankRun {
   std::vector<int> bwCount_;
   int errors_ = 0;
   JsonReport json_;
+  std::string jsonError_;  // the last -J failure printed
 };
 
 }  // namespace lanes::perf
