@@ -135,8 +135,14 @@ def load(path):
         entry["host_copy"] = _number(b.get("host_copy"), f"{where}.host_copy", allow_null=True)
         parsed_bounds.append(entry)
 
+    # false: the run was stopped part-way (written after every size); absent: an older file.
+    complete = doc.get("complete", True)
+    if not isinstance(complete, bool):
+        raise Malformed(f"complete is {complete!r}, expected true or false")
+
     return {
         "version": version,
+        "complete": complete,
         "collective": str(doc.get("collective", "?")),
         "nranks": doc.get("nranks", "?"),
         "memory": str(doc.get("memory", "?")),
@@ -254,7 +260,7 @@ def plot(reports, paths, args):
         for backend, rows in groups.items():
             color = colors[line % len(colors)]
             line += 1
-            name = f"{prefix}{backend}"
+            name = f"{prefix}{backend}" + ("" if report["complete"] else " (partial)")
             xs = [r["size"] for r in rows]
             sizes += xs
             bw_ax.plot(xs, values(rows, "out", "bus_bw"), color=color, marker="o",
@@ -365,6 +371,11 @@ def main(argv=None):
             reports.append(load(path))
         except Malformed as e:
             fail(f"{path}: {e}")
+        if not reports[-1]["complete"]:
+            rows = reports[-1]["rows"]
+            print(f"{PROG}: {path}: partial run (\"complete\": false): it was stopped after "
+                  f"{len(rows)} result(s), up to {size_label(max(r['size'] for r in rows))}; "
+                  "plotting those", file=sys.stderr)
     if importlib.util.find_spec("matplotlib") is None:
         reexec_with_system_python()
         fail("matplotlib is not installed (Debian: apt-get install python3-matplotlib)", code=1)
