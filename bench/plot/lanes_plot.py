@@ -371,14 +371,15 @@ def main(argv=None):
             reports.append(load(path))
         except Malformed as e:
             fail(f"{path}: {e}")
-        if not reports[-1]["complete"]:
-            rows = reports[-1]["rows"]
-            print(f"{PROG}: {path}: partial run (\"complete\": false): it was stopped after "
-                  f"{len(rows)} result(s), up to {size_label(max(r['size'] for r in rows))}; "
-                  "plotting those", file=sys.stderr)
     if importlib.util.find_spec("matplotlib") is None:
         reexec_with_system_python()
         fail("matplotlib is not installed (Debian: apt-get install python3-matplotlib)", code=1)
+    for report, path in zip(reports, args.files):
+        if not report["complete"]:
+            rows = report["rows"]
+            print(f"{PROG}: {path}: partial run (\"complete\": false: stopped part-way or still "
+                  f"running): {len(rows)} result(s) up to "
+                  f"{size_label(max(r['size'] for r in rows))}; plotting those", file=sys.stderr)
     plot(reports, args.files, args)
     return 0
 

@@ -447,6 +447,26 @@ TEST(DeviceMatrix, Procs4Ranks) {
   runGpuProcesses(4, [](GpuRank& self) { runMatrix(self, Sample::Processes); });
 }
 
+// All-gather, broadcast and reduce-scatter on the host-staged path
+// (LANES_STAGED_COLLECTIVES=1) at every size (LANES_SHARED_GPU_PROXY_BYTES=0:
+// processes on one GPU would send the small ones to the proxy), with the
+// larger sample; the children inherit the variables.
+void runStagedCollectivesMatrix(int nranks) {
+  setenv("LANES_STAGED_COLLECTIVES", "1", 1);
+  setenv("LANES_SHARED_GPU_PROXY_BYTES", "0", 1);
+  runGpuProcesses(nranks, [](GpuRank& self) { runMatrix(self, Sample::Threads); });
+  unsetenv("LANES_STAGED_COLLECTIVES");
+  unsetenv("LANES_SHARED_GPU_PROXY_BYTES");
+}
+TEST(DeviceMatrix, Procs2RanksStagedCollectives) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  runStagedCollectivesMatrix(2);
+}
+TEST(DeviceMatrix, Procs3RanksStagedCollectives) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  runStagedCollectivesMatrix(3);
+}
+
 // ---- Stream semantics -------------------------------------------------------
 
 // A stream the body creates (non-blocking), destroyed at scope exit.

@@ -327,6 +327,74 @@ INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceProcesses,
                                   (std::get<1>(info.param) == Slots::P2p ? "P2p" : "HostStaged");
                          });
 
+// All-gather, broadcast and reduce-scatter take the staged path where every
+// rank sets LANES_STAGED_COLLECTIVES=1 (DeviceMatrix.Procs*StagedCollectives
+// checks every type and op; this checks the path was really the staged one,
+// over several chunks and slot reuses, with exact float values).
+TEST(StagedCollectivesProcesses, GatherBroadcastScatterOnTheStagedPath) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  setenv("LANES_STAGED_COLLECTIVES", "1", 1);
+  setenv("LANES_SHARED_GPU_PROXY_BYTES", "0", 1);
+  setenv("LANES_P2P_DISABLE", "1", 1);
+  test::runGpuProcesses(3, [](test::GpuRank& self) {
+    const auto* staged = dynamic_cast<const StagedAllReduce*>(self.comm->staged.get());
+    GPU_CHECK(staged != nullptr && staged->enabled() && staged->servesGatherScatter(),
+              "the staged path does not serve all-gather/broadcast/reduce-scatter");
+    const int n = self.nranks;
+    // 9 MiB + 3 floats per rank: two chunks of the default per-call size and a
+    // ragged tail; the calls below reuse all 4 slots several times.
+    const size_t count = (size_t{9} << 18) + 3;
+    const size_t total = count * static_cast<size_t>(n);
+    test::DeviceBuffer send(total * sizeof(float), self.stream);
+    test::DeviceBuffer recv(total * sizeof(float), self.stream);
+    std::vector<float> mine(total);
+    for (size_t i = 0; i < total; ++i) mine[i] = static_cast<float>(self.rank + 1 + (i % 5));
+    auto expectAll = [&](const std::vector<std::byte>& got, size_t elems, auto want,
+                         const char* what) {
+      for (size_t i = 0; i < elems; ++i) {
+        float v = 0;
+        std::memcpy(&v, got.data() + i * sizeof(float), sizeof(float));
+        GPU_CHECK(v == want(i), "%s: element %zu is %g, expected %g", what, i, v,
+                  static_cast<double>(want(i)));
+      }
+    };
+    for (int round = 0; round < 2; ++round) {
+      // All-gather: block p of recv is rank p's first `count` floats.
+      send.upload(mine.data(), count * sizeof(float));
+      GPU_CHECK_LANES(
+          lanesAllGather(send.data(), recv.data(), count, lanesFloat32, self.comm, self.stream),
+          self.comm);
+      expectAll(
+          recv.download(), total,
+          [&](size_t i) { return static_cast<float>(i / count + 1 + (i % count) % 5); },
+          "all-gather");
+      // Broadcast from rank 1, in place.
+      send.upload(mine.data(), count * sizeof(float));
+      GPU_CHECK_LANES(
+          lanesBroadcast(send.data(), send.data(), count, lanesFloat32, 1, self.comm, self.stream),
+          self.comm);
+      expectAll(
+          send.download(), count, [&](size_t i) { return static_cast<float>(2 + i % 5); },
+          "broadcast");
+      // Reduce-scatter, sum: every rank's block r sums to n(n+1)/2 + n (i % 5).
+      send.upload(mine.data(), total * sizeof(float));
+      GPU_CHECK_LANES(lanesReduceScatter(send.data(), recv.data(), count, lanesFloat32, lanesSum,
+                                         self.comm, self.stream),
+                      self.comm);
+      const size_t base = static_cast<size_t>(self.rank) * count;
+      expectAll(
+          recv.download(), count,
+          [&](size_t i) {
+            return static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>((base + i) % 5));
+          },
+          "reduce-scatter");
+    }
+  });
+  unsetenv("LANES_STAGED_COLLECTIVES");
+  unsetenv("LANES_SHARED_GPU_PROXY_BYTES");
+  unsetenv("LANES_P2P_DISABLE");
+}
+
 // More ranks than one reduce pass takes (8): ranks 8 and 9 reduce in a second
 // pass, which in place must not read their input after the first overwrote it.
 INSTANTIATE_TEST_SUITE_P(TwoReducePasses, StagedAllReduceProcesses,

@@ -9,25 +9,16 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/staged_chunking.h"
 #include "kernels/cuda/reduce.h"
 
 namespace lanes {
 namespace {
 
-constexpr size_t kMiB = size_t{1} << 20;
-
-size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
-size_t roundUp(size_t v, size_t m) { return ceilDiv(v, m) * m; }
-
-// Bytes of one pipeline chunk for a call of `bytes` (the same on every rank):
-// a whole slot for large calls, since each copy then moves 16 MiB / nranks and
-// runs near the link's rate (on the H200, 256 MiB with 2 ranks: 12.5 ms with
-// 16 MiB chunks, 14.4 ms with 4 MiB, 22.3 ms with 1 MiB); smaller calls are
-// cut into 8 chunks so the stages still overlap, but not below 4 MiB.
-size_t pipelineChunkBytes(size_t slotBytes, size_t bytes) {
-  const size_t eighth = roundUp(ceilDiv(bytes, 8), 64 * 1024);
-  return std::min(slotBytes, std::max(eighth, 4 * kMiB));
-}
+using staged::ceilDiv;
+using staged::kMiB;
+using staged::pipelineChunkBytes;
+using staged::roundUp;
 
 Status kernelStatus(int rc, const char* what) {
   return cudaStatus(static_cast<cudaError_t>(rc), what);
@@ -52,11 +43,19 @@ class DeviceScope {
   bool changed_ = false;
 };
 
+bool isGatherScatter(CollType c) {
+  return c == CollType::AllGather || c == CollType::Broadcast || c == CollType::ReduceScatter;
+}
+
 // Identical on every rank: depends on the requests and the host map only.
+// A batch of all-reduces, or one all-gather, broadcast or reduce-scatter
+// (which the path serves where the ranks agreed to, LANES_STAGED_COLLECTIVES).
 bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
   if (!gpuDrivenPathsAllowed(comm)) return false;
+  const bool single = requests.size() == 1 && !requests.front().isP2p &&
+                      isGatherScatter(requests.front().args.coll);
   for (const Request& r : requests)
-    if (r.isP2p || r.args.coll != CollType::AllReduce) return false;
+    if (!single && (r.isP2p || r.args.coll != CollType::AllReduce)) return false;
   const auto& ranks = comm->bootstrap->ranks();
   for (const RankInfo& info : ranks)
     if (info.hostHash != ranks.front().hostHash) return false;
@@ -67,6 +66,7 @@ bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
 // the proxy size, of which the smallest applies.
 struct Proposal {
   int32_t willing = 0;
+  int32_t gatherScatter = 0;  // LANES_STAGED_COLLECTIVES: all must say yes
   int32_t slots = 0;
   uint64_t chunkBytes = 0;
   uint64_t sharedGpuProxyBytes = 0;
@@ -158,7 +158,9 @@ Status StagedAllReduce::route(lanesComm* comm, const std::vector<Request>& reque
   }
   auto* staged = static_cast<StagedAllReduce*>(comm->staged.get());
   const size_t proxyUpTo = staged->proxyUpToBytes_;
-  if (staged->enabled_ && (proxyUpTo == 0 || batchBytes(requests) > proxyUpTo)) *out = staged;
+  const bool served = requests.front().args.coll == CollType::AllReduce || staged->gatherScatter_;
+  if (staged->enabled_ && served && (proxyUpTo == 0 || batchBytes(requests) > proxyUpTo))
+    *out = staged;
   return Status::ok();
 }
 
@@ -226,6 +228,7 @@ Status StagedAllReduce::setup() {
   mine.slots = config.slots;
   mine.chunkBytes = config.chunkBytes;
   mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv(comm_->rank);
+  mine.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", false) ? 1 : 0;
   std::vector<Proposal> all(static_cast<size_t>(n));
   all[static_cast<size_t>(comm_->rank)] = mine;
   LANES_RETURN_IF_ERROR(comm_->bootstrap->allGather(all.data(), sizeof(Proposal), deadline));
@@ -237,6 +240,8 @@ Status StagedAllReduce::setup() {
       why = "LANES_STAGE_CHUNK_BYTES / LANES_STAGE_SLOTS differ between rank " + std::to_string(r) +
             " and rank " + std::to_string(comm_->rank);
   }
+  gatherScatter_ = true;
+  for (const Proposal& p : all) gatherScatter_ = gatherScatter_ && p.gatherScatter == 1;
   if (processesShareGpu(comm_)) {
     uint64_t agreed = mine.sharedGpuProxyBytes;
     for (const Proposal& p : all) agreed = std::min(agreed, p.sharedGpuProxyBytes);
@@ -362,7 +367,7 @@ Status StagedAllReduce::enqueue(std::vector<Request>& requests, cudaStream_t str
     LANES_CUDA_RETURN(cudaStreamIsCapturing(s, &capture));
     if (capture != cudaStreamCaptureStatusNone)
       return invalidUsage(
-          "capturing a Lanes all-reduce on device buffers into a CUDA Graph is refused: the "
+          "capturing a Lanes collective on device buffers into a CUDA Graph is refused: the "
           "host-staged path orders ranks by chunk counters written into the streams, and a "
           "graph replay would repeat the captured counters instead of taking new ones. Issue "
           "the collective outside the capture (or set LANES_STAGED_DISABLE=1 to get the proxy's "
@@ -388,9 +393,17 @@ Status StagedAllReduce::enqueue(std::vector<Request>& requests, cudaStream_t str
   for (size_t i = 1; i < streams.size(); ++i) LANES_RETURN_IF_ERROR(join(streams[i], stream));
 
   if (comm_->nranks == 1) {
-    // One rank: recv = op(send) (Avg divides by 1, PreMulSum scales).
+    // One rank: recv = op(send) (Avg divides by 1, PreMulSum scales); the
+    // gathers copy.
     for (const Request& r : requests) {
       if (r.args.count == 0) continue;
+      if (r.args.coll == CollType::AllGather || r.args.coll == CollType::Broadcast) {
+        if (r.args.send != r.args.recv)
+          LANES_CUDA_RETURN(cudaMemcpyAsync(r.args.recv, r.args.send,
+                                            r.args.count * datatypeSize(r.args.type),
+                                            cudaMemcpyDeviceToDevice, stream));
+        continue;
+      }
       const void* src = r.args.send;
       LANES_RETURN_IF_ERROR(kernelStatus(
           cuda::launchReduce(r.args.recv, &src, 1, r.args.count, r.args.type, r.op.kind,
@@ -405,19 +418,21 @@ Status StagedAllReduce::enqueue(std::vector<Request>& requests, cudaStream_t str
       cudaEventDestroy(batch.start);
       return s;
     }
-    batch.label = "device all-reduce (host-staged), " + std::to_string(requests.size()) +
-                  " request(s) from chunk " + std::to_string(chunksIssued_ + 1);
+    batch.label = std::string("device ") + collTypeName(requests.front().args.coll) +
+                  " (host-staged), " + std::to_string(requests.size()) + " request(s) from chunk " +
+                  std::to_string(chunksIssued_ + 1);
     s = cudaStatus(cudaEventRecord(batch.start, stream), "cudaEventRecord (start)");
     if (s) s = cudaStatus(cudaStreamWaitEvent(down_, batch.start, 0), "cudaStreamWaitEvent");
     const uint64_t firstChunk = chunksIssued_;
     for (size_t i = 0; s && i < requests.size(); ++i) s = enqueueOne(requests[i]);
+    // Every choreography ends each chunk on up_ (its `consumed` write).
     if (s) s = cudaStatus(cudaEventRecord(batch.done, up_), "cudaEventRecord (done)");
     if (s) s = cudaStatus(cudaStreamWaitEvent(stream, batch.done, 0), "cudaStreamWaitEvent");
     batch.lastChunk = static_cast<uint32_t>(chunksIssued_);
     if (!s && chunksIssued_ != firstChunk) {
       // Counters of this batch may already be in the streams while others
       // are missing: peers would wait for them forever. Fail (and poison).
-      comm_->fail(s.code(), "enqueueing a device all-reduce on the CUDA streams failed on " +
+      comm_->fail(s.code(), "enqueueing a device collective on the CUDA streams failed on " +
                                 comm_->describe() + ": " + s.message());
     }
     watchdog_->track(std::move(batch));
@@ -485,6 +500,22 @@ bool StagedAllReduce::peersDone(Deadline deadline) const {
 }
 
 Status StagedAllReduce::enqueueOne(const Request& r) {
+  switch (r.args.coll) {
+    case CollType::AllReduce:
+      return enqueueAllReduce(r);
+    case CollType::AllGather:
+      return enqueueAllGather(r);
+    case CollType::Broadcast:
+      return enqueueBroadcast(r);
+    case CollType::ReduceScatter:
+      return enqueueReduceScatter(r);
+    default:
+      return invalidUsage(std::string("the host-staged path does not serve ") +
+                          collTypeName(r.args.coll));
+  }
+}
+
+Status StagedAllReduce::enqueueAllReduce(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
   const int n = comm_->nranks;
   const int me = comm_->rank;

@@ -53,6 +53,7 @@ class StagedAllReduce final : public DeviceContext {
   // The staged path never touches the host engine's connections, so host
   // calls need not wait for it.
   Status drain(Deadline) override { return Status::ok(); }
+  bool servesGatherScatter() const { return gatherScatter_; }
   // Batches of at most this many bytes take the proxy (0: none).
   size_t proxyUpToBytes() const { return proxyUpToBytes_; }
   // Whether the ranks agreed to use the path (false: the proxy serves all).
@@ -69,6 +70,12 @@ class StagedAllReduce final : public DeviceContext {
   Status setup();
   Status createLocalResources();
   Status enqueueOne(const Request& r);
+  Status enqueueAllReduce(const Request& r);
+  // staged_gather_scatter.cc: the same slots, counters and streams, other
+  // choreographies (see there).
+  Status enqueueAllGather(const Request& r);
+  Status enqueueBroadcast(const Request& r);
+  Status enqueueReduceScatter(const Request& r);
   Status reduceSegment(void* dst, const std::vector<const void*>& srcs, size_t count,
                        const Request& r, cudaStream_t stream);
   void releaseLocalResources();
@@ -98,6 +105,9 @@ class StagedAllReduce final : public DeviceContext {
   // Batches of at most this many bytes go to the proxy: processes share a GPU
   // (LANES_SHARED_GPU_PROXY_BYTES, the smallest among the ranks); else 0.
   size_t proxyUpToBytes_ = 0;
+  // Every rank set LANES_STAGED_COLLECTIVES=1: all-gather, broadcast and
+  // reduce-scatter take the path too (else the proxy).
+  bool gatherScatter_ = false;
   std::string p2pWhy_;
 };
 
