@@ -7,6 +7,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/device_scope.h"
 #include "exec/cuda/ll_allreduce.h"
 #include "exec/cuda/staged_allreduce.h"
 #include "kernels/cuda/ll_allreduce.h"
@@ -17,23 +18,6 @@ namespace {
 
 constexpr int kStartFlag = 0;
 constexpr int kDoneFlag = 16;  // its own cache line: the stream polls it over PCIe
-
-// Makes the communicator's GPU current for the scope of an enqueue.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device && device >= 0) {
-      if (cudaSetDevice(device) == cudaSuccess) changed_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-  bool changed_ = false;
-};
 
 const void* sendPointer(const Request& r) { return r.isP2p ? r.sendbuf : r.args.send; }
 void* recvPointer(const Request& r) { return r.isP2p ? r.recvbuf : r.args.recv; }
@@ -85,7 +69,7 @@ DeviceProxy::~DeviceProxy() {
 
 Status DeviceProxy::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
   reclaim(false);
-  DeviceGuard guard(comm_->cudaDev);
+  DeviceScope guard(comm_->cudaDev);
 
   // Other streams of the group join the first one, and wait for it after.
   std::vector<cudaStream_t> others;
@@ -332,7 +316,7 @@ Status prepareDevicePaths(lanesComm* comm) {
   // could wait for a Lanes kernel that waits for a peer thread of this
   // process that the same CUDA lock holds up: a deadlock. At init nothing of
   // Lanes is in flight, so every path is made here, on every rank alike.
-  DeviceGuard guard(comm->cudaDev);
+  DeviceScope guard(comm->cudaDev);
   // Lazy module loading would load each kernel at its first launch, inside a
   // call, where loading can wait for streams parked on peers (reduce.h).
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadReduceKernels()));

@@ -10,28 +10,10 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/device_scope.h"
 
 namespace lanes {
 namespace {
-
-// Makes the communicator's GPU current for a scope.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (device >= 0 && cudaGetDevice(&previous_) == cudaSuccess && previous_ != device &&
-        cudaSetDevice(device) == cudaSuccess)
-      changed_ = true;
-  }
-  ~DeviceScope() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = -1;
-  bool changed_ = false;
-};
 
 // Identical on every rank: depends on the requests and the host map only.
 bool candidate(lanesComm* comm, const std::vector<Request>& requests, size_t* bytes) {

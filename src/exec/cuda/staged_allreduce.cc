@@ -9,6 +9,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
+#include "exec/cuda/device_scope.h"
 #include "exec/cuda/staged_chunking.h"
 #include "kernels/cuda/reduce.h"
 
@@ -23,25 +24,6 @@ using staged::roundUp;
 Status kernelStatus(int rc, const char* what) {
   return cudaStatus(static_cast<cudaError_t>(rc), what);
 }
-
-// Makes the communicator's GPU current for a scope.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (device >= 0 && cudaGetDevice(&previous_) == cudaSuccess && previous_ != device &&
-        cudaSetDevice(device) == cudaSuccess)
-      changed_ = true;
-  }
-  ~DeviceScope() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = -1;
-  bool changed_ = false;
-};
 
 bool isGatherScatter(CollType c) {
   return c == CollType::AllGather || c == CollType::Broadcast || c == CollType::ReduceScatter;
