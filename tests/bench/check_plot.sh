@@ -51,7 +51,8 @@ malformed)
   printf '{"version": 2, "results": [{"size": 8, "out_of_place": {"time": null, "alg_bw": null, "bus_bw": null, "nwrong": null}}]}' >"$work/allnull.json"
   printf '{"version": 1, "results": [{"size": -8, "out_of_place": {"time": 1, "alg_bw": 1, "bus_bw": 1}}]}' >"$work/negsize.json"
   printf '{"version": 2, "bounds": [{"host": "h"}], "results": [{"size": 8, "out_of_place": {"time": 1, "alg_bw": 1, "bus_bw": 1}}]}' >"$work/badbound.json"
-  for f in truncated array noversion version3 empty badbw nooop allnull negsize badbound missing; do
+  printf '{"version": 2, "complete": "yes", "results": [{"size": 8, "out_of_place": {"time": 1, "alg_bw": 1, "bus_bw": 1}}]}' >"$work/badcomplete.json"
+  for f in truncated array noversion version3 empty badbw nooop allnull negsize badbound badcomplete missing; do
     "$plot" "$work/$f.json" -o "$work/$f.png" >"$work/log" 2>&1
     rc=$?
     [ $rc -ne 0 ] || fail "$f.json: lanes-plot exited 0"

@@ -520,8 +520,8 @@ TEST_F(LlTest, GraphCaptureAndReplay3Ranks) { test::runGpuThreads(3, graphReplay
 
 // ---- Processes ----------------------------------------------------------------
 // Ranks of two processes on one GPU time-slice, so LL is refused there and the
-// staged path serves small all-reduces (docs/gpu_data_path.md); with one GPU
-// per process (LANES_TEST_SPREAD_GPUS=1 on a multi-GPU machine) LL is used.
+// proxy serves small all-reduces (docs/gpu_data_path.md); with one GPU per
+// process (LANES_TEST_SPREAD_GPUS=1 on a multi-GPU machine) LL is used.
 // These run before any CUDA call of this process (fork), so no fixture.
 
 // Sets (or clears) an environment variable for one test, restoring it after.
@@ -553,21 +553,31 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
   ScopedEnv disable("LANES_LL_DISABLE", nullptr), shared("LANES_LL_SHARED_GPU", nullptr);
   ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", nullptr), p2p("LANES_P2P_DISABLE", nullptr);
   test::runGpuProcesses(2, [](GpuRank& self) {
-    DeviceBuffer send(256, self.stream), recv(256, self.stream);
-    std::vector<std::vector<std::byte>> results;
-    runCase(self, {lanesFloat32, Reduction::Sum}, 7, kAligned, send, recv, &results);
-    runCase(self, {lanesInt32, Reduction::Max}, 7, kInPlace, send, recv, &results);
+    const auto* staged = dynamic_cast<const StagedAllReduce*>(self.comm->staged.get());
+    GPU_CHECK(staged != nullptr && staged->enabled(), "the staged path is off");
     const bool sharing = test::rankGpu(0) == test::rankGpu(1);
     GPU_CHECK(llActive(self.comm) != sharing, "the LL path is %s, but the two processes %s a GPU",
               llActive(self.comm) ? "on" : "off", sharing ? "share" : "do not share");
     // Small all-reduces skip the staged path there too (its hand-offs wait
-    // for time slices as well): up to the default 256 KiB they take the proxy.
-    const auto* staged = dynamic_cast<const StagedAllReduce*>(self.comm->staged.get());
-    GPU_CHECK(staged != nullptr && staged->enabled(), "the staged path is off");
-    const size_t proxyUpTo = staged->proxyUpToBytes();
-    GPU_CHECK(proxyUpTo == (sharing ? size_t{256} << 10 : 0),
-              "all-reduces up to %zu bytes take the proxy; expected %s", proxyUpTo,
+    // for time slices as well): up to the default 256 KiB they take the
+    // proxy, larger ones the staged path. Where they went shows in the staged
+    // path's chunk counter.
+    GPU_CHECK(staged->proxyUpToBytes() == (sharing ? size_t{256} << 10 : 0),
+              "all-reduces up to %zu bytes take the proxy; expected %s", staged->proxyUpToBytes(),
               sharing ? "256 KiB (processes share a GPU)" : "none (one GPU each)");
+    const size_t big = (size_t{256} << 10) / sizeof(float) + 1;  // one float past the limit
+    DeviceBuffer send(big * sizeof(float), self.stream), recv(big * sizeof(float), self.stream);
+    std::vector<std::vector<std::byte>> results;
+    const uint64_t before = staged->chunksIssued();
+    runCase(self, {lanesFloat32, Reduction::Sum}, 7, kAligned, send, recv, &results);
+    runCase(self, {lanesInt32, Reduction::Max}, 7, kInPlace, send, recv, &results);
+    runCase(self, {lanesFloat32, Reduction::Sum}, big - 1, kAligned, send, recv, &results);
+    GPU_CHECK(!sharing || staged->chunksIssued() == before,
+              "calls of at most 256 KiB went to the staged path (%llu chunks)",
+              static_cast<unsigned long long>(staged->chunksIssued() - before));
+    runCase(self, {lanesFloat32, Reduction::Sum}, big, kAligned, send, recv, &results);
+    GPU_CHECK(staged->chunksIssued() > before,
+              "an all-reduce of 256 KiB + 4 bytes did not take the staged path");
   });
 }
 

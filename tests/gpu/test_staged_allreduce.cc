@@ -26,6 +26,7 @@
 
 #include "core/comm.h"
 #include "exec/cuda/staged_allreduce.h"
+#include "exec/cuda/stream_memops.h"
 #include "kernels/cuda/reduce.h"
 #include "lanes/lanes.h"
 #include "tests/gpu/gpu_harness.h"
@@ -243,14 +244,21 @@ const std::vector<size_t> kAllCounts = {0, 1, 7, 4097, (size_t{3} << 20) + 5, si
 
 // The slots' transport: the host-staging arena, or GPU memory over CUDA IPC
 // (ranks of several processes on one GPU: the same-GPU IPC case).
-enum class Slots { HostStaged, P2p };
+// HostStagedFlagKernels: host staging with the counters written and awaited by
+// one-thread kernels (LANES_STREAM_MEMOPS=kernel), the fallback for drivers
+// without stream memory operations.
+enum class Slots { HostStaged, P2p, HostStagedFlagKernels };
 class StagedAllReduceProcesses : public ::testing::TestWithParam<std::tuple<int, Slots>> {};
 
 int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
   if (!gpuVisible()) return kNoDevice;
   setenv("LANES_LL_DISABLE", "1", 1);  // the small counts of the matrix test the staged path
   setenv("LANES_SHARED_GPU_PROXY_BYTES", "0", 1);  // even between processes on one GPU
-  setenv("LANES_P2P_DISABLE", slots == Slots::HostStaged ? "1" : "0", 1);
+  // Past 8 ranks, 4 MiB slots: the default 16 MiB would need (N+1) x 4 x 16 MiB of
+  // /dev/shm (704 MiB for 10); the 12 MiB calls still span several chunks.
+  if (nranks > 8) setenv("LANES_STAGE_CHUNK_BYTES", "4M", 1);
+  setenv("LANES_P2P_DISABLE", slots == Slots::P2p ? "0" : "1", 1);
+  if (slots == Slots::HostStagedFlagKernels) setenv("LANES_STREAM_MEMOPS", "kernel", 1);
   if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) {
     fprintf(stderr, "rank %d: cudaSetDevice(0): %s\n", rank, cudaGetErrorString(e));
     return 2;
@@ -262,6 +270,14 @@ int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
   }
   auto* staged = dynamic_cast<StagedAllReduce*>(comm->staged.get());
   const bool p2p = staged != nullptr && staged->usesP2p();
+  const StreamMemops* memops = nullptr;
+  if (slots == Slots::HostStagedFlagKernels &&
+      (!StreamMemops::get(&memops) || memops->usesDriver())) {
+    fprintf(stderr, "rank %d: LANES_STREAM_MEMOPS=kernel, but the driver's operations are used\n",
+            rank);
+    lanesCommDestroy(comm);
+    return 5;
+  }
   if (p2p != (slots == Slots::P2p)) {
     fprintf(stderr, "rank %d: the staged path %s P2P, expected %s (%s)\n", rank,
             p2p ? "uses" : "does not use", slots == Slots::P2p ? "P2P" : "host staging",
@@ -394,6 +410,10 @@ TEST(StagedCollectivesProcesses, GatherBroadcastScatterOnTheStagedPath) {
   unsetenv("LANES_SHARED_GPU_PROXY_BYTES");
   unsetenv("LANES_P2P_DISABLE");
 }
+
+INSTANTIATE_TEST_SUITE_P(FlagKernels, StagedAllReduceProcesses,
+                         ::testing::Values(std::tuple{3, Slots::HostStagedFlagKernels}),
+                         [](const auto&) { return std::string("3ranksHostStagedFlagKernels"); });
 
 // More ranks than one reduce pass takes (8): ranks 8 and 9 reduce in a second
 // pass, which in place must not read their input after the first overwrote it.

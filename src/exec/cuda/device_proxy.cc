@@ -12,6 +12,7 @@
 #include "exec/cuda/staged_allreduce.h"
 #include "kernels/cuda/ll_allreduce.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/stream_flags.h"
 
 namespace lanes {
 namespace {
@@ -266,8 +267,12 @@ bool singleRankNoOp(const Request& r) {
 }  // namespace
 
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
-  std::erase_if(requests, singleRankNoOp);
-  if (requests.empty()) return Status::ok();
+  if (std::erase_if(requests, singleRankNoOp) > 0) {
+    if (requests.empty()) return Status::ok();
+    // `stream` was the first request's; the paths below take it as the
+    // stream the batch runs on (LL launches on it alone).
+    stream = requests.front().stream;
+  }
   // Small all-reduces and all-gathers among ranks of one host: one LL kernel
   // through mapped host memory (ll_allreduce.h).
   LlAllReduce* ll = nullptr;
@@ -321,6 +326,7 @@ Status prepareDevicePaths(lanesComm* comm) {
   // call, where loading can wait for streams parked on peers (reduce.h).
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadReduceKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlKernels()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadFlagKernels()));
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
   LANES_RETURN_IF_ERROR(proxy->prewarm());

@@ -97,7 +97,8 @@ Sharing ranksSharingMyContext(const lanesComm* comm) {
 // The context's hardware queues (CUDA's default is 8).
 int64_t hardwareQueues() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 8;
+  const int queues = v != nullptr ? std::atoi(v) : 0;
+  return queues > 0 ? queues : 8;
 }
 
 // Streams per rank: the user's, down, reduce, up, and the peer-segment upload
@@ -235,8 +236,11 @@ Status StagedAllReduce::setup() {
   std::string p2pWhy = "not tried";
   if (why.empty()) {
     StageArenaLayout layout(n, config);
-    LANES_RETURN_IF_ERROR(IpcSlots::create(*comm_->bootstrap, comm_->cudaDev, layout.dataBytes(),
-                                           deadline, &p2p_, &p2pWhy));
+    // In GPU memory each rank holds only its own K input slots and its K
+    // result slots (inputSlot/resultSlot), not the host arena's all-rank block.
+    const size_t p2pBytes = 2 * static_cast<size_t>(layout.slots) * layout.chunkBytes;
+    LANES_RETURN_IF_ERROR(
+        IpcSlots::create(*comm_->bootstrap, comm_->cudaDev, p2pBytes, deadline, &p2p_, &p2pWhy));
     p2pWhy_ = p2p_ ? "" : p2pWhy;
     if (p2p_)
       config.hostData = false;
@@ -458,14 +462,13 @@ Status StagedAllReduce::reduceSegment(void* dst, const std::vector<const void*>&
 
 std::byte* StagedAllReduce::inputSlot(int rank, int slot) const {
   if (!p2p_) return arena_->input(rank, slot);
-  const StageArenaLayout& l = arena_->layout();
-  return p2p_->base(rank) + (l.inputOffset(rank, slot) - l.flagsBytes);
+  return p2p_->base(rank) + static_cast<size_t>(slot) * arena_->layout().chunkBytes;
 }
 
 std::byte* StagedAllReduce::resultSlot(int owner, int slot) const {
   if (!p2p_) return arena_->result(slot);
   const StageArenaLayout& l = arena_->layout();
-  return p2p_->base(owner) + (l.resultOffset(slot) - l.flagsBytes);
+  return p2p_->base(owner) + static_cast<size_t>(l.slots + slot) * l.chunkBytes;
 }
 
 bool StagedAllReduce::peersDone(Deadline deadline) const {

@@ -14,8 +14,9 @@
 //               the result slot into recvbuf; consumed[me] = g.
 // A, B1, B2 and C are four internal streams (B1 shares B2's where ranks of
 // one process would exceed the context's hardware queues), so chunk g+1 goes
-// down and is uploaded while chunk g is reduced and chunk g-1 comes up; no
-// stream carries copies of both directions except B2's single result copy. Every segment is reduced
+// down and is uploaded while chunk g is reduced and chunk g-1 comes up; with
+// its own B1 no stream carries copies of both directions but B2, whose one
+// result copy follows its kernel. Every segment is reduced
 // once, by its owner, so every rank gets the same bits. docs/gpu_data_path.md has the picture, the
 // bytes on PCIe, and the failure handling.
 #pragma once
@@ -54,6 +55,9 @@ class StagedAllReduce final : public DeviceContext {
   // calls need not wait for it.
   Status drain(Deadline) override { return Status::ok(); }
   bool servesGatherScatter() const { return gatherScatter_; }
+  // Chunks this rank has put on its streams so far (the tests read where a
+  // call went from it).
+  uint64_t chunksIssued() const { return chunksIssued_; }
   // Batches of at most this many bytes take the proxy (0: none).
   size_t proxyUpToBytes() const { return proxyUpToBytes_; }
   // Whether the ranks agreed to use the path (false: the proxy serves all).

@@ -1,9 +1,15 @@
-// cuStreamWriteValue32 / cuStreamWaitValue32 reached through the runtime's
-// driver entry points, so liblanes links no libcuda and loads without a driver.
+// Counter writes and waits in a stream: cuStreamWriteValue32 /
+// cuStreamWaitValue32 reached through the runtime's driver entry points (so
+// liblanes links no libcuda and loads without a driver), or one-thread
+// kernels (kernels/cuda/stream_flags.h) where the driver lacks or refuses
+// them. LANES_STREAM_MEMOPS: auto (default), driver, kernel. The two ways are
+// interchangeable per operation: the counters live in host memory and mean
+// the same either way, so ranks need not agree.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "core/status.h"
@@ -12,18 +18,26 @@ namespace lanes {
 
 class StreamMemops {
  public:
-  // The process-wide table; an error if the driver lacks the entry points.
+  // The process-wide table; an error only when LANES_STREAM_MEMOPS=driver and
+  // the driver lacks the entry points, or the variable is not understood.
   static Status get(const StreamMemops** out);
   // Writes `value` to `hostFlag` (registered, mapped host memory) once the
   // stream's earlier work is done.
   Status write(cudaStream_t stream, volatile uint32_t* hostFlag, uint32_t value) const;
   // Holds the stream until (int32_t)(*hostFlag - value) >= 0.
   Status waitGeq(cudaStream_t stream, volatile uint32_t* hostFlag, uint32_t value) const;
+  // Whether the driver's memory operations are in use (else the kernels).
+  bool usesDriver() const { return driver_.load(std::memory_order_relaxed); }
 
  private:
   using Fn = int (*)(void* stream, unsigned long long addr, uint32_t value, unsigned flags);
+  // A driver call refused with CUDA_ERROR_NOT_SUPPORTED switches the process
+  // to the kernels (that operation included).
+  bool refused(int result) const;
+
   Fn write_ = nullptr;
   Fn wait_ = nullptr;
+  mutable std::atomic<bool> driver_{false};
 };
 
 }  // namespace lanes
