@@ -77,6 +77,16 @@ class StagedAllReduce final : public DeviceContext {
   Status enqueueAllReduce(const Request& r);
   // staged_gather_scatter.cc: the same slots, counters and streams, other
   // choreographies (see there).
+  // The next chunk of the communicator's sequence (the same on every rank),
+  // noted to the watchdog, and the wait (on `stream`) until every rank has
+  // consumed the chunk that last used its slot.
+  struct Chunk {
+    uint64_t issued = 0;
+    uint32_t g = 0;
+    int slot = 0;
+  };
+  Chunk nextChunk();
+  Status waitSlotFree(cudaStream_t stream, const Chunk& c) const;
   Status enqueueAllGather(const Request& r);
   Status enqueueBroadcast(const Request& r);
   Status enqueueReduceScatter(const Request& r);

@@ -41,6 +41,24 @@ size_t chunkElements(size_t chunkBytes, size_t elem) {
 }
 }  // namespace
 
+StagedAllReduce::Chunk StagedAllReduce::nextChunk() {
+  Chunk c;
+  c.issued = ++chunksIssued_;
+  c.g = static_cast<uint32_t>(c.issued);
+  c.slot = static_cast<int>(c.issued % static_cast<uint64_t>(arena_->layout().slots));
+  watchdog_->noteChunk(c.g);
+  return c;
+}
+
+Status StagedAllReduce::waitSlotFree(cudaStream_t stream, const Chunk& c) const {
+  const auto slots = static_cast<uint64_t>(arena_->layout().slots);
+  if (c.issued <= slots) return Status::ok();
+  for (int p = 0; p < comm_->nranks; ++p)
+    LANES_RETURN_IF_ERROR(memops_->waitGeq(stream, arena_->flag(StageFlag::Consumed, p),
+                                           static_cast<uint32_t>(c.issued - slots)));
+  return Status::ok();
+}
+
 Status StagedAllReduce::enqueueAllGather(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
   const int n = comm_->nranks;
@@ -52,20 +70,15 @@ Status StagedAllReduce::enqueueAllGather(const Request& r) {
   const auto* send = static_cast<const std::byte*>(r.args.send);
   auto* recv = static_cast<std::byte*>(r.args.recv);
   const bool inPlace = send == recv + static_cast<size_t>(me) * count * elem;
-  const auto slots = static_cast<uint64_t>(layout.slots);
 
   for (size_t off = 0; off < count; off += chunkElems) {
     const size_t len = std::min(chunkElems, count - off);
-    const uint64_t issued = ++chunksIssued_;
-    const auto g = static_cast<uint32_t>(issued);
-    const int slot = static_cast<int>(issued % slots);
-    watchdog_->noteChunk(g);
+    const Chunk c = nextChunk();
+    const uint32_t g = c.g;
+    const int slot = c.slot;
 
     // A (down).
-    if (issued > slots)
-      for (int p = 0; p < n; ++p)
-        LANES_RETURN_IF_ERROR(memops_->waitGeq(down_, arena_->flag(StageFlag::Consumed, p),
-                                               static_cast<uint32_t>(issued - slots)));
+    LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
     LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot), send + off * elem, len * elem,
                                       cudaMemcpyDefault, down_));
     LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, me), g));
@@ -90,7 +103,6 @@ Status StagedAllReduce::enqueueAllGather(const Request& r) {
 
 Status StagedAllReduce::enqueueBroadcast(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
-  const int n = comm_->nranks;
   const int me = comm_->rank;
   const int root = r.args.root;
   const size_t elem = datatypeSize(r.args.type);
@@ -99,21 +111,16 @@ Status StagedAllReduce::enqueueBroadcast(const Request& r) {
       chunkElements(pipelineChunkBytes(layout.chunkBytes, count * elem), elem);
   const auto* send = static_cast<const std::byte*>(r.args.send);
   auto* recv = static_cast<std::byte*>(r.args.recv);
-  const auto slots = static_cast<uint64_t>(layout.slots);
 
   for (size_t off = 0; off < count; off += chunkElems) {
     const size_t len = std::min(chunkElems, count - off);
-    const uint64_t issued = ++chunksIssued_;
-    const auto g = static_cast<uint32_t>(issued);
-    const int slot = static_cast<int>(issued % slots);
-    watchdog_->noteChunk(g);
+    const Chunk c = nextChunk();
+    const uint32_t g = c.g;
+    const int slot = c.slot;
 
     // A (down): the root's slot is free once every rank consumed its last use.
     if (me == root) {
-      if (issued > slots)
-        for (int p = 0; p < n; ++p)
-          LANES_RETURN_IF_ERROR(memops_->waitGeq(down_, arena_->flag(StageFlag::Consumed, p),
-                                                 static_cast<uint32_t>(issued - slots)));
+      LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
       LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(root, slot), send + off * elem, len * elem,
                                         cudaMemcpyDefault, down_));
       LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, root), g));
@@ -149,23 +156,18 @@ Status StagedAllReduce::enqueueReduceScatter(const Request& r) {
   const auto* send = static_cast<const std::byte*>(r.args.send);
   auto* recv = static_cast<std::byte*>(r.args.recv);
   const bool inPlace = recv == send + static_cast<size_t>(me) * count * elem;
-  const auto slots = static_cast<uint64_t>(layout.slots);
   auto* scratch = static_cast<std::byte*>(scratch_);
 
   for (size_t off = 0; off < count; off += chunkElems) {
     const size_t len = std::min(chunkElems, count - off);
-    const uint64_t issued = ++chunksIssued_;
-    const auto g = static_cast<uint32_t>(issued);
-    const int slot = static_cast<int>(issued % slots);
-    watchdog_->noteChunk(g);
+    const Chunk c = nextChunk();
+    const uint32_t g = c.g;
+    const int slot = c.slot;
     auto piece = [&](int p) { return static_cast<size_t>(p) * chunkElems * elem; };
     auto block = [&](int p) { return send + (static_cast<size_t>(p) * count + off) * elem; };
 
     // A (down): every peer's block of my input.
-    if (issued > slots)
-      for (int p = 0; p < n; ++p)
-        LANES_RETURN_IF_ERROR(memops_->waitGeq(down_, arena_->flag(StageFlag::Consumed, p),
-                                               static_cast<uint32_t>(issued - slots)));
+    LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot) + piece(p), block(p), len * elem,
@@ -175,7 +177,7 @@ Status StagedAllReduce::enqueueReduceScatter(const Request& r) {
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
     // B1 (upload): my piece of every peer's slot, into this chunk's scratch half.
-    const int half = static_cast<int>(issued % 2);
+    const int half = static_cast<int>(c.issued % 2);
     std::byte* scratchHalf =
         scratch + static_cast<size_t>(half) * scratchSegments_ * scratchStride_;
     LANES_CUDA_RETURN(cudaStreamWaitEvent(upload_, reduceDone_[half], 0));
