@@ -1,5 +1,5 @@
 // lanes_micro_staging_copy: copy-engine bandwidth into the kinds of host memory the
-// host-staged all-reduce (src/exec/cuda/staged_allreduce.cc) stages through, and the cost
+// host-staged all-reduce (src/exec/cuda/staged_collectives.cc) stages through, and the cost
 // of its per-chunk stream-memop handshake. CUDA runtime only; no Lanes internals, so the
 // numbers say what the hardware and driver give, not what Lanes makes of them.
 //
@@ -105,7 +105,7 @@ DeviceBuffer deviceBuffer(size_t bytes) {
 
 Stream stream() {
   cudaStream_t s = nullptr;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // as staged_allreduce.cc
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));  // as staged_collectives.cc
   return Stream(s);
 }
 

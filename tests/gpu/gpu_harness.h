@@ -110,7 +110,7 @@ double streamWaitSeconds();
 
 // The GPU of `rank`: 0, or rank % (visible GPUs) with LANES_TEST_SPREAD_GPUS=1
 // (one rank per GPU on a multi-GPU machine; the tests that set up ranks
-// themselves, tests/gpu/test_staged_allreduce.cc, stay on GPU 0).
+// themselves, tests/gpu/test_staged_collectives.cc, stay on GPU 0).
 int rankGpu(int rank);
 
 // N ranks as threads: one lanesCommInitAll over GPU 0 for all of them, then

@@ -22,6 +22,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/multi/data.h"
@@ -452,11 +453,9 @@ TEST(DeviceMatrix, Procs4Ranks) {
 // processes on one GPU would send the small ones to the proxy), with the
 // larger sample; the children inherit the variables.
 void runStagedCollectivesMatrix(int nranks) {
-  setenv("LANES_STAGED_COLLECTIVES", "1", 1);
-  setenv("LANES_SHARED_GPU_PROXY_BYTES", "0", 1);
+  ScopedEnv collectives("LANES_STAGED_COLLECTIVES", "1");
+  ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
   runGpuProcesses(nranks, [](GpuRank& self) { runMatrix(self, Sample::Threads); });
-  unsetenv("LANES_STAGED_COLLECTIVES");
-  unsetenv("LANES_SHARED_GPU_PROXY_BYTES");
 }
 TEST(DeviceMatrix, Procs2RanksStagedCollectives) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();

@@ -29,8 +29,9 @@
 
 #include "core/comm.h"
 #include "exec/cuda/ll_allreduce.h"
-#include "exec/cuda/staged_allreduce.h"
+#include "exec/cuda/staged_collectives.h"
 #include "lanes/lanes.h"
+#include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/gpu/gpu_kernels.h"
 #include "tests/multi/data.h"
@@ -524,36 +525,14 @@ TEST_F(LlTest, GraphCaptureAndReplay3Ranks) { test::runGpuThreads(3, graphReplay
 // process (LANES_TEST_SPREAD_GPUS=1 on a multi-GPU machine) LL is used.
 // These run before any CUDA call of this process (fork), so no fixture.
 
-// Sets (or clears) an environment variable for one test, restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) saved_ = v;
-    if (value != nullptr)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (saved_)
-      setenv(name_, saved_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
-
 TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
-  ScopedEnv disable("LANES_LL_DISABLE", nullptr), shared("LANES_LL_SHARED_GPU", nullptr);
-  ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", nullptr), p2p("LANES_P2P_DISABLE", nullptr);
+  test::ScopedEnv disable("LANES_LL_DISABLE", std::nullopt),
+      shared("LANES_LL_SHARED_GPU", std::nullopt);
+  test::ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", std::nullopt),
+      p2p("LANES_P2P_DISABLE", std::nullopt);
   test::runGpuProcesses(2, [](GpuRank& self) {
-    const auto* staged = dynamic_cast<const StagedAllReduce*>(self.comm->staged.get());
+    const auto* staged = dynamic_cast<const StagedCollectives*>(self.comm->staged.get());
     GPU_CHECK(staged != nullptr && staged->enabled(), "the staged path is off");
     const bool sharing = test::rankGpu(0) == test::rankGpu(1);
     GPU_CHECK(llActive(self.comm) != sharing, "the LL path is %s, but the two processes %s a GPU",
@@ -583,8 +562,9 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
 
 TEST(LlProcesses, Matrix2RanksWithSharedGpuOverride) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
-  ScopedEnv disable("LANES_LL_DISABLE", nullptr), max("LANES_LL_MAX_BYTES", nullptr);
-  ScopedEnv shared("LANES_LL_SHARED_GPU", "1");
+  test::ScopedEnv disable("LANES_LL_DISABLE", std::nullopt),
+      max("LANES_LL_MAX_BYTES", std::nullopt);
+  test::ScopedEnv shared("LANES_LL_SHARED_GPU", "1");
   test::runGpuProcesses(2, [](GpuRank& self) {
     std::vector<std::vector<std::byte>> results;
     runRankMatrix(self, &results);

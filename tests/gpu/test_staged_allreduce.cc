@@ -25,10 +25,11 @@
 #include <vector>
 
 #include "core/comm.h"
-#include "exec/cuda/staged_allreduce.h"
+#include "exec/cuda/staged_collectives.h"
 #include "exec/cuda/stream_memops.h"
 #include "kernels/cuda/reduce.h"
 #include "lanes/lanes.h"
+#include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
 
 namespace lanes {
@@ -201,7 +202,7 @@ std::string firstMismatch(const std::vector<uint8_t>& got, const std::vector<uin
 }
 
 bool stagedActive(lanesComm_t comm) {
-  auto* staged = dynamic_cast<StagedAllReduce*>(comm->staged.get());
+  auto* staged = dynamic_cast<StagedCollectives*>(comm->staged.get());
   return staged != nullptr && staged->enabled();
 }
 
@@ -268,7 +269,7 @@ int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
     fprintf(stderr, "rank %d: init failed: %s\n", rank, lanesGetLastError(nullptr));
     return 3;
   }
-  auto* staged = dynamic_cast<StagedAllReduce*>(comm->staged.get());
+  auto* staged = dynamic_cast<StagedCollectives*>(comm->staged.get());
   const bool p2p = staged != nullptr && staged->usesP2p();
   const StreamMemops* memops = nullptr;
   if (slots == Slots::HostStagedFlagKernels &&
@@ -349,11 +350,11 @@ INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceProcesses,
 // over several chunks and slot reuses, with exact float values).
 TEST(StagedCollectivesProcesses, GatherBroadcastScatterOnTheStagedPath) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
-  setenv("LANES_STAGED_COLLECTIVES", "1", 1);
-  setenv("LANES_SHARED_GPU_PROXY_BYTES", "0", 1);
-  setenv("LANES_P2P_DISABLE", "1", 1);
+  test::ScopedEnv collectives("LANES_STAGED_COLLECTIVES", "1");
+  test::ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
+  test::ScopedEnv p2p("LANES_P2P_DISABLE", "1");
   test::runGpuProcesses(3, [](test::GpuRank& self) {
-    const auto* staged = dynamic_cast<const StagedAllReduce*>(self.comm->staged.get());
+    const auto* staged = dynamic_cast<const StagedCollectives*>(self.comm->staged.get());
     GPU_CHECK(staged != nullptr && staged->enabled() && staged->servesGatherScatter(),
               "the staged path does not serve all-gather/broadcast/reduce-scatter");
     const int n = self.nranks;
@@ -406,9 +407,6 @@ TEST(StagedCollectivesProcesses, GatherBroadcastScatterOnTheStagedPath) {
           "reduce-scatter");
     }
   });
-  unsetenv("LANES_STAGED_COLLECTIVES");
-  unsetenv("LANES_SHARED_GPU_PROXY_BYTES");
-  unsetenv("LANES_P2P_DISABLE");
 }
 
 INSTANTIATE_TEST_SUITE_P(FlagKernels, StagedAllReduceProcesses,

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "core/env.h"
+#include "exec/cuda/temp_stream.h"
 
 namespace lanes {
 namespace {
@@ -109,6 +111,9 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
   mine.forced = forced ? 1 : 0;
   mine.pid = static_cast<int32_t>(getpid());
   std::string localWhy;
+  // One stream for the pattern fill below and the probes of step 2 (made only
+  // where this rank offers P2P at all).
+  std::optional<TempStream> stream;
   if (!forced && envBool("LANES_P2P_DISABLE", false)) {
     localWhy = "LANES_P2P_DISABLE=1";
   } else {
@@ -121,11 +126,9 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
       // queued when cudaMemset returns, and a peer process on the same GPU
       // (another context, another time slice) read stale bytes before it ran
       // (H200, 3 processes: "the probe read a wrong byte ... at offset 0").
-      cudaStream_t fill = nullptr;
-      e = cudaStreamCreateWithFlags(&fill, cudaStreamNonBlocking);
-      if (e == cudaSuccess) e = cudaMemsetAsync(block, probeByte(me), kProbeBytes, fill);
-      if (e == cudaSuccess) e = cudaStreamSynchronize(fill);
-      if (fill != nullptr) cudaStreamDestroy(fill);
+      e = stream.emplace().error();
+      if (e == cudaSuccess) e = cudaMemsetAsync(block, probeByte(me), kProbeBytes, stream->get());
+      if (e == cudaSuccess) e = cudaStreamSynchronize(stream->get());
     }
     if (e == cudaSuccess) e = cudaIpcGetMemHandle(&mine.handle, block);
     if (e != cudaSuccess)
@@ -164,21 +167,16 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
   Verdict verdict;
   verdict.ok = 1;
   if (!localWhy.empty()) setReason(&verdict, me, localWhy);
-  cudaStream_t stream = nullptr;
-  if (verdict.ok) {
-    cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    if (e != cudaSuccess) setReason(&verdict, me, "cudaStreamCreate failed: " + cudaText(e));
-  }
+  // verdict.ok: this rank offered, so its stream was made (and worked) above.
   for (int p = 0; p < n && verdict.ok; ++p) {
     if (p == me) continue;
     const auto i = static_cast<size_t>(p);
     bool opened = false;
     std::string reason = reach(mine, offers[i], p, &slots->bases_[i], &opened, &slots->routes_[i]);
     slots->opened_[i] = opened;
-    if (reason.empty()) reason = probe(slots->bases_[i], p, stream);
+    if (reason.empty()) reason = probe(slots->bases_[i], p, stream->get());
     if (!reason.empty()) setReason(&verdict, p, reason);
   }
-  if (stream != nullptr) cudaStreamDestroy(stream);
 
   // 3. One answer for all.
   std::vector<Verdict> verdicts(static_cast<size_t>(n));

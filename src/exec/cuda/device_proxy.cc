@@ -9,7 +9,7 @@
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/ll_allreduce.h"
-#include "exec/cuda/staged_allreduce.h"
+#include "exec/cuda/staged_collectives.h"
 #include "kernels/cuda/ll_allreduce.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream_flags.h"
@@ -280,8 +280,8 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   if (ll != nullptr) return ll->enqueue(requests.front(), stream);
   // All-reduces among ranks of one host take the host-staged copy-engine
   // path (no CPU thread in the way); everything else goes through the proxy.
-  StagedAllReduce* staged = nullptr;
-  LANES_RETURN_IF_ERROR(StagedAllReduce::route(requests.front().comm, requests, &staged));
+  StagedCollectives* staged = nullptr;
+  LANES_RETURN_IF_ERROR(StagedCollectives::route(requests.front().comm, requests, &staged));
   if (staged != nullptr) return staged->enqueue(requests, stream);
   // Before any other CUDA call of the proxy: under global capture mode even
   // a query could invalidate the caller's capture.
@@ -342,8 +342,8 @@ Status prepareDevicePaths(lanesComm* comm) {
   std::vector<Request> batch{probe};
   LlAllReduce* ll = nullptr;
   LANES_RETURN_IF_ERROR(LlAllReduce::route(comm, batch, &ll));
-  StagedAllReduce* staged = nullptr;
-  LANES_RETURN_IF_ERROR(StagedAllReduce::route(comm, batch, &staged));
+  StagedCollectives* staged = nullptr;
+  LANES_RETURN_IF_ERROR(StagedCollectives::route(comm, batch, &staged));
   return Status::ok();
 }
 

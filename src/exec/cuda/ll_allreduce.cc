@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
+#include "exec/cuda/temp_stream.h"
 
 namespace lanes {
 namespace {
@@ -56,25 +57,6 @@ struct Proposal {
 
 uint32_t loadWord(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 uint64_t loadWord(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-
-// Streams never used in the critical path are made only for a moment: every
-// stream of a process takes one of the context's hardware queues in turn,
-// and fewer long-lived streams mean fewer ranks sharing a queue.
-class TempStream {
- public:
-  TempStream() { err_ = cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking); }
-  ~TempStream() {
-    if (err_ == cudaSuccess) cudaStreamDestroy(s_);  // deferred until its work ran
-  }
-  TempStream(const TempStream&) = delete;
-  TempStream& operator=(const TempStream&) = delete;
-  cudaError_t error() const { return err_; }
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-  cudaError_t err_;
-};
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // All-gather, broadcast and reduce-scatter on the host-staged path: the same
 // slots, counters, streams and failure handling as the all-reduce
-// (staged_allreduce.cc, docs/gpu_data_path.md), other choreographies. Every
+// (staged_collectives.cc, docs/gpu_data_path.md), other choreographies. Every
 // chunk g of every rank ends with consumed[me] = g on up_, written once this
 // rank has finished reading every peer's slot of that chunk; A (down) of
 // chunk g waits for every rank's consumed >= g - K before it reuses slot
@@ -26,8 +26,8 @@
 #include "core/comm.h"
 #include "core/datatype.h"
 #include "exec/cuda/cuda_check.h"
-#include "exec/cuda/staged_allreduce.h"
 #include "exec/cuda/staged_chunking.h"
+#include "exec/cuda/staged_collectives.h"
 #include "kernels/cuda/reduce.h"
 
 namespace lanes {
@@ -41,7 +41,7 @@ size_t chunkElements(size_t chunkBytes, size_t elem) {
 }
 }  // namespace
 
-StagedAllReduce::Chunk StagedAllReduce::nextChunk() {
+StagedCollectives::Chunk StagedCollectives::nextChunk() {
   Chunk c;
   c.issued = ++chunksIssued_;
   c.g = static_cast<uint32_t>(c.issued);
@@ -50,7 +50,7 @@ StagedAllReduce::Chunk StagedAllReduce::nextChunk() {
   return c;
 }
 
-Status StagedAllReduce::waitSlotFree(cudaStream_t stream, const Chunk& c) const {
+Status StagedCollectives::waitSlotFree(cudaStream_t stream, const Chunk& c) const {
   const auto slots = static_cast<uint64_t>(arena_->layout().slots);
   if (c.issued <= slots) return Status::ok();
   for (int p = 0; p < comm_->nranks; ++p)
@@ -59,7 +59,7 @@ Status StagedAllReduce::waitSlotFree(cudaStream_t stream, const Chunk& c) const 
   return Status::ok();
 }
 
-Status StagedAllReduce::enqueueAllGather(const Request& r) {
+Status StagedCollectives::enqueueAllGather(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
   const int n = comm_->nranks;
   const int me = comm_->rank;
@@ -101,7 +101,7 @@ Status StagedAllReduce::enqueueAllGather(const Request& r) {
   return Status::ok();
 }
 
-Status StagedAllReduce::enqueueBroadcast(const Request& r) {
+Status StagedCollectives::enqueueBroadcast(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
   const int me = comm_->rank;
   const int root = r.args.root;
@@ -143,7 +143,7 @@ Status StagedAllReduce::enqueueBroadcast(const Request& r) {
   return Status::ok();
 }
 
-Status StagedAllReduce::enqueueReduceScatter(const Request& r) {
+Status StagedCollectives::enqueueReduceScatter(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
   const int n = comm_->nranks;
   const int me = comm_->rank;

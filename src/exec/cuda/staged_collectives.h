@@ -1,5 +1,7 @@
-// Device-buffer all-reduce through the host-staged transport, when every rank
-// of the communicator is on this host (several may share one GPU). No CPU
+// Device-buffer collectives through the host-staged transport, when every
+// rank of the communicator is on this host (several may share one GPU): the
+// all-reduce below (staged_collectives.cc); all-gather, broadcast and
+// reduce-scatter on the same slots and counters (staged_gather_scatter.cc). No CPU
 // thread is in the path: the ranks' own streams move the bytes with the copy
 // engines and order themselves by counters in shared host memory
 // (cuStreamWriteValue32 / cuStreamWaitValue32). Per chunk g (slot g % K, the
@@ -38,15 +40,18 @@
 
 namespace lanes {
 
-class StagedAllReduce final : public DeviceContext {
+class StagedCollectives final : public DeviceContext {
  public:
-  // Whether the staged path serves this batch of device requests: every
-  // request an all-reduce and every rank on this host (a decision identical
-  // on all ranks), the path not disabled (LANES_STAGED_DISABLE=1) and set up
-  // on every rank. The first eligible call sets the path up, collectively.
-  // *out is null when the batch must go to the proxy.
-  static Status route(lanesComm* comm, const std::vector<Request>& requests, StagedAllReduce** out);
-  ~StagedAllReduce() override;
+  // Whether the staged path serves this batch of device requests: all
+  // all-reduces, or one all-gather/broadcast/reduce-scatter where every rank
+  // set LANES_STAGED_COLLECTIVES=1; every rank on this host; the path not
+  // disabled (LANES_STAGED_DISABLE=1) and set up on every rank; not a small
+  // batch between processes sharing a GPU (LANES_SHARED_GPU_PROXY_BYTES). The
+  // decision is identical on all ranks. The first eligible call sets the path
+  // up, collectively. *out is null when the batch must go to the proxy.
+  static Status route(lanesComm* comm, const std::vector<Request>& requests,
+                      StagedCollectives** out);
+  ~StagedCollectives() override;
 
   // Enqueues the batch on `stream` (requests on other streams of the group
   // join it) and returns without waiting.
@@ -68,7 +73,7 @@ class StagedAllReduce final : public DeviceContext {
   const std::string& p2pWhy() const { return p2pWhy_; }
 
  private:
-  explicit StagedAllReduce(lanesComm* comm) : comm_(comm) {}
+  explicit StagedCollectives(lanesComm* comm) : comm_(comm) {}
   // Collective: agrees with every rank whether to use the path; a non-OK
   // status means the communicator failed (the ranks could not agree).
   Status setup();

@@ -1,4 +1,4 @@
-#include "exec/cuda/staged_allreduce.h"
+#include "exec/cuda/staged_collectives.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -70,6 +70,8 @@ uint64_t sharedGpuProxyBytesFromEnv(int rank) {
   return bytes;
 }
 
+// From the counts, not Request::sendBytes: that is 0 on a broadcast's
+// non-roots, and the routing must come out the same on every rank.
 size_t batchBytes(const std::vector<Request>& requests) {
   size_t bytes = 0;
   for (const Request& r : requests) bytes += r.args.count * datatypeSize(r.args.type);
@@ -125,13 +127,13 @@ void warnAboutQueues(lanesComm* comm, bool separateUpload) {
 
 }  // namespace
 
-Status StagedAllReduce::route(lanesComm* comm, const std::vector<Request>& requests,
-                              StagedAllReduce** out) {
+Status StagedCollectives::route(lanesComm* comm, const std::vector<Request>& requests,
+                                StagedCollectives** out) {
   *out = nullptr;
   if (requests.empty() || !eligible(comm, requests)) return Status::ok();
   std::lock_guard<std::mutex> lock(comm->deviceMutex);
   if (!comm->staged) {
-    std::unique_ptr<StagedAllReduce> staged(new StagedAllReduce(comm));
+    std::unique_ptr<StagedCollectives> staged(new StagedCollectives(comm));
     Status s = staged->setup();
     comm->staged = std::move(staged);
     if (!s) {
@@ -139,7 +141,7 @@ Status StagedAllReduce::route(lanesComm* comm, const std::vector<Request>& reque
       return s;
     }
   }
-  auto* staged = static_cast<StagedAllReduce*>(comm->staged.get());
+  auto* staged = static_cast<StagedCollectives*>(comm->staged.get());
   const size_t proxyUpTo = staged->proxyUpToBytes_;
   const bool served = requests.front().args.coll == CollType::AllReduce || staged->gatherScatter_;
   if (staged->enabled_ && served && (proxyUpTo == 0 || batchBytes(requests) > proxyUpTo))
@@ -147,7 +149,7 @@ Status StagedAllReduce::route(lanesComm* comm, const std::vector<Request>& reque
   return Status::ok();
 }
 
-Status StagedAllReduce::createLocalResources() {
+Status StagedCollectives::createLocalResources() {
   LANES_RETURN_IF_ERROR(StreamMemops::get(&memops_));
   for (cudaStream_t* s : {&down_, &reduce_, &up_})
     LANES_CUDA_RETURN(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
@@ -164,7 +166,7 @@ Status StagedAllReduce::createLocalResources() {
   return Status::ok();
 }
 
-void StagedAllReduce::releaseLocalResources() {
+void StagedCollectives::releaseLocalResources() {
   if (scratch_ != nullptr) cudaFree(scratch_);
   for (cudaEvent_t e : {downDone_, uploadDone_, reduceDone_[0], reduceDone_[1]})
     if (e != nullptr) cudaEventDestroy(e);
@@ -176,7 +178,7 @@ void StagedAllReduce::releaseLocalResources() {
   down_ = upload_ = reduce_ = up_ = nullptr;
 }
 
-Status StagedAllReduce::setup() {
+Status StagedCollectives::setup() {
   DeviceScope device(comm_->cudaDev);
   const int n = comm_->nranks;
   if (n == 1) {
@@ -303,7 +305,7 @@ Status StagedAllReduce::setup() {
   return Status::ok();
 }
 
-StagedAllReduce::~StagedAllReduce() {
+StagedCollectives::~StagedCollectives() {
   if (!watchdog_) {
     releaseLocalResources();
     return;
@@ -342,7 +344,7 @@ StagedAllReduce::~StagedAllReduce() {
   releaseLocalResources();
 }
 
-Status StagedAllReduce::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
+Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
   DeviceScope device(comm_->cudaDev);
   std::vector<cudaStream_t> streams{stream};
   for (const Request& r : requests)
@@ -428,8 +430,8 @@ Status StagedAllReduce::enqueue(std::vector<Request>& requests, cudaStream_t str
   return Status::ok();
 }
 
-Status StagedAllReduce::reduceSegment(void* dst, const std::vector<const void*>& srcs, size_t count,
-                                      const Request& r, cudaStream_t stream) {
+Status StagedCollectives::reduceSegment(void* dst, const std::vector<const void*>& srcs,
+                                        size_t count, const Request& r, cudaStream_t stream) {
   const RedOpKind op = r.op.kind;
   const int nranks = static_cast<int>(srcs.size());
   const int first = std::min(nranks, cuda::kMaxReduceSources);
@@ -460,18 +462,18 @@ Status StagedAllReduce::reduceSegment(void* dst, const std::vector<const void*>&
   return Status::ok();
 }
 
-std::byte* StagedAllReduce::inputSlot(int rank, int slot) const {
+std::byte* StagedCollectives::inputSlot(int rank, int slot) const {
   if (!p2p_) return arena_->input(rank, slot);
   return p2p_->base(rank) + static_cast<size_t>(slot) * arena_->layout().chunkBytes;
 }
 
-std::byte* StagedAllReduce::resultSlot(int owner, int slot) const {
+std::byte* StagedCollectives::resultSlot(int owner, int slot) const {
   if (!p2p_) return arena_->result(slot);
   const StageArenaLayout& l = arena_->layout();
   return p2p_->base(owner) + static_cast<size_t>(l.slots + slot) * l.chunkBytes;
 }
 
-bool StagedAllReduce::peersDone(Deadline deadline) const {
+bool StagedCollectives::peersDone(Deadline deadline) const {
   const auto last = static_cast<uint32_t>(chunksIssued_);
   Backoff backoff;
   for (int p = 0; p < comm_->nranks; ++p) {
@@ -484,7 +486,7 @@ bool StagedAllReduce::peersDone(Deadline deadline) const {
   return true;
 }
 
-Status StagedAllReduce::enqueueOne(const Request& r) {
+Status StagedCollectives::enqueueOne(const Request& r) {
   switch (r.args.coll) {
     case CollType::AllReduce:
       return enqueueAllReduce(r);
@@ -500,7 +502,7 @@ Status StagedAllReduce::enqueueOne(const Request& r) {
   }
 }
 
-Status StagedAllReduce::enqueueAllReduce(const Request& r) {
+Status StagedCollectives::enqueueAllReduce(const Request& r) {
   const StageArenaLayout& layout = arena_->layout();
   const int n = comm_->nranks;
   const int me = comm_->rank;
