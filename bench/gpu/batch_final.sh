@@ -47,12 +47,26 @@ cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURE
 }
 echo "build $(el)" >>"$S"
 
+# The GPU tests first: they decide whether the figures below mean anything.
+[ -z "${SKIP_CTEST:-}" ] && step ${CTEST_S:-300} ctest_gpu.txt "ctest -L gpu -j6" -- env -u LANES_TIMEOUT \
+  ctest --test-dir "$b" -L gpu -j6 --timeout 200 --output-on-failure ${CTEST_ARGS:-}
+
 # Why the staged pipeline misses its bound: copy rates into each kind of host memory.
 [ -n "${STAGING_COPY:-}" ] &&
   step 60 staging_copy.txt "copy engines into cudaHostAlloc / shm memory" -- "$B/lanes_micro_staging_copy"
 
 # Every rank on GPU 0 (a machine with several GPUs would spread the perf tool's ranks).
 export CUDA_VISIBLE_DEVICES=0
+
+# All-gather, broadcast and reduce-scatter of 2 processes on GPU 0: the proxy (default)
+# beside the staged path (LANES_STAGED_COLLECTIVES=1).
+for tool in all_gather broadcast reduce_scatter; do
+  for staged in 0 1; do
+    step 40 staged_collectives.txt "$tool, 2 processes on GPU 0, LANES_STAGED_COLLECTIVES=$staged" -- \
+      env LANES_STAGED_COLLECTIVES=$staged "$B/lanes-run" -n 2 "$B/lanes_${tool}_perf" \
+      -b 8 -e 256M -f 8 -n 10 -w 3 --memory device --bounds=0
+  done
+done
 
 # Figure 2: 256 MiB vs the bound, threads (GPU-driven path) and processes; the old
 # 4 MiB chunk beside the default for comparison.
@@ -75,14 +89,12 @@ step 30 latency.txt "1 rank vs NCCL (in place is a no-op)" -- "$P" --compare ncc
 step 50 overlap.txt "GEMM overlap, 2 thread ranks, staged" -- env LANES_THREAD_FASTPATH=1 \
   LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT "$B/lanes_overlap_gemm" --m 8192 --seconds 2
 
-step 400 ctest_gpu.txt "ctest -L gpu -j6" -- env -u LANES_TIMEOUT \
-  ctest --test-dir "$b" -L gpu -j6 --timeout 200 --output-on-failure
 pack
 {
   grep -hE "time/bound|busbw" "$logs/bound.txt"
   grep -hE "^(\[0\])? +8 " "$logs/latency.txt"
   grep -hE "fraction|TFLOP|covered" "$logs/overlap.txt"
-  grep -hE "tests passed" "$logs/ctest_gpu.txt"
+  grep -hE "tests passed|Total Test" "$logs/ctest_gpu.txt"
   grep -h "\*\*\*Failed\|Timeout\|Not Run" "$logs/ctest_gpu.txt"
 } >>"$S" 2>&1
 cat "$S"

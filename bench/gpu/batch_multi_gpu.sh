@@ -71,7 +71,8 @@ for mode in "${modes[@]}"; do
     env "${envs[@]}" timeout -k 5 "$t" "$B/lanes-run" -n "$n" "$B/lanes_${tool}_perf" \
       --compare nccl --memory device -b 8 -e 1G -f 4 -n 10 -w 3 \
       -J "$res/${tool}_${mode}.json" >"$res/${tool}_${mode}.txt" 2>&1
-    echo "$(el) rc=$? $tool $mode" >>"$S"
+    rc=$? # before $(el), which would reset it
+    echo "$(el) rc=$rc $tool $mode" >>"$S"
     timeout 20 "$B/lanes-plot" "$res/${tool}_${mode}.json" -o "$res/${tool}_${mode}.png" \
       --title "${tool} ${n}xGPU ${mode}" >/dev/null 2>&1
   done
@@ -91,7 +92,8 @@ for mode in p2p_off p2p_on; do
   [ "$t" -lt 5 ] && { echo "SKIPPED (time budget): overlap $mode" >>"$S"; continue; }
   env "${envs[@]}" timeout -k 5 "$t" "$B/lanes_overlap_gemm" --gpus "$n" --compare nccl \
     --m 8192 --seconds 2 >"$res/overlap_${mode}.txt" 2>&1
-  echo "$(el) rc=$? overlap $mode" >>"$S"
+  rc=$?
+  echo "$(el) rc=$rc overlap $mode" >>"$S"
 done
 
 # 1. The GPU tests with several ranks, one rank per GPU (the kernel tests run on one GPU
@@ -100,7 +102,8 @@ t=$(capped 400)
 (cd "$b" && LANES_TEST_SPREAD_GPUS=1 timeout -k 5 "$t" ctest -L gpu -j6 --timeout 200 \
   -R "${CTEST_R:-DeviceMatrix|DeviceStreams|DeviceErrors|DeviceSingleRank|Staged|Ll}" \
   --output-on-failure >"$res/ctest_gpu.txt" 2>&1)
-echo "$(el) rc=$? ctest" >>"$S"
+rc=$?
+echo "$(el) rc=$rc ctest" >>"$S"
 pack
 {
   grep -hE "tests passed|\*\*\*Failed|Timeout" "$res/ctest_gpu.txt" | head -20

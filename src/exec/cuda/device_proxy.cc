@@ -278,8 +278,8 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   LlAllReduce* ll = nullptr;
   LANES_RETURN_IF_ERROR(LlAllReduce::route(requests.front().comm, requests, &ll));
   if (ll != nullptr) return ll->enqueue(requests.front(), stream);
-  // All-reduces among ranks of one host (and, where every rank set
-  // LANES_STAGED_COLLECTIVES=1, all-gather, broadcast and reduce-scatter) take
+  // All-reduces, all-gathers, broadcasts and reduce-scatters among ranks of
+  // one host (the last three unless LANES_STAGED_COLLECTIVES=0) take
   // the host-staged copy-engine path (no CPU thread in the way); everything
   // else goes through the proxy.
   StagedCollectives* staged = nullptr;

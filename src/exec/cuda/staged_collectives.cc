@@ -48,7 +48,7 @@ bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
 // the proxy size, of which the smallest applies.
 struct Proposal {
   int32_t willing = 0;
-  int32_t gatherScatter = 0;  // LANES_STAGED_COLLECTIVES: all must say yes
+  int32_t gatherScatter = 0;  // LANES_STAGED_COLLECTIVES (default 1): all must say yes
   int32_t slots = 0;
   uint64_t chunkBytes = 0;
   uint64_t sharedGpuProxyBytes = 0;
@@ -213,7 +213,7 @@ Status StagedCollectives::setup() {
   mine.slots = config.slots;
   mine.chunkBytes = config.chunkBytes;
   mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv(comm_->rank);
-  mine.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", false) ? 1 : 0;
+  mine.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", true) ? 1 : 0;
   std::vector<Proposal> all(static_cast<size_t>(n));
   all[static_cast<size_t>(comm_->rank)] = mine;
   LANES_RETURN_IF_ERROR(comm_->bootstrap->allGather(all.data(), sizeof(Proposal), deadline));

@@ -43,8 +43,8 @@ namespace lanes {
 class StagedCollectives final : public DeviceContext {
  public:
   // Whether the staged path serves this batch of device requests: all
-  // all-reduces, or one all-gather/broadcast/reduce-scatter where every rank
-  // set LANES_STAGED_COLLECTIVES=1; every rank on this host; the path not
+  // all-reduces, or one all-gather/broadcast/reduce-scatter unless a rank
+  // set LANES_STAGED_COLLECTIVES=0; every rank on this host; the path not
   // disabled (LANES_STAGED_DISABLE=1) and set up on every rank; not a small
   // batch between processes sharing a GPU (LANES_SHARED_GPU_PROXY_BYTES). The
   // decision is identical on all ranks. The first eligible call sets the path
@@ -124,7 +124,7 @@ class StagedCollectives final : public DeviceContext {
   // Batches of at most this many bytes go to the proxy: processes share a GPU
   // (LANES_SHARED_GPU_PROXY_BYTES, the smallest among the ranks); else 0.
   size_t proxyUpToBytes_ = 0;
-  // Every rank set LANES_STAGED_COLLECTIVES=1: all-gather, broadcast and
+  // No rank set LANES_STAGED_COLLECTIVES=0: all-gather, broadcast and
   // reduce-scatter take the path too (else the proxy).
   bool gatherScatter_ = false;
   std::string p2pWhy_;

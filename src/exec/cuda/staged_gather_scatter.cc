@@ -4,7 +4,7 @@
 // chunk g of every rank ends with consumed[me] = g on up_, written once this
 // rank has finished reading every peer's slot of that chunk; A (down) of
 // chunk g waits for every rank's consumed >= g - K before it reuses slot
-// g mod K. Off unless every rank sets LANES_STAGED_COLLECTIVES=1.
+// g mod K. On unless a rank sets LANES_STAGED_COLLECTIVES=0.
 //
 // Per chunk g (slot k):
 //   all-gather     A: D2H my piece of send -> in[me][k]; ready[me] = g.
