@@ -80,6 +80,16 @@ StageArenaConfig StageArenaConfig::fromEnv() {
                  chunk);
   }
   c.chunkBytes = roundUp(std::max<size_t>(chunk, 64 * 1024), kPage);
+  size_t pairChunk = 2 * kMiB;
+  if (auto text = envString("LANES_STAGE_PAIR_CHUNK_BYTES")) {
+    uint64_t size = 0;
+    if (parseSize(*text, &size))
+      pairChunk = static_cast<size_t>(size);
+    else
+      LANES_WARN(Init, -1, "LANES_STAGE_PAIR_CHUNK_BYTES=%s is not a size; using %zu",
+                 text->c_str(), pairChunk);
+  }
+  c.pairChunkBytes = pairChunk == 0 ? 0 : roundUp(std::max<size_t>(pairChunk, 64 * 1024), kPage);
   c.slots = static_cast<int>(std::clamp<int64_t>(envInt("LANES_STAGE_SLOTS", c.slots), 2, 64));
   return c;
 }
@@ -102,12 +112,15 @@ Status StageArena::create(Bootstrap& bootstrap, const std::string& commTag,
     auto place = [&](void* base, size_t) { placeOnNodes(base, layout, rankNodes); };
     local = ShmSegment::create(name, bytes, bytes, arena->segment_.get(), place);
     if (!local)
-      local = Status(local.code(),
-                     "rank 0 could not create the " + std::to_string(bytes / kMiB) +
-                         " MiB host-staging arena (" + std::to_string(layout.nranks) +
-                         " ranks x LANES_STAGE_SLOTS=" + std::to_string(layout.slots) +
-                         " x LANES_STAGE_CHUNK_BYTES=" + std::to_string(layout.chunkBytes) +
-                         " plus results): " + local.message());
+      local = Status(
+          local.code(),
+          "rank 0 could not create the " + std::to_string(bytes / kMiB) +
+              " MiB host-staging arena (" + std::to_string(layout.nranks) +
+              " ranks x LANES_STAGE_SLOTS=" + std::to_string(layout.slots) +
+              " x LANES_STAGE_CHUNK_BYTES=" + std::to_string(layout.chunkBytes) +
+              " plus results, plus " + std::to_string(layout.pairBytes() / kMiB) +
+              " MiB of send/recv pair slots, LANES_STAGE_PAIR_CHUNK_BYTES): " + local.message() +
+              " Make /dev/shm larger or lower those variables (all ranks alike).");
   }
   LANES_RETURN_IF_ERROR(agree(bootstrap, local, "create the host-staging arena", deadline, fatal));
 
@@ -157,6 +170,11 @@ void StageArena::poisonAll(uint32_t value) const {
   for (int r = 0; r < layout_.nranks; ++r) {
     for (StageFlag f : {StageFlag::Ready, StageFlag::Reduced, StageFlag::Consumed})
       __atomic_store_n(flag(f, r), value, __ATOMIC_RELEASE);
+    for (int d = 0; layout_.pairs() > 0 && d < layout_.nranks; ++d) {
+      if (d == r) continue;
+      for (PairFlag f : {PairFlag::Sent, PairFlag::Acked})
+        __atomic_store_n(pairFlag(f, r, d), value, __ATOMIC_RELEASE);
+    }
   }
 }
 

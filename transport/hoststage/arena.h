@@ -4,7 +4,10 @@
 //   - a flags page: per rank three counters (ready, reduced, consumed), each
 //     on its own 64-byte line, written and awaited by GPU streams;
 //   - input slots: nranks x slots x chunkBytes (a rank stages its chunk here);
-//   - result slots: slots x chunkBytes (each rank writes its reduced segment).
+//   - result slots: slots x chunkBytes (each rank writes its reduced segment);
+//   - pair slots for send/recv: for every ordered pair (sender, receiver)
+//     kPairSlots x pairChunkBytes, with two counters per pair (sent, acked)
+//     in the flags page; always in host memory, also when P2P holds the rest.
 // The lowest rank creates and sizes the segment, every rank maps it, and the
 // creator removes the name once all have mapped it: nothing is left in
 // /dev/shm even when a rank dies later. Pages are placed on NUMA nodes by
@@ -24,14 +27,21 @@
 namespace lanes {
 
 enum class StageFlag : int { Ready = 0, Reduced = 1, Consumed = 2 };
+// A pair's counters: chunks the sender has put into the pair's slots, and
+// chunks the receiver has taken out of them.
+enum class PairFlag : int { Sent = 0, Acked = 1 };
 
 struct StageArenaConfig {
   size_t chunkBytes = size_t{16} << 20;  // LANES_STAGE_CHUNK_BYTES
-  int slots = 4;                        // LANES_STAGE_SLOTS
+  int slots = 4;                         // LANES_STAGE_SLOTS
+  // LANES_STAGE_PAIR_CHUNK_BYTES (fromEnv: 2 MiB); 0: no pair slots, so
+  // device send/recv go through the proxy.
+  size_t pairChunkBytes = 0;
   // false: the slots live in GPU memory (transport/p2p) and the segment holds
   // the flags page only; input() and result() must not be used then.
   bool hostData = true;
-  // Reads the two variables (clamped: chunk >= 64 KiB, multiple of 4 KiB; 2..64 slots).
+  // Reads the three variables (clamped: chunks >= 64 KiB, multiples of 4 KiB;
+  // 2..64 slots; a pair chunk of 0 stays 0).
   static StageArenaConfig fromEnv();
 };
 
@@ -39,21 +49,49 @@ struct StageArenaConfig {
 struct StageArenaLayout {
   static constexpr size_t kFlagLine = 64;
   static constexpr size_t kPage = 4096;
+  // Two slots per pair: the sender fills one while the receiver empties the other.
+  static constexpr int kPairSlots = 2;
   int nranks = 0;
   int slots = 0;
   size_t chunkBytes = 0;
+  size_t pairChunkBytes = 0;
   size_t flagsBytes = 0;  // whole pages
 
   bool hostData = true;
 
   // Inline (no CUDA): the placement unit tests build it without the GPU path.
   StageArenaLayout(int n, const StageArenaConfig& config)
-      : nranks(n), slots(config.slots), chunkBytes(config.chunkBytes), hostData(config.hostData) {
-    flagsBytes = (static_cast<size_t>(n) * 3 * kFlagLine + kPage - 1) / kPage * kPage;
+      : nranks(n),
+        slots(config.slots),
+        chunkBytes(config.chunkBytes),
+        pairChunkBytes(config.pairChunkBytes),
+        hostData(config.hostData) {
+    const size_t lines = static_cast<size_t>(n) * 3 + pairs() * 2;
+    flagsBytes = (lines * kFlagLine + kPage - 1) / kPage * kPage;
   }
   size_t flagOffset(StageFlag f, int rank) const {
     return (static_cast<size_t>(rank) * 3 + static_cast<size_t>(f)) * kFlagLine;
   }
+  // Ordered pairs with slots (none without pair chunks), numbered sender-major.
+  size_t pairs() const {
+    return pairChunkBytes == 0 ? 0 : static_cast<size_t>(nranks) * static_cast<size_t>(nranks - 1);
+  }
+  size_t pairIndex(int sender, int receiver) const {
+    return static_cast<size_t>(sender) * static_cast<size_t>(nranks - 1) +
+           static_cast<size_t>(receiver < sender ? receiver : receiver - 1);
+  }
+  size_t pairFlagOffset(PairFlag f, int sender, int receiver) const {
+    return (static_cast<size_t>(nranks) * 3 + pairIndex(sender, receiver) * 2 +
+            static_cast<size_t>(f)) *
+           kFlagLine;
+  }
+  // The pair slots follow the collective slots (or the flags, without them).
+  size_t pairsOffset() const { return hostData ? resultOffset(slots) : flagsBytes; }
+  size_t pairSlotOffset(int sender, int receiver, int slot) const {
+    return pairsOffset() +
+           (pairIndex(sender, receiver) * kPairSlots + static_cast<size_t>(slot)) * pairChunkBytes;
+  }
+  size_t pairBytes() const { return pairs() * kPairSlots * pairChunkBytes; }
   size_t inputOffset(int rank, int slot) const {
     return flagsBytes + (static_cast<size_t>(rank) * slots + slot) * chunkBytes;
   }
@@ -62,7 +100,7 @@ struct StageArenaLayout {
   }
   // Input and result slots, as one block (the same layout in host or GPU memory).
   size_t dataBytes() const { return resultOffset(slots) - flagsBytes; }
-  size_t totalBytes() const { return hostData ? resultOffset(slots) : flagsBytes; }
+  size_t totalBytes() const { return pairsOffset() + pairBytes(); }
 };
 
 class StageArena {
@@ -83,11 +121,18 @@ class StageArena {
   const StageArenaLayout& layout() const { return layout_; }
   std::byte* input(int rank, int slot) const { return base() + layout_.inputOffset(rank, slot); }
   std::byte* result(int slot) const { return base() + layout_.resultOffset(slot); }
+  std::byte* pairSlot(int sender, int receiver, int slot) const {
+    return base() + layout_.pairSlotOffset(sender, receiver, slot);
+  }
   volatile uint32_t* flag(StageFlag f, int rank) const {
     return reinterpret_cast<volatile uint32_t*>(base() + layout_.flagOffset(f, rank));
   }
-  // Stores `value` into every counter of every rank (failure: lets each
-  // parked stream wait pass). Any thread, any time while the arena lives.
+  volatile uint32_t* pairFlag(PairFlag f, int sender, int receiver) const {
+    return reinterpret_cast<volatile uint32_t*>(base() +
+                                                layout_.pairFlagOffset(f, sender, receiver));
+  }
+  // Stores `value` into every counter of every rank and pair (failure: lets
+  // each parked stream wait pass). Any thread, any time while the arena lives.
   void poisonAll(uint32_t value) const;
   // The arena is given up without unregistering or unmapping: used when a
   // stream may still touch it after the destroy deadline.

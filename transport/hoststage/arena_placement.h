@@ -3,6 +3,7 @@
 //   - result slots and the flags page: the node most ranks' GPUs sit on
 //     (every rank writes its reduced segment and reads all of them; ties go
 //     to the creator's GPU node);
+//   - a sender's pair slots (send/recv): the sender's GPU node;
 //   - a part whose node is unknown (-1) is left to the kernel.
 // Pure (no CUDA, no syscalls): the creator applies the ranges with
 // applyRanges before the pages are allocated.
@@ -36,6 +37,14 @@ inline std::vector<NumaRange> stageArenaPlacement(const StageArenaLayout& layout
     for (int r = 0; r < layout.nranks; ++r)
       wanted.push_back({layout.inputOffset(r, 0), rankBytes, rankNodes[static_cast<size_t>(r)]});
     wanted.push_back({layout.resultOffset(0), rankBytes, shared});
+  }
+  // A sender's pair slots sit on its GPU's node (its copy engine writes them).
+  if (layout.pairs() > 0) {
+    const size_t senderBytes = static_cast<size_t>(layout.nranks - 1) *
+                               StageArenaLayout::kPairSlots * layout.pairChunkBytes;
+    for (int r = 0; r < layout.nranks; ++r)
+      wanted.push_back({layout.pairSlotOffset(r, r == 0 ? 1 : 0, 0), senderBytes,
+                        rankNodes[static_cast<size_t>(r)]});
   }
   return pageAlignedRanges(std::move(wanted), layout.totalBytes(), StageArenaLayout::kPage);
 }

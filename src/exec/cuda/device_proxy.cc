@@ -273,6 +273,17 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     // stream the batch runs on (LL launches on it alone).
     stream = requests.front().stream;
   }
+  // Sends and receives between ranks of one host: the pair slots of the
+  // host-staged path (staged_sendrecv.cc); the group's other requests follow.
+  std::vector<Request> pairs;
+  StagedCollectives* pairPath = nullptr;
+  LANES_RETURN_IF_ERROR(
+      StagedCollectives::routePairs(requests.front().comm, requests, &pairs, &pairPath));
+  if (pairPath != nullptr) {
+    LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
+    if (requests.empty()) return Status::ok();
+    stream = requests.front().stream;  // as above: the rest's own stream
+  }
   // Small all-reduces and all-gathers among ranks of one host: one LL kernel
   // through mapped host memory (ll_allreduce.h).
   LlAllReduce* ll = nullptr;

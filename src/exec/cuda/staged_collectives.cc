@@ -32,16 +32,20 @@ bool isGatherScatter(CollType c) {
 // Identical on every rank: depends on the requests and the host map only.
 // A batch of all-reduces, or one all-gather, broadcast or reduce-scatter
 // (which the path serves where the ranks agreed to, LANES_STAGED_COLLECTIVES).
+bool allOnThisHost(const lanesComm* comm) {
+  const auto& ranks = comm->bootstrap->ranks();
+  for (const RankInfo& info : ranks)
+    if (info.hostHash != ranks.front().hostHash) return false;
+  return true;
+}
+
 bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
   if (!gpuDrivenPathsAllowed(comm)) return false;
   const bool single = requests.size() == 1 && !requests.front().isP2p &&
                       isGatherScatter(requests.front().args.coll);
   for (const Request& r : requests)
     if (!single && (r.isP2p || r.args.coll != CollType::AllReduce)) return false;
-  const auto& ranks = comm->bootstrap->ranks();
-  for (const RankInfo& info : ranks)
-    if (info.hostHash != ranks.front().hostHash) return false;
-  return true;
+  return allOnThisHost(comm);
 }
 
 // What every rank states before the path is used; all must match, except
@@ -51,6 +55,7 @@ struct Proposal {
   int32_t gatherScatter = 0;  // LANES_STAGED_COLLECTIVES (default 1): all must say yes
   int32_t slots = 0;
   uint64_t chunkBytes = 0;
+  uint64_t pairChunkBytes = 0;
   uint64_t sharedGpuProxyBytes = 0;
 };
 
@@ -149,6 +154,30 @@ Status StagedCollectives::route(lanesComm* comm, const std::vector<Request>& req
   return Status::ok();
 }
 
+Status StagedCollectives::routePairs(lanesComm* comm, std::vector<Request>& requests,
+                                     std::vector<Request>* pairs, StagedCollectives** out) {
+  *out = nullptr;
+  if (!gpuDrivenPathsAllowed(comm) || !allOnThisHost(comm)) return Status::ok();
+  StagedCollectives* staged = nullptr;
+  {
+    // Set up at init (prepareDevicePaths) or never: a pair cannot set up a
+    // path that every rank must join.
+    std::lock_guard<std::mutex> lock(comm->deviceMutex);
+    staged = static_cast<StagedCollectives*>(comm->staged.get());
+  }
+  if (staged == nullptr || !staged->enabled_ || staged->pairSent_.empty()) return Status::ok();
+  const size_t proxyUpTo = staged->proxyUpToBytes_;
+  auto served = [&](const Request& r) {
+    return r.isP2p && r.peer != comm->rank && (proxyUpTo == 0 || r.bytes > proxyUpTo);
+  };
+  for (Request& r : requests)
+    if (served(r)) pairs->push_back(r);
+  if (pairs->empty()) return Status::ok();
+  std::erase_if(requests, served);
+  *out = staged;
+  return Status::ok();
+}
+
 Status StagedCollectives::createLocalResources() {
   LANES_RETURN_IF_ERROR(StreamMemops::get(&memops_));
   for (cudaStream_t* s : {&down_, &reduce_, &up_})
@@ -187,6 +216,8 @@ Status StagedCollectives::setup() {
   }
   Deadline deadline = Deadline::after(comm_->options.timeoutSeconds);
   StageArenaConfig config = StageArenaConfig::fromEnv();
+  // The pair slots are shared host memory, which LANES_SHM_DISABLE keeps bulk data out of.
+  if (envBool("LANES_SHM_DISABLE", false)) config.pairChunkBytes = 0;
 
   // 1. What this rank can do; every rank must say yes with the same sizes.
   std::string why;
@@ -212,6 +243,7 @@ Status StagedCollectives::setup() {
   mine.willing = why.empty() ? 1 : 0;
   mine.slots = config.slots;
   mine.chunkBytes = config.chunkBytes;
+  mine.pairChunkBytes = config.pairChunkBytes;
   mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv(comm_->rank);
   mine.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", true) ? 1 : 0;
   std::vector<Proposal> all(static_cast<size_t>(n));
@@ -221,9 +253,12 @@ Status StagedCollectives::setup() {
     const Proposal& p = all[static_cast<size_t>(r)];
     if (!p.willing)
       why = "rank " + std::to_string(r) + " cannot use it (its log says why)";
-    else if (p.slots != mine.slots || p.chunkBytes != mine.chunkBytes)
-      why = "LANES_STAGE_CHUNK_BYTES / LANES_STAGE_SLOTS differ between rank " + std::to_string(r) +
-            " and rank " + std::to_string(comm_->rank);
+    else if (p.slots != mine.slots || p.chunkBytes != mine.chunkBytes ||
+             p.pairChunkBytes != mine.pairChunkBytes)
+      why =
+          "LANES_STAGE_CHUNK_BYTES / LANES_STAGE_SLOTS / LANES_STAGE_PAIR_CHUNK_BYTES differ "
+          "between rank " +
+          std::to_string(r) + " and rank " + std::to_string(comm_->rank);
   }
   gatherScatter_ = true;
   for (const Proposal& p : all) gatherScatter_ = gatherScatter_ && p.gatherScatter == 1;
@@ -291,11 +326,22 @@ Status StagedCollectives::setup() {
     if (comm_->asyncError.load() != lanesSuccess) dog->poison();  // failed meanwhile
   }
   warnAboutQueues(comm_, upload_ != reduce_);
+  if (config.pairChunkBytes > 0) {
+    pairSent_.assign(static_cast<size_t>(n), 0);
+    pairReceived_.assign(static_cast<size_t>(n), 0);
+  }
   enabled_ = true;
   LANES_INFO(Init, comm_->rank, "device all-reduce: %s copy-engine path, chunk %zu %s x %d slots",
              p2p_ ? "P2P (slots in GPU memory)" : "host-staged",
              config.chunkBytes >= kMiB ? config.chunkBytes / kMiB : config.chunkBytes / 1024,
              config.chunkBytes >= kMiB ? "MiB" : "KiB", config.slots);
+  if (config.pairChunkBytes > 0)
+    LANES_INFO(Init, comm_->rank,
+               "device send/recv: host-staged copy-engine path, %d x %zu KiB pair slots in "
+               "shared memory per peer",
+               StageArenaLayout::kPairSlots, config.pairChunkBytes / 1024);
+  else
+    LANES_INFO(Init, comm_->rank, "device send/recv: host proxy (LANES_STAGE_PAIR_CHUNK_BYTES=0)");
   for (int p = 0; p < n; ++p) {
     if (p == comm_->rank) continue;
     LANES_INFO(Init, comm_->rank, "device all-reduce: peer %d via %s", p,
@@ -406,18 +452,27 @@ Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t s
       cudaEventDestroy(batch.start);
       return s;
     }
-    batch.label = std::string("device ") + collTypeName(requests.front().args.coll) +
-                  " (host-staged), " + std::to_string(requests.size()) + " request(s) from chunk " +
-                  std::to_string(chunksIssued_ + 1);
+    const bool pairs = requests.front().isP2p;  // routePairs: all or none
+    if (!pairs)
+      batch.label = std::string("device ") + collTypeName(requests.front().args.coll) +
+                    " (host-staged), " + std::to_string(requests.size()) +
+                    " request(s) from chunk " + std::to_string(chunksIssued_ + 1);
     s = cudaStatus(cudaEventRecord(batch.start, stream), "cudaEventRecord (start)");
     if (s) s = cudaStatus(cudaStreamWaitEvent(down_, batch.start, 0), "cudaStreamWaitEvent");
-    const uint64_t firstChunk = chunksIssued_;
-    for (size_t i = 0; s && i < requests.size(); ++i) s = enqueueOne(requests[i]);
-    // Every choreography ends each chunk on up_ (its `consumed` write).
+    const uint64_t firstChunk = chunksIssued_ + pairChunksIssued_;
+    if (pairs) {
+      // Receives write the user's buffers on up_: after the user's stream too.
+      if (s) s = cudaStatus(cudaStreamWaitEvent(up_, batch.start, 0), "cudaStreamWaitEvent");
+      if (s) s = enqueuePairs(requests, &batch);
+    } else {
+      for (size_t i = 0; s && i < requests.size(); ++i) s = enqueueOne(requests[i]);
+    }
+    // Every choreography ends on up_ (the collectives' `consumed` writes; the
+    // pairs join down_ into it).
     if (s) s = cudaStatus(cudaEventRecord(batch.done, up_), "cudaEventRecord (done)");
     if (s) s = cudaStatus(cudaStreamWaitEvent(stream, batch.done, 0), "cudaStreamWaitEvent");
     batch.lastChunk = static_cast<uint32_t>(chunksIssued_);
-    if (!s && chunksIssued_ != firstChunk) {
+    if (!s && chunksIssued_ + pairChunksIssued_ != firstChunk) {
       // Counters of this batch may already be in the streams while others
       // are missing: peers would wait for them forever. Fail (and poison).
       comm_->fail(s.code(), "enqueueing a device collective on the CUDA streams failed on " +

@@ -51,6 +51,13 @@ class StagedCollectives final : public DeviceContext {
   // up, collectively. *out is null when the batch must go to the proxy.
   static Status route(lanesComm* comm, const std::vector<Request>& requests,
                       StagedCollectives** out);
+  // Moves the sends and receives of `requests` that the staged path serves
+  // into *pairs (and sets *out): device send/recv with another rank of this
+  // host, once the path is set up with pair slots, larger than the shared-GPU
+  // proxy size. The decision depends on the request alone, so both ends of a
+  // pair take the same path. The rest stay for the other paths.
+  static Status routePairs(lanesComm* comm, std::vector<Request>& requests,
+                           std::vector<Request>* pairs, StagedCollectives** out);
   ~StagedCollectives() override;
 
   // Enqueues the batch on `stream` (requests on other streams of the group
@@ -63,6 +70,8 @@ class StagedCollectives final : public DeviceContext {
   // Chunks this rank has put on its streams so far (the tests read where a
   // call went from it).
   uint64_t chunksIssued() const { return chunksIssued_; }
+  // Send/recv chunks this rank has put on its streams so far.
+  uint64_t pairChunksIssued() const { return pairChunksIssued_; }
   // Batches of at most this many bytes take the proxy (0: none).
   size_t proxyUpToBytes() const { return proxyUpToBytes_; }
   // Whether the ranks agreed to use the path (false: the proxy serves all).
@@ -92,6 +101,9 @@ class StagedCollectives final : public DeviceContext {
   };
   Chunk nextChunk();
   Status waitSlotFree(cudaStream_t stream, const Chunk& c) const;
+  // staged_sendrecv.cc: a group's sends (on down_) and receives (on up_)
+  // through the pair slots; sets the batch's stall report.
+  Status enqueuePairs(const std::vector<Request>& requests, StagedWatchdog::Batch* batch);
   Status enqueueAllGather(const Request& r);
   Status enqueueBroadcast(const Request& r);
   Status enqueueReduceScatter(const Request& r);
@@ -121,6 +133,10 @@ class StagedCollectives final : public DeviceContext {
   size_t scratchStride_ = 0;
   size_t scratchSegments_ = 0;
   uint64_t chunksIssued_ = 0;  // advances identically on every rank
+  // Per peer: chunks sent to it and received from it through the pair slots
+  // (each pair's two ends advance alike); empty without pair slots.
+  std::vector<uint64_t> pairSent_, pairReceived_;
+  uint64_t pairChunksIssued_ = 0;
   // Batches of at most this many bytes go to the proxy: processes share a GPU
   // (LANES_SHARED_GPU_PROXY_BYTES, the smallest among the ranks); else 0.
   size_t proxyUpToBytes_ = 0;

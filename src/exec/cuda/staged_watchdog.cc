@@ -113,11 +113,13 @@ void StagedWatchdog::run() {
     double waited = std::chrono::duration<double>(now - oldestStarted_).count();
     if (waited < comm_->options.timeoutSeconds) continue;
     timedOut_ = true;
-    std::string message = oldest.label + " on " + comm_->describe() + " made no progress for " +
-                          std::to_string(static_cast<int>(waited)) +
-                          " s (LANES_TIMEOUT): " + lagReport(oldest.lastChunk) +
-                          ". A rank is stuck, died, or did not issue the same collectives in the "
-                          "same order; destroy the communicator (lanesCommAbort) and recreate it.";
+    std::string message =
+        oldest.label + " on " + comm_->describe() + " made no progress for " +
+        std::to_string(static_cast<int>(waited)) +
+        " s (LANES_TIMEOUT): " + (oldest.lag ? oldest.lag() : lagReport(oldest.lastChunk)) +
+        ". A rank is stuck, died, or did not issue the same collectives (or the matching "
+        "send/recv) in the "
+        "same order; destroy the communicator (lanesCommAbort) and recreate it.";
     lock.unlock();
     comm_->fail(lanesTimeout, message);  // runs the hook: poison()
     lock.lock();

@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -42,6 +43,8 @@ class StagedWatchdog {
     cudaEvent_t done = nullptr;   // recorded on the last internal stream after it
     uint32_t lastChunk = 0;
     std::string label;
+    // Says which counters lag; unset: the collective counters against lastChunk.
+    std::function<std::string()> lag;
   };
 
   StagedWatchdog(lanesComm* comm, const StageArena* arena);
