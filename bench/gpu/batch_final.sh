@@ -16,24 +16,8 @@ S=$out/summary.txt
 export CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_NVLS_ENABLE=0 LANES_TIMEOUT=60
 t0=$(date +%s)
 budget=${RUN_BUDGET_S:-560}
-el() { echo "+$(($(date +%s) - t0))s"; }
 pack() { tar czf "$out/issue3.tgz" -C "$logs" .; }
-# step SECONDS LOG TITLE -- CMD...: appends a titled block; capped by the time left.
-step() {
-  local want=$1 log=$logs/$2 title=$3
-  shift 4
-  local cap=$((budget - ($(date +%s) - t0) - 10))
-  local t=$((want < cap ? want : cap))
-  printf '\n=== %s\n$ %s\n' "$title" "$*" >>"$log"
-  if [ "$t" -lt 5 ]; then
-    echo "SKIPPED (time budget): $title" | tee -a "$S" >>"$log"
-    return 0
-  fi
-  timeout -k 5 "$t" "$@" >>"$log" 2>&1
-  local rc=$?
-  echo "=== exit $rc" >>"$log"
-  echo "$(el) rc=$rc $title" >>"$S"
-}
+. "$(dirname "$0")/batch_lib.sh" # el, step
 
 {
   nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv
@@ -58,8 +42,8 @@ echo "build $(el)" >>"$S"
 # Every rank on GPU 0 (a machine with several GPUs would spread the perf tool's ranks).
 export CUDA_VISIBLE_DEVICES=0
 
-# All-gather, broadcast and reduce-scatter of 2 processes on GPU 0: the proxy (default)
-# beside the staged path (LANES_STAGED_COLLECTIVES=1).
+# All-gather, broadcast and reduce-scatter of 2 processes on GPU 0: the proxy
+# (LANES_STAGED_COLLECTIVES=0) beside the staged path (the default since session 5).
 for tool in all_gather broadcast reduce_scatter; do
   for staged in 0 1; do
     step 40 staged_collectives.txt "$tool, 2 processes on GPU 0, LANES_STAGED_COLLECTIVES=$staged" -- \
