@@ -30,12 +30,18 @@ lanesResult_t report(lanesComm_t comm, const Status& status) {
 const char* lastErrorText(lanesComm_t comm) {
   CommRef ref(comm);
   if (comm != nullptr && ref) {
-    std::lock_guard<std::mutex> lock(comm->errorMutex);
-    if (!comm->lastError.empty()) {
-      thread_local std::string copy;
+    thread_local std::string copy;
+    {
+      std::lock_guard<std::mutex> lock(comm->errorMutex);
       copy = comm->lastError;
-      return copy.c_str();
     }
+    // No call on this communicator failed yet, but the communicator did (an
+    // asynchronous error, lanesCommGetAsyncError): that is what to read.
+    if (copy.empty() && comm->asyncError.load() != lanesSuccess) {
+      std::lock_guard<std::mutex> lock(comm->failureMutex);
+      copy = comm->failureMessage;
+    }
+    if (!copy.empty()) return copy.c_str();
   }
   return tlsLastError.empty() ? "no error" : tlsLastError.c_str();
 }
