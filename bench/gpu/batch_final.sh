@@ -23,12 +23,7 @@ pack() { tar czf "$out/issue3.tgz" -C "$logs" .; }
   nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv
   nproc | sed 's/^/cpus /'
 } >"$S" 2>&1
-cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$logs/build.log" 2>&1 &&
-  ninja -C "$b" >>"$logs/build.log" 2>&1 || {
-  tail -40 "$logs/build.log" | tee -a "$S"
-  pack
-  exit 1
-}
+build
 echo "build $(el)" >>"$S"
 
 # The GPU tests first: they decide whether the figures below mean anything.

@@ -28,12 +28,7 @@ n=$(nvidia-smi -L | wc -l)
 pack() { tar czf "$out/followup.tgz" -C "$logs" .; }
 
 nvidia-smi -L >"$S" 2>&1
-cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$logs/build.log" 2>&1 &&
-  ninja -C "$b" >>"$logs/build.log" 2>&1 || {
-  tail -40 "$logs/build.log" | tee -a "$S"
-  pack
-  exit 1
-}
+build
 echo "build $(el), $n GPUs" >>"$S"
 
 # 1.

@@ -23,3 +23,13 @@ step() {
   echo "=== exit $rc" >>"$log"
   echo "$(el) rc=$rc $title" >>"$S"
 }
+
+# build: configures and builds $b (Release, sm_90) with its log in $logs/build.log; on
+# failure shows the log's tail in $S, runs pack (the caller's) and exits 1.
+build() {
+  cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    >"$logs/build.log" 2>&1 && ninja -C "$b" >>"$logs/build.log" 2>&1 && return 0
+  tail -40 "$logs/build.log" | tee -a "$S"
+  pack
+  exit 1
+}

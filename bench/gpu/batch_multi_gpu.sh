@@ -27,8 +27,8 @@ S=$out/summary.txt
 export NCCL_NVLS_ENABLE=0 CUDA_DEVICE_MAX_CONNECTIONS=32 LANES_TIMEOUT=60
 t0=$(date +%s)
 budget=${RUN_BUDGET_S:-560}
-el() { echo "+$(($(date +%s) - t0))s"; }
 pack() { tar czf "$out/$name.tgz" -C "$(dirname "$res")" "$name"; }
+. "$(dirname "$0")/batch_lib.sh" # el, build
 left() { echo $((budget - ($(date +%s) - t0) - 10)); }
 # capped SECONDS: min(SECONDS, time left).
 capped() {
@@ -38,12 +38,8 @@ capped() {
 }
 
 nvidia-smi -L >"$S" 2>&1
-cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$res/build.log" 2>&1 &&
-  ninja -C "$b" >>"$res/build.log" 2>&1 || {
-  tail -40 "$res/build.log" | tee -a "$S"
-  pack
-  exit 1
-}
+logs=$res # build.log goes with the results
+build
 echo "build $(el), $n GPUs" >>"$S"
 
 part=${PART:-all}
