@@ -78,8 +78,7 @@ struct CollSpec {
   PlanOf plan;
   bool reduces;  // takes an op (-o); otherwise the op column says "none"
   bool rooted;   // takes a root (-r); otherwise the root column says -1
-  // Has an in-place form. nccl-tests runs one for every collective, but Lanes
-  // (like NCCL) rejects overlapping all-to-all and send/recv buffers: N/A there.
+  // Has an in-place form (nccl-tests runs one for every collective).
   bool inPlace;
   // Bytes per size the sweep asks for -> counts.
   CollCounts (*counts)(size_t count, int nranks);
@@ -98,7 +97,15 @@ struct CollSpec {
   RankTraffic (*traffic)(const CollCounts& c, size_t typeSize, int rank, int nranks, int root);
   // Rank counts the collective runs with (hypercube: powers of two).
   bool (*acceptsRanks)(int nranks);
+  // NCCL leaves the in-place form's result undefined (send/recv through one
+  // buffer: a receive may land before the send read those bytes; on 2 H200s
+  // with P2P off NCCL 2.28 got it wrong at every size). nccl-tests prints N/A
+  // for it; Lanes orders it, so its rows stay checked.
+  bool inPlaceUndefinedOnNccl = false;
 };
+
+// Whether `backend`'s result of the in-place form is checked.
+bool checksInPlace(const CollSpec& spec, const char* backend);
 
 // The specs the tools use (colls.cc).
 const CollSpec& allReduceSpec();

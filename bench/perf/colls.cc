@@ -1,5 +1,7 @@
 // The CollSpecs: coll_data.h's arithmetic plus the call each makes through a
 // CollBackend (Lanes or NCCL alike).
+#include <string_view>
+
 #include "lanes/lanes.h"
 #include "perf/backend.h"
 #include "perf/coll.h"
@@ -115,7 +117,8 @@ PERF_SPEC(scatterSpec, .name = "Scatter", .key = "scatter", .plan = PlanOf::Scat
 PERF_SPEC(sendRecvSpec, .name = "SendRecv", .key = "sendrecv", .plan = PlanOf::SendRecv,
           .reduces = false, .rooted = false, .inPlace = true, .counts = sameCounts,
           .algBytes = paramBytes, .busFactor = unitBusFactor, .run = runSendRecv, .input = ownInput,
-          .expect = sendRecvExpect, .traffic = sendRecvTraffic, .acceptsRanks = anyRanks)
+          .expect = sendRecvExpect, .traffic = sendRecvTraffic, .acceptsRanks = anyRanks,
+          .inPlaceUndefinedOnNccl = true)
 PERF_SPEC(hyperCubeSpec, .name = "HyperCube", .key = "hypercube", .plan = PlanOf::SendRecv,
           .reduces = false, .rooted = false, .inPlace = true, .counts = hyperCubeCounts,
           .algBytes = othersBytes, .busFactor = unitBusFactor, .run = runHyperCube,
@@ -123,5 +126,9 @@ PERF_SPEC(hyperCubeSpec, .name = "HyperCube", .key = "hypercube", .plan = PlanOf
           .acceptsRanks = powerOfTwoRanks)
 
 #undef PERF_SPEC
+
+bool checksInPlace(const CollSpec& spec, const char* backend) {
+  return spec.inPlace && !(spec.inPlaceUndefinedOnNccl && std::string_view(backend) == "nccl");
+}
 
 }  // namespace lanes::perf

@@ -348,7 +348,7 @@ RankRun::Result RankRun::bench(CollBackend& b, uint64_t bytes, lanesDataType_t t
   res.cpuUs = cpu * 1e6;  // rank-local, as nccl-tests reports it
   res.algBw = spec_.algBytes(c.paramCount, elementSize(t), nranks_) / 1e9 / seconds;
   res.busBw = res.algBw * spec_.busFactor(nranks_);
-  if (a_.check) {
+  if (a_.check && (!inPlace || checksInPlace(spec_, b.name()))) {
     res.wrong = 0;
     for (int k = 0; k < a_.check && res.wrong == 0; ++k) {
       key.seed = 100 + static_cast<uint64_t>(k) + bytes % 97;

@@ -17,6 +17,7 @@
 
 #if LANES_HAVE_PERF_COMMON
 #include "perf/backend_nccl.h"
+#include "perf/coll.h"
 #endif
 
 namespace lanes::test {
@@ -240,6 +241,15 @@ TEST(PerfTools, NcclWithHostMemoryIsAClearError) {
 }
 
 #if LANES_HAVE_PERF_COMMON
+// In-place send/recv (one buffer both ways) is checked for Lanes, which orders
+// it, and N/A for NCCL, which leaves it undefined (as nccl-tests prints it).
+TEST(PerfTools, InPlaceSendRecvIsCheckedForLanesOnly) {
+  EXPECT_TRUE(lanes::perf::checksInPlace(lanes::perf::sendRecvSpec(), "lanes"));
+  EXPECT_FALSE(lanes::perf::checksInPlace(lanes::perf::sendRecvSpec(), "nccl"));
+  EXPECT_TRUE(lanes::perf::checksInPlace(lanes::perf::allReduceSpec(), "nccl"));
+  EXPECT_TRUE(lanes::perf::checksInPlace(lanes::perf::hyperCubeSpec(), "nccl"));
+}
+
 // The loader names the library and carries dlerror() when NCCL is not there.
 TEST(PerfTools, MissingNcclNamesTheLibraryAndDlerror) {
   const char* old = std::getenv("LANES_PERF_NCCL_LIB");
