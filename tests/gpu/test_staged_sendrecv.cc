@@ -129,7 +129,9 @@ TEST(StagedSendRecvProcesses, RingAllToAllInPlaceAndOrderOnThePairSlots) {
 
     // 4. Order: two messages to `next` in one group arrive in order, the
     //    second at a receive made later, on its own (its chunks wait in the
-    //    pair slots meanwhile); a zero-count pair rides along.
+    //    pair slots meanwhile); a zero-count pair rides along. B is exactly
+    //    the 2 slots: a third chunk would wait for a receive that only comes
+    //    after this group, a deadlock by construction (as in NCCL).
     {
       const size_t a = 3 * kPairChunkFloats + 1, b = 2 * kPairChunkFloats;
       DeviceBuffer sendA(a * sizeof(float), st), sendB(b * sizeof(float), st);
@@ -155,6 +157,42 @@ TEST(StagedSendRecvProcesses, RingAllToAllInPlaceAndOrderOnThePairSlots) {
                   static_cast<double>(v), static_cast<double>(-value(prev, me, i)));
       }
     }
+  });
+}
+
+// A group of rank 0 holds a send to itself (the proxy's) beside an all-reduce;
+// rank 1's group holds the all-reduce alone. The all-reduce must take the same
+// path on both (it used to follow rank 0's send to the proxy, while rank 1's
+// went to the staged path: both waited until LANES_TIMEOUT).
+TEST(StagedSendRecvProcesses, SendToItselfBesideACollectiveKeepsTheCollectivesPath) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  ScopedEnv timeout("LANES_TIMEOUT", "20");
+  test::runGpuProcesses(2, [](GpuRank& self) {
+    const size_t count = size_t{1} << 20;  // 4 MiB: the staged all-reduce
+    std::vector<float> ones(count, 1.0f);
+    DeviceBuffer reduce(count * sizeof(float), self.stream);
+    DeviceBuffer selfSend(count * sizeof(float), self.stream);
+    DeviceBuffer selfRecv(count * sizeof(float), self.stream);
+    reduce.upload(ones.data(), count * sizeof(float));
+    selfSend.upload(message(0, 0, count).data(), count * sizeof(float));
+    GPU_CHECK_LANES(lanesGroupStart(), self.comm);
+    if (self.rank == 0) {
+      GPU_CHECK_LANES(lanesSend(selfSend.data(), count, lanesFloat32, 0, self.comm, self.stream),
+                      self.comm);
+      GPU_CHECK_LANES(lanesRecv(selfRecv.data(), count, lanesFloat32, 0, self.comm, self.stream),
+                      self.comm);
+    }
+    GPU_CHECK_LANES(lanesAllReduce(reduce.data(), reduce.data(), count, lanesFloat32, lanesSum,
+                                   self.comm, self.stream),
+                    self.comm);
+    GPU_CHECK_LANES(lanesGroupEnd(), self.comm);
+    const std::vector<std::byte> got = reduce.download();
+    for (size_t i = 0; i < count; ++i) {
+      float v = 0;
+      std::memcpy(&v, got.data() + i * sizeof(float), sizeof(float));
+      GPU_CHECK(v == 2.0f, "all-reduce element %zu is %g, expected 2", i, static_cast<double>(v));
+    }
+    if (self.rank == 0) expectMessage(selfRecv, 0, 0, count, "send to itself");
   });
 }
 

@@ -266,24 +266,9 @@ bool singleRankNoOp(const Request& r) {
 }
 }  // namespace
 
-Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
-  if (std::erase_if(requests, singleRankNoOp) > 0) {
-    if (requests.empty()) return Status::ok();
-    // `stream` was the first request's; the paths below take it as the
-    // stream the batch runs on (LL launches on it alone).
-    stream = requests.front().stream;
-  }
-  // Sends and receives between ranks of one host: the pair slots of the
-  // host-staged path (staged_sendrecv.cc); the group's other requests follow.
-  std::vector<Request> pairs;
-  StagedCollectives* pairPath = nullptr;
-  LANES_RETURN_IF_ERROR(
-      StagedCollectives::routePairs(requests.front().comm, requests, &pairs, &pairPath));
-  if (pairPath != nullptr) {
-    LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
-    if (requests.empty()) return Status::ok();
-    stream = requests.front().stream;  // as above: the rest's own stream
-  }
+namespace {
+// One batch of the group: LL, the staged path, or the proxy.
+Status enqueueRouted(std::vector<Request>& requests, cudaStream_t stream) {
   // Small all-reduces and all-gathers among ranks of one host: one LL kernel
   // through mapped host memory (ll_allreduce.h).
   LlAllReduce* ll = nullptr;
@@ -310,6 +295,41 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(requests.front().comm, &proxy));
   return proxy->enqueue(requests, stream);
+}
+}  // namespace
+
+Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
+  if (std::erase_if(requests, singleRankNoOp) > 0) {
+    if (requests.empty()) return Status::ok();
+    // `stream` was the first request's; the paths below take it as the
+    // stream the batch runs on (LL launches on it alone).
+    stream = requests.front().stream;
+  }
+  // Sends and receives between ranks of one host: the pair slots of the
+  // host-staged path (staged_sendrecv.cc); the group's other requests follow.
+  std::vector<Request> pairs;
+  StagedCollectives* pairPath = nullptr;
+  LANES_RETURN_IF_ERROR(
+      StagedCollectives::routePairs(requests.front().comm, requests, &pairs, &pairPath));
+  if (pairPath != nullptr) {
+    LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
+    if (requests.empty()) return Status::ok();
+    stream = requests.front().stream;  // as above: the rest's own stream
+  }
+  // The sends and receives left (to itself, small ones between processes on
+  // one GPU, ranks of other hosts) go to the proxy apart from the group's
+  // collectives: in one batch they would turn the collectives away from the
+  // path that ranks whose groups hold no such send take.
+  const bool mixed =
+      std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; }) &&
+      std::any_of(requests.begin(), requests.end(), [](const Request& r) { return !r.isP2p; });
+  if (!mixed) return enqueueRouted(requests, stream);
+  std::vector<Request> p2p;
+  for (const Request& r : requests)
+    if (r.isP2p) p2p.push_back(r);
+  std::erase_if(requests, [](const Request& r) { return r.isP2p; });
+  LANES_RETURN_IF_ERROR(enqueueRouted(requests, requests.front().stream));
+  return enqueueRouted(p2p, p2p.front().stream);
 }
 
 }  // namespace lanes

@@ -299,6 +299,18 @@ Status StagedCollectives::setup() {
     for (const RankPlacement& p : comm_->placement) rankNodes.push_back(p.numa);
     Status s = StageArena::create(*comm_->bootstrap, commTag, config, rankNodes, deadline, &arena_,
                                   &fatal);
+    if (!s && !fatal && config.pairChunkBytes > 0) {
+      // The pair slots can be most of the arena (224 MiB at 8 ranks): without
+      // them the collectives keep their path (and P2P its flags page), and
+      // send/recv take the proxy. Every rank saw the same failure.
+      LANES_WARN(Init, comm_->rank,
+                 "device send/recv: no room for the pair slots (%s); retrying the staging arena "
+                 "without them, send/recv take the host proxy",
+                 s.message().c_str());
+      config.pairChunkBytes = 0;
+      s = StageArena::create(*comm_->bootstrap, commTag + "-nopairs", config, rankNodes, deadline,
+                             &arena_, &fatal);
+    }
     if (fatal) return s;
     if (!s) why = s.message();
   }

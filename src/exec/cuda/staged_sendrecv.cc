@@ -10,9 +10,11 @@
 // receive match, as NCCL requires), so they count chunks alike. Messages to one
 // peer go in order; a group's channels (direction, peer) are interleaved
 // chunk by chunk, so chunk k of every channel is issued before chunk k + 1 of
-// any: a sender parked on a full pair never holds back a receive the parked
-// pair's receiver is itself waiting for, whatever order the group lists its
-// peers in (each wait is for a chunk at most K rounds back).
+// any: when both ends post a pair in matching groups, a sender parked on a
+// full pair never holds back a receive the parked pair's receiver waits for,
+// whatever order the group lists its peers in (each wait is for a chunk at
+// most K rounds back). The channels share down_ and up_, so they advance
+// together (docs/gpu_data_path.md, "Send/recv", says when that stalls).
 // A receive into bytes a send of the same group reads (in place) waits for
 // that send's chunk to have gone down; each round issues its sends first, so
 // the usual case (the same buffer and count both ways) orders chunk by chunk.
@@ -70,15 +72,19 @@ Status receivesAfterSends(const std::map<ChannelKey, std::vector<PairChunk>>& ch
         if (!sendKey.first) continue;
         for (size_t j = 0; j < sendChunks.size(); ++j) {
           const PairChunk& sc = sendChunks[j];
+          // Whole messages first: most groups overlap nowhere.
+          if (!overlaps(static_cast<const std::byte*>(rc.request->recvbuf), rc.request->bytes,
+                        static_cast<const std::byte*>(sc.request->sendbuf), sc.request->bytes))
+            continue;
           auto* src = static_cast<const std::byte*>(sc.request->sendbuf) + sc.offset;
           if (!overlaps(dst, rc.bytes, src, sc.bytes)) continue;
           if (j > k)
             return invalidUsage(
                 "a device receive from rank " + std::to_string(recvKey.second) +
                 " overlaps bytes that a send to rank " + std::to_string(sendKey.second) +
-                " of the same group reads only later in its message; the host-staged path "
-                "orders an in-place receive after the send only at the same offset. Use "
-                "separate buffers (or the same buffer and count both ways).");
+                " of the same group reads only in a later chunk of its channel; the host-staged "
+                "path orders an in-place receive only after send chunks it has already issued. "
+                "Use separate buffers (or one buffer and the same count both ways).");
           w[k] = true;
         }
       }
@@ -103,30 +109,35 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
   struct Expect {
     bool isSend;
     int peer;
-    uint32_t target;
+    uint32_t target;  // the counter value the streams wait for
+    uint32_t last;    // the pair's last chunk of this batch
   };
   auto expects = std::make_shared<std::vector<Expect>>();
   batch->label = "device send/recv (host-staged) with rank(s)";
   for (const auto& [key, chunks] : channels) {
     const auto [isSend, peer] = key;
     const uint64_t done = (isSend ? pairSent_ : pairReceived_)[static_cast<size_t>(peer)];
-    expects->push_back({isSend, peer, static_cast<uint32_t>(done + chunks.size())});
+    // The sender's streams finish once all but the last kSlots chunks were taken.
+    const uint64_t last = done + chunks.size();
+    const uint64_t target = isSend ? (last > kSlots ? last - kSlots : 0) : last;
+    expects->push_back({isSend, peer, static_cast<uint32_t>(target), static_cast<uint32_t>(last)});
     batch->label += std::string(" ") + (isSend ? "to " : "from ") + std::to_string(peer);
   }
   const StageArena* arena = arena_.get();
   batch->lag = [arena, expects, me] {
     std::string out;
     for (const Expect& e : *expects) {
-      // A send is done once the receiver took every chunk out; a receive once it has them all.
       const uint32_t now =
           e.isSend ? __atomic_load_n(arena->pairFlag(PairFlag::Acked, me, e.peer), __ATOMIC_ACQUIRE)
                    : __atomic_load_n(arena->pairFlag(PairFlag::Sent, e.peer, me), __ATOMIC_ACQUIRE);
       if (static_cast<int32_t>(now - e.target) >= 0) continue;
       if (!out.empty()) out += "; ";
       out += e.isSend ? "rank " + std::to_string(e.peer) + " has taken " + std::to_string(now) +
-                            " of the " + std::to_string(e.target) + " chunks this rank sends it"
+                            " of the " + std::to_string(e.last) +
+                            " chunks this rank sends it (its streams wait for " +
+                            std::to_string(e.target) + ")"
                       : "rank " + std::to_string(e.peer) + " has sent " + std::to_string(now) +
-                            " of the " + std::to_string(e.target) + " chunks this rank expects";
+                            " of the " + std::to_string(e.last) + " chunks this rank expects";
     }
     return out.empty() ? std::string("every pair reached its last chunk") : out;
   };
@@ -140,6 +151,10 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
         const auto [isSend, peer] = key;
         if (isSend != sends || k >= chunks.size()) continue;
         const PairChunk& c = chunks[k];
+        // Counted before anything goes on a stream: a failure from here on
+        // leaves the pair's sequences out of step, so enqueue() fails the
+        // communicator rather than let the next call read a stale slot.
+        ++pairChunksIssued_;
         if (isSend) {
           uint64_t& q = pairSent_[static_cast<size_t>(peer)];
           const int slot = static_cast<int>(q % kSlots);
@@ -152,6 +167,7 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
                               static_cast<const std::byte*>(c.request->sendbuf) + c.offset, c.bytes,
                               cudaMemcpyDeviceToHost, down_));
           ++q;
+          watchdog_->noteChunk(static_cast<uint32_t>(q));
           LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->pairFlag(PairFlag::Sent, me, peer),
                                                static_cast<uint32_t>(q)));
         } else {
@@ -167,10 +183,10 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
                                             arena_->pairSlot(peer, me, slot), c.bytes,
                                             cudaMemcpyHostToDevice, up_));
           ++q;
+          watchdog_->noteChunk(static_cast<uint32_t>(q));
           LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->pairFlag(PairFlag::Acked, peer, me),
                                                static_cast<uint32_t>(q)));
         }
-        ++pairChunksIssued_;
       }
     }
   }

@@ -55,8 +55,15 @@ class StagedWatchdog {
   // An event from the pool (or a new one), for a Batch.
   Status takeEvent(cudaEvent_t* out);
   void track(Batch batch);
-  // The chunk counter most recently issued (poison is set relative to it).
-  void noteChunk(uint32_t g) { lastIssued_.store(g, std::memory_order_relaxed); }
+  // A counter value this rank's streams may wait for: the collectives' chunk
+  // g or a pair's sequence. Poison is set relative to the highest noted, so
+  // it passes every wait of either kind.
+  void noteChunk(uint32_t g) {
+    uint32_t seen = lastIssued_.load(std::memory_order_relaxed);
+    while (static_cast<int32_t>(g - seen) > 0 &&
+           !lastIssued_.compare_exchange_weak(seen, g, std::memory_order_relaxed)) {
+    }
+  }
   // Starts poisoning now and until destruction. Safe from any thread and
   // from lanesComm::fail's hook (no locks taken).
   void poison();
