@@ -59,105 +59,123 @@ const StagedCollectives& stagedPath(const GpuRank& self) {
   return *staged;
 }
 
+// Ring (out of place and in place), all-to-all with peers in any order and
+// sizes per pair, and message order across calls, on 256 KiB pair slots.
+void pairChoreography(GpuRank& self, bool slotsInGpuMemory) {
+  const StagedCollectives& staged = stagedPath(self);
+  GPU_CHECK(staged.pairsUseP2p() == slotsInGpuMemory, "pair slots in %s memory, expected %s",
+            staged.pairsUseP2p() ? "GPU" : "host", slotsInGpuMemory ? "GPU" : "host");
+  const int n = self.nranks, me = self.rank;
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  lanesComm_t comm = self.comm;
+  cudaStream_t st = self.stream;
+
+  // 1. Ring, out of place: 5 whole chunks and a ragged tail each way, so
+  //    both pair slots are reused.
+  const size_t ring = 5 * kPairChunkFloats + 7;
+  {
+    DeviceBuffer send(ring * sizeof(float), st), recv(ring * sizeof(float), st);
+    send.upload(message(me, next, ring).data(), ring * sizeof(float));
+    const uint64_t before = staged.pairChunksIssued();
+    GPU_CHECK_LANES(lanesGroupStart(), comm);
+    GPU_CHECK_LANES(lanesSend(send.data(), ring, lanesFloat32, next, comm, st), comm);
+    GPU_CHECK_LANES(lanesRecv(recv.data(), ring, lanesFloat32, prev, comm, st), comm);
+    GPU_CHECK_LANES(lanesGroupEnd(), comm);
+    expectMessage(recv, prev, me, ring, "ring");
+    GPU_CHECK(staged.pairChunksIssued() - before == 12,
+              "the ring issued %llu pair chunks, expected 12 (6 each way): not the pair slots",
+              static_cast<unsigned long long>(staged.pairChunksIssued() - before));
+  }
+
+  // 2. Ring in place: one buffer sends and receives (as the perf tool's
+  //    in-place column does).
+  {
+    DeviceBuffer buf(ring * sizeof(float), st);
+    buf.upload(message(me, next, ring).data(), ring * sizeof(float));
+    GPU_CHECK_LANES(lanesGroupStart(), comm);
+    GPU_CHECK_LANES(lanesSend(buf.data(), ring, lanesFloat32, next, comm, st), comm);
+    GPU_CHECK_LANES(lanesRecv(buf.data(), ring, lanesFloat32, prev, comm, st), comm);
+    GPU_CHECK_LANES(lanesGroupEnd(), comm);
+    expectMessage(buf, prev, me, ring, "in-place ring");
+  }
+
+  // 3. All-to-all in one group: a different size per pair (1 to 6 chunks),
+  //    sends listed from the highest peer down, receives from the lowest up.
+  {
+    auto countOf = [](int src, int dst) {
+      return kPairChunkFloats * static_cast<size_t>(1 + src + 2 * dst) + 3 * src + dst;
+    };
+    std::vector<std::unique_ptr<DeviceBuffer>> sends(static_cast<size_t>(n));
+    std::vector<std::unique_ptr<DeviceBuffer>> recvs(static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      sends[p] = std::make_unique<DeviceBuffer>(countOf(me, p) * sizeof(float), st);
+      sends[p]->upload(message(me, p, countOf(me, p)).data(), countOf(me, p) * sizeof(float));
+      recvs[p] = std::make_unique<DeviceBuffer>(countOf(p, me) * sizeof(float), st);
+    }
+    GPU_CHECK_LANES(lanesGroupStart(), comm);
+    for (int p = n - 1; p >= 0; --p)
+      if (p != me)
+        GPU_CHECK_LANES(lanesSend(sends[p]->data(), countOf(me, p), lanesFloat32, p, comm, st),
+                        comm);
+    for (int p = 0; p < n; ++p)
+      if (p != me)
+        GPU_CHECK_LANES(lanesRecv(recvs[p]->data(), countOf(p, me), lanesFloat32, p, comm, st),
+                        comm);
+    GPU_CHECK_LANES(lanesGroupEnd(), comm);
+    for (int p = 0; p < n; ++p)
+      if (p != me) expectMessage(*recvs[p], p, me, countOf(p, me), "all-to-all");
+  }
+
+  // 4. Order: two messages to `next` in one group arrive in order, the
+  //    second at a receive made later, on its own (its chunks wait in the
+  //    pair slots meanwhile); a zero-count pair rides along. B is exactly
+  //    the 2 slots: a third chunk would wait for a receive that only comes
+  //    after this group, a deadlock by construction (as in NCCL).
+  {
+    const size_t a = 3 * kPairChunkFloats + 1, b = 2 * kPairChunkFloats;
+    DeviceBuffer sendA(a * sizeof(float), st), sendB(b * sizeof(float), st);
+    DeviceBuffer recvA(a * sizeof(float), st), recvB(b * sizeof(float), st);
+    std::vector<float> mb = message(me, next, b);
+    for (float& v : mb) v = -v;  // tells B from A
+    sendA.upload(message(me, next, a).data(), a * sizeof(float));
+    sendB.upload(mb.data(), b * sizeof(float));
+    GPU_CHECK_LANES(lanesGroupStart(), comm);
+    GPU_CHECK_LANES(lanesSend(sendA.data(), a, lanesFloat32, next, comm, st), comm);
+    GPU_CHECK_LANES(lanesSend(sendB.data(), b, lanesFloat32, next, comm, st), comm);
+    GPU_CHECK_LANES(lanesSend(sendA.data(), 0, lanesFloat32, prev, comm, st), comm);
+    GPU_CHECK_LANES(lanesRecv(recvB.data(), 0, lanesFloat32, next, comm, st), comm);
+    GPU_CHECK_LANES(lanesRecv(recvA.data(), a, lanesFloat32, prev, comm, st), comm);
+    GPU_CHECK_LANES(lanesGroupEnd(), comm);
+    GPU_CHECK_LANES(lanesRecv(recvB.data(), b, lanesFloat32, prev, comm, st), comm);
+    expectMessage(recvA, prev, me, a, "first of two messages");
+    const std::vector<std::byte> got = recvB.download();
+    for (size_t i = 0; i < b; ++i) {
+      float v = 0;
+      std::memcpy(&v, got.data() + i * sizeof(float), sizeof(float));
+      GPU_CHECK(v == -value(prev, me, i), "second message: element %zu is %g, expected %g", i,
+                static_cast<double>(v), static_cast<double>(-value(prev, me, i)));
+    }
+  }
+}
+
 TEST(StagedSendRecvProcesses, RingAllToAllInPlaceAndOrderOnThePairSlots) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
   ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
   ScopedEnv chunk("LANES_STAGE_PAIR_CHUNK_BYTES", "256K");
-  test::runGpuProcesses(3, [](GpuRank& self) {
-    const StagedCollectives& staged = stagedPath(self);
-    const int n = self.nranks, me = self.rank;
-    const int next = (me + 1) % n, prev = (me + n - 1) % n;
-    lanesComm_t comm = self.comm;
-    cudaStream_t st = self.stream;
+  test::runGpuProcesses(3, [](GpuRank& self) { pairChoreography(self, false); });
+}
 
-    // 1. Ring, out of place: 5 whole chunks and a ragged tail each way, so
-    //    both pair slots are reused.
-    const size_t ring = 5 * kPairChunkFloats + 7;
-    {
-      DeviceBuffer send(ring * sizeof(float), st), recv(ring * sizeof(float), st);
-      send.upload(message(me, next, ring).data(), ring * sizeof(float));
-      const uint64_t before = staged.pairChunksIssued();
-      GPU_CHECK_LANES(lanesGroupStart(), comm);
-      GPU_CHECK_LANES(lanesSend(send.data(), ring, lanesFloat32, next, comm, st), comm);
-      GPU_CHECK_LANES(lanesRecv(recv.data(), ring, lanesFloat32, prev, comm, st), comm);
-      GPU_CHECK_LANES(lanesGroupEnd(), comm);
-      expectMessage(recv, prev, me, ring, "ring");
-      GPU_CHECK(staged.pairChunksIssued() - before == 12,
-                "the ring issued %llu pair chunks, expected 12 (6 each way): not the pair slots",
-                static_cast<unsigned long long>(staged.pairChunksIssued() - before));
-    }
-
-    // 2. Ring in place: one buffer sends and receives (as the perf tool's
-    //    in-place column does).
-    {
-      DeviceBuffer buf(ring * sizeof(float), st);
-      buf.upload(message(me, next, ring).data(), ring * sizeof(float));
-      GPU_CHECK_LANES(lanesGroupStart(), comm);
-      GPU_CHECK_LANES(lanesSend(buf.data(), ring, lanesFloat32, next, comm, st), comm);
-      GPU_CHECK_LANES(lanesRecv(buf.data(), ring, lanesFloat32, prev, comm, st), comm);
-      GPU_CHECK_LANES(lanesGroupEnd(), comm);
-      expectMessage(buf, prev, me, ring, "in-place ring");
-    }
-
-    // 3. All-to-all in one group: a different size per pair (1 to 6 chunks),
-    //    sends listed from the highest peer down, receives from the lowest up.
-    {
-      auto countOf = [](int src, int dst) {
-        return kPairChunkFloats * static_cast<size_t>(1 + src + 2 * dst) + 3 * src + dst;
-      };
-      std::vector<std::unique_ptr<DeviceBuffer>> sends(static_cast<size_t>(n));
-      std::vector<std::unique_ptr<DeviceBuffer>> recvs(static_cast<size_t>(n));
-      for (int p = 0; p < n; ++p) {
-        if (p == me) continue;
-        sends[p] = std::make_unique<DeviceBuffer>(countOf(me, p) * sizeof(float), st);
-        sends[p]->upload(message(me, p, countOf(me, p)).data(), countOf(me, p) * sizeof(float));
-        recvs[p] = std::make_unique<DeviceBuffer>(countOf(p, me) * sizeof(float), st);
-      }
-      GPU_CHECK_LANES(lanesGroupStart(), comm);
-      for (int p = n - 1; p >= 0; --p)
-        if (p != me)
-          GPU_CHECK_LANES(lanesSend(sends[p]->data(), countOf(me, p), lanesFloat32, p, comm, st),
-                          comm);
-      for (int p = 0; p < n; ++p)
-        if (p != me)
-          GPU_CHECK_LANES(lanesRecv(recvs[p]->data(), countOf(p, me), lanesFloat32, p, comm, st),
-                          comm);
-      GPU_CHECK_LANES(lanesGroupEnd(), comm);
-      for (int p = 0; p < n; ++p)
-        if (p != me) expectMessage(*recvs[p], p, me, countOf(p, me), "all-to-all");
-    }
-
-    // 4. Order: two messages to `next` in one group arrive in order, the
-    //    second at a receive made later, on its own (its chunks wait in the
-    //    pair slots meanwhile); a zero-count pair rides along. B is exactly
-    //    the 2 slots: a third chunk would wait for a receive that only comes
-    //    after this group, a deadlock by construction (as in NCCL).
-    {
-      const size_t a = 3 * kPairChunkFloats + 1, b = 2 * kPairChunkFloats;
-      DeviceBuffer sendA(a * sizeof(float), st), sendB(b * sizeof(float), st);
-      DeviceBuffer recvA(a * sizeof(float), st), recvB(b * sizeof(float), st);
-      std::vector<float> mb = message(me, next, b);
-      for (float& v : mb) v = -v;  // tells B from A
-      sendA.upload(message(me, next, a).data(), a * sizeof(float));
-      sendB.upload(mb.data(), b * sizeof(float));
-      GPU_CHECK_LANES(lanesGroupStart(), comm);
-      GPU_CHECK_LANES(lanesSend(sendA.data(), a, lanesFloat32, next, comm, st), comm);
-      GPU_CHECK_LANES(lanesSend(sendB.data(), b, lanesFloat32, next, comm, st), comm);
-      GPU_CHECK_LANES(lanesSend(sendA.data(), 0, lanesFloat32, prev, comm, st), comm);
-      GPU_CHECK_LANES(lanesRecv(recvB.data(), 0, lanesFloat32, next, comm, st), comm);
-      GPU_CHECK_LANES(lanesRecv(recvA.data(), a, lanesFloat32, prev, comm, st), comm);
-      GPU_CHECK_LANES(lanesGroupEnd(), comm);
-      GPU_CHECK_LANES(lanesRecv(recvB.data(), b, lanesFloat32, prev, comm, st), comm);
-      expectMessage(recvA, prev, me, a, "first of two messages");
-      const std::vector<std::byte> got = recvB.download();
-      for (size_t i = 0; i < b; ++i) {
-        float v = 0;
-        std::memcpy(&v, got.data() + i * sizeof(float), sizeof(float));
-        GPU_CHECK(v == -value(prev, me, i), "second message: element %zu is %g, expected %g", i,
-                  static_cast<double>(v), static_cast<double>(-value(prev, me, i)));
-      }
-    }
-  });
+// The same with the pair slots in the receivers' GPU memory over CUDA IPC
+// (LANES_STAGE_PAIR_P2P=1; P2P forced, as processes on one GPU do not take it
+// on their own).
+TEST(StagedSendRecvProcesses, RingAllToAllInPlaceAndOrderOnP2pPairSlots) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
+  ScopedEnv chunk("LANES_STAGE_PAIR_CHUNK_BYTES", "256K");
+  ScopedEnv p2p("LANES_P2P_DISABLE", "0");
+  ScopedEnv pairP2p("LANES_STAGE_PAIR_P2P", "1");
+  test::runGpuProcesses(3, [](GpuRank& self) { pairChoreography(self, true); });
 }
 
 // A group of rank 0 holds a send to itself (the proxy's) beside an all-reduce;

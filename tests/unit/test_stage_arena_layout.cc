@@ -73,6 +73,18 @@ TEST(StageArenaLayout, EveryOrderedPairHasItsOwnIndexCountersAndSlots) {
   }
 }
 
+TEST(StageArenaLayout, PairSlotsInGpuMemoryLeaveOnlyTheirCounters) {
+  StageArenaConfig c = pairConfig(false);
+  c.pairHostData = false;  // LANES_STAGE_PAIR_P2P with P2P slots
+  StageArenaLayout l(8, c);
+  EXPECT_EQ(l.pairs(), 56u);
+  EXPECT_EQ(l.pairBytes(), 0u);
+  EXPECT_EQ(l.totalBytes(), l.flagsBytes);
+  EXPECT_LE(l.pairFlagOffset(PairFlag::Acked, 7, 6) + StageArenaLayout::kFlagLine, l.flagsBytes);
+  EXPECT_EQ(stageArenaPlacement(l, {1, 0, 0, 0, 0, 0, 0, 0}),
+            (std::vector<NumaRange>{{0, l.flagsBytes, 0}}));
+}
+
 TEST(StageArenaPlacement, PairSlotsOnTheSendersNode) {
   StageArenaLayout l(2, pairConfig(false));
   // Flags on the common node (a tie: the creator's, 1); rank 0's pair slots

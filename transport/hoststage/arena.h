@@ -37,6 +37,9 @@ struct StageArenaConfig {
   // LANES_STAGE_PAIR_CHUNK_BYTES (fromEnv: 2 MiB); 0: no pair slots, so
   // device send/recv go through the proxy.
   size_t pairChunkBytes = 0;
+  // false: the pair slots live in the receivers' GPU memory (transport/p2p,
+  // LANES_STAGE_PAIR_P2P) and the segment holds their counters only.
+  bool pairHostData = true;
   // false: the slots live in GPU memory (transport/p2p) and the segment holds
   // the flags page only; input() and result() must not be used then.
   bool hostData = true;
@@ -55,6 +58,7 @@ struct StageArenaLayout {
   int slots = 0;
   size_t chunkBytes = 0;
   size_t pairChunkBytes = 0;
+  bool pairHostData = true;
   size_t flagsBytes = 0;  // whole pages
 
   bool hostData = true;
@@ -65,6 +69,7 @@ struct StageArenaLayout {
         slots(config.slots),
         chunkBytes(config.chunkBytes),
         pairChunkBytes(config.pairChunkBytes),
+        pairHostData(config.pairHostData),
         hostData(config.hostData) {
     const size_t lines = static_cast<size_t>(n) * 3 + pairs() * 2;
     flagsBytes = (lines * kFlagLine + kPage - 1) / kPage * kPage;
@@ -91,7 +96,7 @@ struct StageArenaLayout {
     return pairsOffset() +
            (pairIndex(sender, receiver) * kPairSlots + static_cast<size_t>(slot)) * pairChunkBytes;
   }
-  size_t pairBytes() const { return pairs() * kPairSlots * pairChunkBytes; }
+  size_t pairBytes() const { return pairHostData ? pairs() * kPairSlots * pairChunkBytes : 0; }
   size_t inputOffset(int rank, int slot) const {
     return flagsBytes + (static_cast<size_t>(rank) * slots + slot) * chunkBytes;
   }

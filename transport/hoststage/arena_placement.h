@@ -39,7 +39,7 @@ inline std::vector<NumaRange> stageArenaPlacement(const StageArenaLayout& layout
     wanted.push_back({layout.resultOffset(0), rankBytes, shared});
   }
   // A sender's pair slots sit on its GPU's node (its copy engine writes them).
-  if (layout.pairs() > 0) {
+  if (layout.pairBytes() > 0) {
     const size_t senderBytes = static_cast<size_t>(layout.nranks - 1) *
                                StageArenaLayout::kPairSlots * layout.pairChunkBytes;
     for (int r = 0; r < layout.nranks; ++r)

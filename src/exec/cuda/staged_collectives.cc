@@ -56,6 +56,7 @@ struct Proposal {
   int32_t slots = 0;
   uint64_t chunkBytes = 0;
   uint64_t pairChunkBytes = 0;
+  int32_t pairP2p = 0;  // LANES_STAGE_PAIR_P2P: all must say yes
   uint64_t sharedGpuProxyBytes = 0;
 };
 
@@ -81,6 +82,12 @@ size_t batchBytes(const std::vector<Request>& requests) {
   size_t bytes = 0;
   for (const Request& r : requests) bytes += r.args.count * datatypeSize(r.args.type);
   return bytes;
+}
+
+// Bytes of the pair slots one receiver holds in GPU memory (LANES_STAGE_PAIR_P2P):
+// kPairSlots per sender.
+size_t pairSlotsPerReceiver(const StageArenaLayout& l) {
+  return static_cast<size_t>(l.nranks - 1) * StageArenaLayout::kPairSlots * l.pairChunkBytes;
 }
 
 // Ranks of this process on this GPU (threads), and the lowest of them: their
@@ -244,6 +251,7 @@ Status StagedCollectives::setup() {
   mine.slots = config.slots;
   mine.chunkBytes = config.chunkBytes;
   mine.pairChunkBytes = config.pairChunkBytes;
+  mine.pairP2p = envBool("LANES_STAGE_PAIR_P2P", false) ? 1 : 0;
   mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv(comm_->rank);
   mine.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", true) ? 1 : 0;
   std::vector<Proposal> all(static_cast<size_t>(n));
@@ -261,7 +269,11 @@ Status StagedCollectives::setup() {
           std::to_string(r) + " and rank " + std::to_string(comm_->rank);
   }
   gatherScatter_ = true;
-  for (const Proposal& p : all) gatherScatter_ = gatherScatter_ && p.gatherScatter == 1;
+  bool pairP2p = config.pairChunkBytes > 0;
+  for (const Proposal& p : all) {
+    gatherScatter_ = gatherScatter_ && p.gatherScatter == 1;
+    pairP2p = pairP2p && p.pairP2p == 1;
+  }
   if (processesShareGpu(comm_)) {
     uint64_t agreed = mine.sharedGpuProxyBytes;
     for (const Proposal& p : all) agreed = std::min(agreed, p.sharedGpuProxyBytes);
@@ -275,13 +287,15 @@ Status StagedCollectives::setup() {
     StageArenaLayout layout(n, config);
     // In GPU memory each rank holds only its own K input slots and its K
     // result slots (inputSlot/resultSlot), not the host arena's all-rank block.
-    const size_t p2pBytes = 2 * static_cast<size_t>(layout.slots) * layout.chunkBytes;
+    // With LANES_STAGE_PAIR_P2P, the pair slots of every sender to this rank follow.
+    const size_t p2pBytes = 2 * static_cast<size_t>(layout.slots) * layout.chunkBytes +
+                            (pairP2p ? pairSlotsPerReceiver(layout) : 0);
     LANES_RETURN_IF_ERROR(
         IpcSlots::create(*comm_->bootstrap, comm_->cudaDev, p2pBytes, deadline, &p2p_, &p2pWhy));
     p2pWhy_ = p2p_ ? "" : p2pWhy;
-    if (p2p_)
-      config.hostData = false;
-    else if (envBool("LANES_SHM_DISABLE", false))
+    if (p2p_) config.hostData = false;
+    if (p2p_ && pairP2p) config.pairHostData = false;
+    if (!p2p_ && envBool("LANES_SHM_DISABLE", false))
       why = "LANES_SHM_DISABLE=1 and no P2P (" + p2pWhy + ")";
   }
 
@@ -349,9 +363,10 @@ Status StagedCollectives::setup() {
              config.chunkBytes >= kMiB ? "MiB" : "KiB", config.slots);
   if (config.pairChunkBytes > 0)
     LANES_INFO(Init, comm_->rank,
-               "device send/recv: host-staged copy-engine path, %d x %zu KiB pair slots in "
-               "shared memory per peer",
-               StageArenaLayout::kPairSlots, config.pairChunkBytes / 1024);
+               "device send/recv: copy-engine path, %d x %zu KiB pair slots per peer in %s",
+               StageArenaLayout::kPairSlots, config.pairChunkBytes / 1024,
+               config.pairHostData ? "shared host memory"
+                                   : "the receiver's GPU memory (P2P, LANES_STAGE_PAIR_P2P=1)");
   else
     LANES_INFO(Init, comm_->rank, "device send/recv: host proxy (LANES_STAGE_PAIR_CHUNK_BYTES=0)");
   for (int p = 0; p < n; ++p) {
@@ -538,6 +553,17 @@ std::byte* StagedCollectives::resultSlot(int owner, int slot) const {
   if (!p2p_) return arena_->result(slot);
   const StageArenaLayout& l = arena_->layout();
   return p2p_->base(owner) + static_cast<size_t>(l.slots + slot) * l.chunkBytes;
+}
+
+std::byte* StagedCollectives::pairSlot(int sender, int receiver, int slot) const {
+  const StageArenaLayout& l = arena_->layout();
+  if (l.pairHostData) return arena_->pairSlot(sender, receiver, slot);
+  // The receiver's block: its K input and K result slots, then one pair of
+  // slots per sender, in rank order without itself.
+  const size_t senderIndex = static_cast<size_t>(sender < receiver ? sender : sender - 1);
+  return p2p_->base(receiver) + 2 * static_cast<size_t>(l.slots) * l.chunkBytes +
+         (senderIndex * StageArenaLayout::kPairSlots + static_cast<size_t>(slot)) *
+             l.pairChunkBytes;
 }
 
 bool StagedCollectives::peersDone(Deadline deadline) const {

@@ -78,6 +78,8 @@ class StagedCollectives final : public DeviceContext {
   bool enabled() const { return enabled_; }
   // Whether the slots are in GPU memory reached over P2P (else: the host arena).
   bool usesP2p() const { return p2p_ != nullptr; }
+  // Whether the send/recv pair slots are in GPU memory too.
+  bool pairsUseP2p() const { return arena_ && !arena_->layout().pairHostData; }
   // Why the slots are not in GPU memory ("" when they are).
   const std::string& p2pWhy() const { return p2pWhy_; }
 
@@ -114,6 +116,9 @@ class StagedCollectives final : public DeviceContext {
   // the shared host arena, or GPU memory reached over P2P (transport/p2p).
   std::byte* inputSlot(int rank, int slot) const;
   std::byte* resultSlot(int owner, int slot) const;
+  // Slot `slot` of the pair (sender, receiver): the host arena, or the
+  // receiver's GPU memory (LANES_STAGE_PAIR_P2P with P2P slots).
+  std::byte* pairSlot(int sender, int receiver, int slot) const;
   // P2P only: whether every peer has consumed every chunk this rank issued,
   // i.e. no peer still reads this rank's GPU slots (bounded by `deadline`).
   bool peersDone(Deadline deadline) const;

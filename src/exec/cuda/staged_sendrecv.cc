@@ -163,9 +163,9 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
                                                    arena_->pairFlag(PairFlag::Acked, me, peer),
                                                    static_cast<uint32_t>(q + 1 - kSlots)));
           LANES_CUDA_RETURN(
-              cudaMemcpyAsync(arena_->pairSlot(me, peer, slot),
+              cudaMemcpyAsync(pairSlot(me, peer, slot),
                               static_cast<const std::byte*>(c.request->sendbuf) + c.offset, c.bytes,
-                              cudaMemcpyDeviceToHost, down_));
+                              cudaMemcpyDefault, down_));
           ++q;
           watchdog_->noteChunk(static_cast<uint32_t>(q));
           LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->pairFlag(PairFlag::Sent, me, peer),
@@ -180,8 +180,8 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
           LANES_RETURN_IF_ERROR(memops_->waitGeq(up_, arena_->pairFlag(PairFlag::Sent, peer, me),
                                                  static_cast<uint32_t>(q + 1)));
           LANES_CUDA_RETURN(cudaMemcpyAsync(static_cast<std::byte*>(c.request->recvbuf) + c.offset,
-                                            arena_->pairSlot(peer, me, slot), c.bytes,
-                                            cudaMemcpyHostToDevice, up_));
+                                            pairSlot(peer, me, slot), c.bytes, cudaMemcpyDefault,
+                                            up_));
           ++q;
           watchdog_->noteChunk(static_cast<uint32_t>(q));
           LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->pairFlag(PairFlag::Acked, peer, me),
