@@ -159,23 +159,29 @@ void pairChoreography(GpuRank& self, bool slotsInGpuMemory) {
   }
 }
 
-TEST(StagedSendRecvProcesses, RingAllToAllInPlaceAndOrderOnThePairSlots) {
-  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+// Three processes on GPU 0 run pairChoreography; the pair slots in shared host
+// memory, or in the receivers' GPU memory over CUDA IPC (LANES_STAGE_PAIR_P2P=1,
+// P2P forced: processes on one GPU do not take it on their own).
+void runPairChoreography(bool slotsInGpuMemory) {
   ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
   ScopedEnv chunk("LANES_STAGE_PAIR_CHUNK_BYTES", "256K");
-  test::runGpuProcesses(3, [](GpuRank& self) { pairChoreography(self, false); });
+  const std::optional<std::string> on =
+      slotsInGpuMemory ? std::optional<std::string>("1") : std::nullopt;
+  ScopedEnv p2p("LANES_P2P_DISABLE",
+                slotsInGpuMemory ? std::optional<std::string>("0") : std::nullopt);
+  ScopedEnv pairP2p("LANES_STAGE_PAIR_P2P", on);
+  test::runGpuProcesses(
+      3, [slotsInGpuMemory](GpuRank& self) { pairChoreography(self, slotsInGpuMemory); });
 }
 
-// The same with the pair slots in the receivers' GPU memory over CUDA IPC
-// (LANES_STAGE_PAIR_P2P=1; P2P forced, as processes on one GPU do not take it
-// on their own).
+TEST(StagedSendRecvProcesses, RingAllToAllInPlaceAndOrderOnThePairSlots) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  runPairChoreography(false);
+}
+
 TEST(StagedSendRecvProcesses, RingAllToAllInPlaceAndOrderOnP2pPairSlots) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
-  ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
-  ScopedEnv chunk("LANES_STAGE_PAIR_CHUNK_BYTES", "256K");
-  ScopedEnv p2p("LANES_P2P_DISABLE", "0");
-  ScopedEnv pairP2p("LANES_STAGE_PAIR_P2P", "1");
-  test::runGpuProcesses(3, [](GpuRank& self) { pairChoreography(self, true); });
+  runPairChoreography(true);
 }
 
 // A group of rank 0 holds a send to itself (the proxy's) beside an all-reduce;
