@@ -6,18 +6,9 @@
 #
 #   OUT=dir bash bench/gpu/batch_final.sh        # from the repository root
 set -u
-out=${OUT:-build/h200/out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-logs=$(mktemp -d)
-b=${BUILD_DIR:-build/g}
-B=$b/bin
-S=$out/summary.txt
-export CUDA_DEVICE_MAX_CONNECTIONS=32 NCCL_NVLS_ENABLE=0 LANES_TIMEOUT=60
-t0=$(date +%s)
-budget=${RUN_BUDGET_S:-560}
+. "$(dirname "$0")/batch_lib.sh" # batch_init, build, el, step
+batch_init build/h200/out 560
 pack() { tar czf "$out/issue3.tgz" -C "$logs" .; }
-. "$(dirname "$0")/batch_lib.sh" # el, step
 
 {
   nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv

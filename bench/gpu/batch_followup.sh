@@ -13,18 +13,9 @@
 #
 #   OUT=dir bash bench/gpu/batch_followup.sh      # from the repository root
 set -u
-out=${OUT:-build/followup/out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-logs=$(mktemp -d)
-b=${BUILD_DIR:-build/g}
-B=$b/bin
-S=$out/summary.txt
-export NCCL_NVLS_ENABLE=0 CUDA_DEVICE_MAX_CONNECTIONS=32 LANES_TIMEOUT=60
-t0=$(date +%s)
-budget=${RUN_BUDGET_S:-540}
+. "$(dirname "$0")/batch_lib.sh" # batch_init, build, el, step
+batch_init build/followup/out 540
 n=$(nvidia-smi -L | wc -l)
-. "$(dirname "$0")/batch_lib.sh" # el, step
 pack() { tar czf "$out/followup.tgz" -C "$logs" .; }
 
 nvidia-smi -L >"$S" 2>&1

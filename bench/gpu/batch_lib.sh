@@ -1,7 +1,23 @@
 #!/bin/bash
-# Shared by the device batches (sourced): a time-capped, logged step.
-# Needs: t0 (start, epoch seconds), budget (seconds for the whole batch),
-# S (summary file), logs (folder of the step logs).
+# Shared by the device batches (sourced): their common set-up, the build, and a
+# time-capped, logged step.
+
+# batch_init DEFAULT_OUT DEFAULT_BUDGET_S: out ($OUT or the default, absolute), logs (a
+# fresh folder), b and B (build and bin folders, $BUILD_DIR), S (summary file), t0,
+# budget ($RUN_BUDGET_S or the default); the environment every run wants (NVLink
+# multicast off: the machines' rule).
+batch_init() {
+  out=${OUT:-$1}
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  logs=$(mktemp -d)
+  b=${BUILD_DIR:-build/g}
+  B=$b/bin
+  S=$out/summary.txt
+  export NCCL_NVLS_ENABLE=0 CUDA_DEVICE_MAX_CONNECTIONS=32 LANES_TIMEOUT=60
+  t0=$(date +%s)
+  budget=${RUN_BUDGET_S:-$2}
+}
 
 # el: seconds since the batch started, as "+Ns".
 el() { echo "+$(($(date +%s) - t0))s"; }

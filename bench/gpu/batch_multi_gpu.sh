@@ -16,19 +16,11 @@
 set -u
 n=$(nvidia-smi -L | wc -l)
 name=multi_gpu_${n}gpu
-out=${OUT:-build/multi/out}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-res=$(mktemp -d)/$name
+. "$(dirname "$0")/batch_lib.sh" # batch_init, build, el
+batch_init build/multi/out 560
+res=$logs/$name # unpacks into bench/results/$name
 mkdir -p "$res"
-b=${BUILD_DIR:-build/g}
-B=$b/bin
-S=$out/summary.txt
-export NCCL_NVLS_ENABLE=0 CUDA_DEVICE_MAX_CONNECTIONS=32 LANES_TIMEOUT=60
-t0=$(date +%s)
-budget=${RUN_BUDGET_S:-560}
-pack() { tar czf "$out/$name.tgz" -C "$(dirname "$res")" "$name"; }
-. "$(dirname "$0")/batch_lib.sh" # el, build
+pack() { tar czf "$out/$name.tgz" -C "$logs" "$name"; }
 left() { echo $((budget - ($(date +%s) - t0) - 10)); }
 # capped SECONDS: min(SECONDS, time left).
 capped() {
@@ -38,8 +30,8 @@ capped() {
 }
 
 nvidia-smi -L >"$S" 2>&1
-logs=$res # build.log goes with the results
 build
+mv "$logs/build.log" "$res/"
 echo "build $(el), $n GPUs" >>"$S"
 
 part=${PART:-all}
