@@ -48,7 +48,7 @@ step 40 bound.txt "bound, threads, LANES_STAGE_CHUNK_BYTES=4M (the old default)"
 # Figure 3: 8 B latency, 2 ranks on one GPU, by path.
 lat() { step 30 latency.txt "$1" -- env ${2:+$2} "${@:3}" -b 8 -e 8 -n 1000 -w 100 --memory device --bounds=0; }
 P=$B/lanes_all_reduce_perf
-lat "2 processes on GPU 0 (default: staged, LL refused)" "" "$B/lanes-run" -n 2 "$P"
+lat "2 processes on GPU 0 (default: the proxy, up to LANES_SHARED_GPU_PROXY_BYTES; LL refused)" "" "$B/lanes-run" -n 2 "$P"
 lat "2 processes on GPU 0, LANES_LL_SHARED_GPU=1 (LL)" "LANES_LL_SHARED_GPU=1" "$B/lanes-run" -n 2 "$P"
 lat "2 processes on GPU 0, proxy" "LANES_LL_DISABLE=1 LANES_STAGED_DISABLE=1" "$B/lanes-run" -n 2 "$P"
 lat "2 thread ranks on GPU 0 (default: proxy)" "" "$P" -g 2
