@@ -192,6 +192,8 @@ TEST(StagedSendRecvProcesses, SendToItselfBesideACollectiveKeepsTheCollectivesPa
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
   ScopedEnv timeout("LANES_TIMEOUT", "20");
   test::runGpuProcesses(2, [](GpuRank& self) {
+    const StagedCollectives& staged = stagedPath(self);
+    const uint64_t chunksBefore = staged.chunksIssued();
     const size_t count = size_t{1} << 20;  // 4 MiB: the staged all-reduce
     std::vector<float> ones(count, 1.0f);
     DeviceBuffer reduce(count * sizeof(float), self.stream);
@@ -217,6 +219,8 @@ TEST(StagedSendRecvProcesses, SendToItselfBesideACollectiveKeepsTheCollectivesPa
       GPU_CHECK(v == 2.0f, "all-reduce element %zu is %g, expected 2", i, static_cast<double>(v));
     }
     if (self.rank == 0) expectMessage(selfRecv, 0, 0, count, "send to itself");
+    GPU_CHECK(staged.chunksIssued() > chunksBefore,
+              "the all-reduce did not take the staged path on rank %d", self.rank);
   });
 }
 

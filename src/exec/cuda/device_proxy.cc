@@ -298,6 +298,44 @@ Status enqueueRouted(std::vector<Request>& requests, cudaStream_t stream) {
 }
 }  // namespace
 
+namespace {
+// `to` waits for the work on `from` so far (the event is released once done).
+Status streamWaits(cudaStream_t to, cudaStream_t from) {
+  cudaEvent_t ev = nullptr;
+  LANES_CUDA_RETURN(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t err = cudaEventRecord(ev, from);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(to, ev, 0);
+  cudaEventDestroy(ev);  // deferred by CUDA until the recorded work is done
+  LANES_CUDA_RETURN(err);
+  return Status::ok();
+}
+
+// The group's streams other than `stream`.
+std::vector<cudaStream_t> otherStreams(const std::vector<Request>& requests, cudaStream_t stream) {
+  std::vector<cudaStream_t> others;
+  for (const Request& r : requests)
+    if (r.stream != stream && std::find(others.begin(), others.end(), r.stream) == others.end())
+      others.push_back(r.stream);
+  return others;
+}
+
+bool holdsP2p(const std::vector<Request>& requests) {
+  return std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; });
+}
+
+// Whether LL or the staged path would take these collectives (the same answer
+// on every rank: the collectives of a group are the same everywhere).
+Status gpuDrivenPathTakes(std::vector<Request>& collectives, bool* takes) {
+  LlAllReduce* ll = nullptr;
+  LANES_RETURN_IF_ERROR(LlAllReduce::route(collectives.front().comm, collectives, &ll));
+  StagedCollectives* staged = nullptr;
+  if (ll == nullptr)
+    LANES_RETURN_IF_ERROR(StagedCollectives::route(collectives.front().comm, collectives, &staged));
+  *takes = ll != nullptr || staged != nullptr;
+  return Status::ok();
+}
+}  // namespace
+
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream) {
   if (std::erase_if(requests, singleRankNoOp) > 0) {
     if (requests.empty()) return Status::ok();
@@ -305,31 +343,46 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     // stream the batch runs on (LL launches on it alone).
     stream = requests.front().stream;
   }
+  lanesComm* comm = requests.front().comm;
+  DeviceScope device(comm->cudaDev);
+  const std::vector<cudaStream_t> others = otherStreams(requests, stream);
+
   // Sends and receives between ranks of one host: the pair slots of the
-  // host-staged path (staged_sendrecv.cc); the group's other requests follow.
+  // host-staged path (staged_sendrecv.cc).
   std::vector<Request> pairs;
   StagedCollectives* pairPath = nullptr;
-  LANES_RETURN_IF_ERROR(
-      StagedCollectives::routePairs(requests.front().comm, requests, &pairs, &pairPath));
-  if (pairPath != nullptr) {
-    LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
-    if (requests.empty()) return Status::ok();
-    stream = requests.front().stream;  // as above: the rest's own stream
+  LANES_RETURN_IF_ERROR(StagedCollectives::routePairs(comm, requests, &pairs, &pairPath));
+  // Sends and receives left (to itself, small ones between processes on one
+  // GPU, ranks of other hosts) beside collectives that LL or the staged path
+  // take: they go to the proxy on their own, or they would turn those
+  // collectives away from the path of the ranks whose groups hold none.
+  // (Where the collectives go to the proxy anyway, the group stays one batch:
+  // the host engine runs it as one group.)
+  std::vector<Request> leftover;
+  if (holdsP2p(requests) &&
+      !std::all_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; })) {
+    std::vector<Request> collectives;
+    for (const Request& r : requests) (r.isP2p ? leftover : collectives).push_back(r);
+    bool takes = false;
+    LANES_RETURN_IF_ERROR(gpuDrivenPathTakes(collectives, &takes));
+    if (takes)
+      requests = std::move(collectives);
+    else
+      leftover.clear();
   }
-  // The sends and receives left (to itself, small ones between processes on
-  // one GPU, ranks of other hosts) go to the proxy apart from the group's
-  // collectives: in one batch they would turn the collectives away from the
-  // path that ranks whose groups hold no such send take.
-  const bool mixed =
-      std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; }) &&
-      std::any_of(requests.begin(), requests.end(), [](const Request& r) { return !r.isP2p; });
-  if (!mixed) return enqueueRouted(requests, stream);
-  std::vector<Request> p2p;
-  for (const Request& r : requests)
-    if (r.isP2p) p2p.push_back(r);
-  std::erase_if(requests, [](const Request& r) { return r.isP2p; });
-  LANES_RETURN_IF_ERROR(enqueueRouted(requests, requests.front().stream));
-  return enqueueRouted(p2p, p2p.front().stream);
+  if (pairPath == nullptr && leftover.empty()) return enqueueRouted(requests, stream);
+
+  // A split group: every part runs on `stream`, which the group's other
+  // streams join first and wait for after (NCCL completes a group on all of
+  // its streams).
+  for (cudaStream_t s : others) LANES_RETURN_IF_ERROR(streamWaits(stream, s));
+  for (std::vector<Request>* part : {&pairs, &requests, &leftover})
+    for (Request& r : *part) r.stream = stream;
+  if (pairPath != nullptr) LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
+  if (!requests.empty()) LANES_RETURN_IF_ERROR(enqueueRouted(requests, stream));
+  if (!leftover.empty()) LANES_RETURN_IF_ERROR(enqueueRouted(leftover, stream));
+  for (cudaStream_t s : others) LANES_RETURN_IF_ERROR(streamWaits(s, stream));
+  return Status::ok();
 }
 
 }  // namespace lanes

@@ -313,7 +313,7 @@ Status StagedCollectives::setup() {
     for (const RankPlacement& p : comm_->placement) rankNodes.push_back(p.numa);
     Status s = StageArena::create(*comm_->bootstrap, commTag, config, rankNodes, deadline, &arena_,
                                   &fatal);
-    if (!s && !fatal && config.pairChunkBytes > 0) {
+    if (!s && !fatal && config.pairChunkBytes > 0 && config.pairHostData) {
       // The pair slots can be most of the arena (224 MiB at 8 ranks): without
       // them the collectives keep their path (and P2P its flags page), and
       // send/recv take the proxy. Every rank saw the same failure.
@@ -368,7 +368,9 @@ Status StagedCollectives::setup() {
                config.pairHostData ? "shared host memory"
                                    : "the receiver's GPU memory (P2P, LANES_STAGE_PAIR_P2P=1)");
   else
-    LANES_INFO(Init, comm_->rank, "device send/recv: host proxy (LANES_STAGE_PAIR_CHUNK_BYTES=0)");
+    LANES_INFO(Init, comm_->rank,
+               "device send/recv: host proxy (no pair slots: LANES_STAGE_PAIR_CHUNK_BYTES=0, "
+               "LANES_SHM_DISABLE=1, or no room in /dev/shm)");
   for (int p = 0; p < n; ++p) {
     if (p == comm_->rank) continue;
     LANES_INFO(Init, comm_->rank, "device all-reduce: peer %d via %s", p,
@@ -407,6 +409,14 @@ StagedCollectives::~StagedCollectives() {
     p2p_->leak();
   }
   if (p2p_ && (failed || !drained)) p2p_->leak();  // a peer may still read them
+  if (p2p_ && pairsUseP2p() && !sendersDone()) {
+    // Senders write into this block: one that sent more than this rank took
+    // (or a poisoned counter) may still be writing. Keep it allocated.
+    LANES_WARN(Init, comm_->rank,
+               "destroying the communicator while a peer's send into this rank's GPU pair slots "
+               "was not received; keeping them allocated");
+    p2p_->leak();
+  }
   if (!drained) {
     LANES_WARN(Init, comm_->rank,
                "a stream still uses the host-staging arena; leaking it rather than freeing "
@@ -564,6 +574,16 @@ std::byte* StagedCollectives::pairSlot(int sender, int receiver, int slot) const
   return p2p_->base(receiver) + 2 * static_cast<size_t>(l.slots) * l.chunkBytes +
          (senderIndex * StageArenaLayout::kPairSlots + static_cast<size_t>(slot)) *
              l.pairChunkBytes;
+}
+
+bool StagedCollectives::sendersDone() const {
+  for (int s = 0; s < comm_->nranks; ++s) {
+    if (s == comm_->rank) continue;
+    const uint32_t sent =
+        __atomic_load_n(arena_->pairFlag(PairFlag::Sent, s, comm_->rank), __ATOMIC_ACQUIRE);
+    if (sent != static_cast<uint32_t>(pairReceived_[static_cast<size_t>(s)])) return false;
+  }
+  return true;
 }
 
 bool StagedCollectives::peersDone(Deadline deadline) const {

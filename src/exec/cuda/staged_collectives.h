@@ -79,7 +79,9 @@ class StagedCollectives final : public DeviceContext {
   // Whether the slots are in GPU memory reached over P2P (else: the host arena).
   bool usesP2p() const { return p2p_ != nullptr; }
   // Whether the send/recv pair slots are in GPU memory too.
-  bool pairsUseP2p() const { return arena_ && !arena_->layout().pairHostData; }
+  bool pairsUseP2p() const {
+    return arena_ && arena_->layout().pairs() > 0 && !arena_->layout().pairHostData;
+  }
   // Why the slots are not in GPU memory ("" when they are).
   const std::string& p2pWhy() const { return p2pWhy_; }
 
@@ -122,6 +124,9 @@ class StagedCollectives final : public DeviceContext {
   // P2P only: whether every peer has consumed every chunk this rank issued,
   // i.e. no peer still reads this rank's GPU slots (bounded by `deadline`).
   bool peersDone(Deadline deadline) const;
+  // P2P pair slots only: whether every sender's count of chunks sent to this
+  // rank equals what this rank received (no sender still writes its block).
+  bool sendersDone() const;
 
   lanesComm* comm_;
   bool enabled_ = false;

@@ -102,7 +102,12 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
   const int me = comm_->rank;
   const auto channels = cutIntoChannels(requests, layout.pairChunkBytes);
   std::map<ChannelKey, std::vector<bool>> waitForSends;
-  LANES_RETURN_IF_ERROR(receivesAfterSends(channels, &waitForSends));
+  if (Status refused = receivesAfterSends(channels, &waitForSends); !refused) {
+    // The peers have enqueued their side of this group already: their pair
+    // counters would run ahead of this rank's. The communicator cannot go on.
+    comm_->fail(refused.code(), refused.message());
+    return refused;
+  }
 
   // What the watchdog names if the batch stalls: each channel's counter and
   // the value this batch waits for.
