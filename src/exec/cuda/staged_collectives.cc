@@ -334,11 +334,11 @@ Status StagedCollectives::setup() {
     p2p_.reset();
     if (!local || mine.willing)
       LANES_WARN(Init, comm_->rank,
-                 "device all-reduce: the host-staged copy-engine path is off (%s); using the "
+                 "device collectives: the host-staged copy-engine path is off (%s); using the "
                  "host proxy",
                  why.c_str());
     else
-      LANES_INFO(Init, comm_->rank, "device all-reduce: host proxy (%s)", why.c_str());
+      LANES_INFO(Init, comm_->rank, "device collectives: host proxy (%s)", why.c_str());
     return Status::ok();
   }
 
@@ -357,7 +357,7 @@ Status StagedCollectives::setup() {
     pairReceived_.assign(static_cast<size_t>(n), 0);
   }
   enabled_ = true;
-  LANES_INFO(Init, comm_->rank, "device all-reduce: %s copy-engine path, chunk %zu %s x %d slots",
+  LANES_INFO(Init, comm_->rank, "device collectives: %s copy-engine path, chunk %zu %s x %d slots",
              p2p_ ? "P2P (slots in GPU memory)" : "host-staged",
              config.chunkBytes >= kMiB ? config.chunkBytes / kMiB : config.chunkBytes / 1024,
              config.chunkBytes >= kMiB ? "MiB" : "KiB", config.slots);
@@ -373,7 +373,7 @@ Status StagedCollectives::setup() {
                "LANES_SHM_DISABLE=1, or no room in /dev/shm)");
   for (int p = 0; p < n; ++p) {
     if (p == comm_->rank) continue;
-    LANES_INFO(Init, comm_->rank, "device all-reduce: peer %d via %s", p,
+    LANES_INFO(Init, comm_->rank, "device collectives: peer %d via %s", p,
                p2p_ ? p2p_->route(p).c_str()
                     : ("host staging in shared memory (P2P off: " + p2pWhy + ")").c_str());
   }
