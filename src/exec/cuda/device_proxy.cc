@@ -10,6 +10,7 @@
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/ll_allreduce.h"
 #include "exec/cuda/staged_collectives.h"
+#include "exec/cuda/stream_join.h"
 #include "kernels/cuda/ll_allreduce.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream_flags.h"
@@ -73,28 +74,8 @@ Status DeviceProxy::enqueue(std::vector<Request>& requests, cudaStream_t stream)
   DeviceScope guard(comm_->cudaDev);
 
   // Other streams of the group join the first one, and wait for it after.
-  std::vector<cudaStream_t> others;
-  for (const Request& r : requests)
-    if (r.stream != stream && std::find(others.begin(), others.end(), r.stream) == others.end())
-      others.push_back(r.stream);
-  std::vector<cudaEvent_t> joins;
-  auto makeEvent = [&](cudaEvent_t* ev) -> Status {
-    LANES_CUDA_RETURN(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
-    joins.push_back(*ev);
-    return Status::ok();
-  };
-  struct EventsGuard {
-    std::vector<cudaEvent_t>& evs;
-    ~EventsGuard() {
-      for (cudaEvent_t e : evs) cudaEventDestroy(e);  // deferred by CUDA until done
-    }
-  } eventsGuard{joins};
-  for (cudaStream_t s : others) {
-    cudaEvent_t ev;
-    LANES_RETURN_IF_ERROR(makeEvent(&ev));
-    LANES_CUDA_RETURN(cudaEventRecord(ev, s));
-    LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, ev, 0));
-  }
+  const std::vector<cudaStream_t> others = otherStreams(requests, stream);
+  LANES_RETURN_IF_ERROR(joinStreams(stream, others));
 
   Batch batch;
   batch.seq = nextSeq_ + 1;
@@ -155,12 +136,7 @@ Status DeviceProxy::enqueue(std::vector<Request>& requests, cudaStream_t stream)
     // (or be released) so the stream never waits forever. Queue it as failed.
     comm_->fail(s.code(), "enqueueing on the CUDA stream failed: " + s.message());
   }
-  for (cudaStream_t other : others) {
-    cudaEvent_t ev;
-    LANES_RETURN_IF_ERROR(makeEvent(&ev));
-    LANES_CUDA_RETURN(cudaEventRecord(ev, stream));
-    LANES_CUDA_RETURN(cudaStreamWaitEvent(other, ev, 0));
-  }
+  LANES_RETURN_IF_ERROR(forkStreams(stream, others));
   nextSeq_ = batch.seq;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -283,15 +259,13 @@ Status enqueueRouted(std::vector<Request>& requests, cudaStream_t stream) {
   if (staged != nullptr) return staged->enqueue(requests, stream);
   // Before any other CUDA call of the proxy: under global capture mode even
   // a query could invalidate the caller's capture.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  LANES_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone)
-    return invalidUsage(
-        "capturing this Lanes call on device buffers into a CUDA Graph is refused: the "
-        "host-staged proxy path orders each call by a sequence number written into the stream, "
-        "and a graph replay would repeat the captured number instead of taking a new one. Issue "
-        "the call outside the capture (small all-reduces and all-gathers, which take the LL "
-        "kernel, can be captured).");
+  LANES_RETURN_IF_ERROR(refuseCapture(
+      stream,
+      "capturing this Lanes call on device buffers into a CUDA Graph is refused: the "
+      "host-staged proxy path orders each call by a sequence number written into the stream, "
+      "and a graph replay would repeat the captured number instead of taking a new one. Issue "
+      "the call outside the capture (small all-reduces and all-gathers, which take the LL "
+      "kernel, can be captured)."));
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(requests.front().comm, &proxy));
   return proxy->enqueue(requests, stream);
@@ -299,26 +273,6 @@ Status enqueueRouted(std::vector<Request>& requests, cudaStream_t stream) {
 }  // namespace
 
 namespace {
-// `to` waits for the work on `from` so far (the event is released once done).
-Status streamWaits(cudaStream_t to, cudaStream_t from) {
-  cudaEvent_t ev = nullptr;
-  LANES_CUDA_RETURN(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  cudaError_t err = cudaEventRecord(ev, from);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(to, ev, 0);
-  cudaEventDestroy(ev);  // deferred by CUDA until the recorded work is done
-  LANES_CUDA_RETURN(err);
-  return Status::ok();
-}
-
-// The group's streams other than `stream`.
-std::vector<cudaStream_t> otherStreams(const std::vector<Request>& requests, cudaStream_t stream) {
-  std::vector<cudaStream_t> others;
-  for (const Request& r : requests)
-    if (r.stream != stream && std::find(others.begin(), others.end(), r.stream) == others.end())
-      others.push_back(r.stream);
-  return others;
-}
-
 bool holdsP2p(const std::vector<Request>& requests) {
   return std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; });
 }
@@ -344,7 +298,7 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     stream = requests.front().stream;
   }
   lanesComm* comm = requests.front().comm;
-  DeviceScope device(comm->cudaDev);
+  // Before routePairs takes requests out: the split below joins every stream.
   const std::vector<cudaStream_t> others = otherStreams(requests, stream);
 
   // Sends and receives between ranks of one host: the pair slots of the
@@ -375,14 +329,14 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   // A split group: every part runs on `stream`, which the group's other
   // streams join first and wait for after (NCCL completes a group on all of
   // its streams).
-  for (cudaStream_t s : others) LANES_RETURN_IF_ERROR(streamWaits(stream, s));
+  DeviceScope device(comm->cudaDev);
+  LANES_RETURN_IF_ERROR(joinStreams(stream, others));
   for (std::vector<Request>* part : {&pairs, &requests, &leftover})
     for (Request& r : *part) r.stream = stream;
   if (pairPath != nullptr) LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
   if (!requests.empty()) LANES_RETURN_IF_ERROR(enqueueRouted(requests, stream));
   if (!leftover.empty()) LANES_RETURN_IF_ERROR(enqueueRouted(leftover, stream));
-  for (cudaStream_t s : others) LANES_RETURN_IF_ERROR(streamWaits(s, stream));
-  return Status::ok();
+  return forkStreams(stream, others);
 }
 
 }  // namespace lanes

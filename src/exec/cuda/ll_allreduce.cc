@@ -290,7 +290,7 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   a.timeoutNs = static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
   const int rc = cuda::launchLlAllReduce(a, stream);
   if (rc != cudaSuccess) {
-    Status s = cudaStatus(static_cast<cudaError_t>(rc), "launching the LL kernel");
+    Status s = kernelStatus(rc, "launching the LL kernel");
     // The peers' kernels will wait for this rank's lines: fail (they time out
     // or learn of it through the bootstrap).
     comm_->fail(s.code(), "small device collective on " + comm_->describe() + ": " + s.message());

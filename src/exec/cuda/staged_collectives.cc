@@ -11,6 +11,7 @@
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/staged_chunking.h"
+#include "exec/cuda/stream_join.h"
 #include "kernels/cuda/reduce.h"
 
 namespace lanes {
@@ -20,10 +21,6 @@ using staged::ceilDiv;
 using staged::kMiB;
 using staged::pipelineChunkBytes;
 using staged::roundUp;
-
-Status kernelStatus(int rc, const char* what) {
-  return cudaStatus(static_cast<cudaError_t>(rc), what);
-}
 
 bool isGatherScatter(CollType c) {
   return c == CollType::AllGather || c == CollType::Broadcast || c == CollType::ReduceScatter;
@@ -429,39 +426,21 @@ StagedCollectives::~StagedCollectives() {
 
 Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
   DeviceScope device(comm_->cudaDev);
+  const std::vector<cudaStream_t> others = otherStreams(requests, stream);
   std::vector<cudaStream_t> streams{stream};
-  for (const Request& r : requests)
-    if (std::find(streams.begin(), streams.end(), r.stream) == streams.end())
-      streams.push_back(r.stream);
+  streams.insert(streams.end(), others.begin(), others.end());
   for (cudaStream_t s : streams) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    LANES_CUDA_RETURN(cudaStreamIsCapturing(s, &capture));
-    if (capture != cudaStreamCaptureStatusNone)
-      return invalidUsage(
-          "capturing a Lanes collective on device buffers into a CUDA Graph is refused: the "
-          "host-staged path orders ranks by chunk counters written into the streams, and a "
-          "graph replay would repeat the captured counters instead of taking new ones. Issue "
-          "the collective outside the capture (or set LANES_STAGED_DISABLE=1 to get the proxy's "
-          "behaviour, which refuses capture too).");
+    LANES_RETURN_IF_ERROR(refuseCapture(
+        s,
+        "capturing a Lanes collective on device buffers into a CUDA Graph is refused: the "
+        "host-staged path orders ranks by chunk counters written into the streams, and a "
+        "graph replay would repeat the captured counters instead of taking new ones. Issue "
+        "the collective outside the capture (or set LANES_STAGED_DISABLE=1 to get the proxy's "
+        "behaviour, which refuses capture too)."));
   }
 
   // Join: the group's other streams feed `stream`; they wait for it after.
-  std::vector<cudaEvent_t> joins;
-  struct JoinGuard {
-    std::vector<cudaEvent_t>& evs;
-    ~JoinGuard() {
-      for (cudaEvent_t e : evs) cudaEventDestroy(e);  // deferred by CUDA until done
-    }
-  } joinGuard{joins};
-  auto join = [&](cudaStream_t from, cudaStream_t to) -> Status {
-    cudaEvent_t ev;
-    LANES_CUDA_RETURN(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    joins.push_back(ev);
-    LANES_CUDA_RETURN(cudaEventRecord(ev, from));
-    LANES_CUDA_RETURN(cudaStreamWaitEvent(to, ev, 0));
-    return Status::ok();
-  };
-  for (size_t i = 1; i < streams.size(); ++i) LANES_RETURN_IF_ERROR(join(streams[i], stream));
+  LANES_RETURN_IF_ERROR(joinStreams(stream, others));
 
   if (comm_->nranks == 1) {
     // One rank: recv = op(send) (Avg divides by 1, PreMulSum scales); the
@@ -518,7 +497,7 @@ Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t s
     watchdog_->track(std::move(batch));
     LANES_RETURN_IF_ERROR(s);
   }
-  for (size_t i = 1; i < streams.size(); ++i) LANES_RETURN_IF_ERROR(join(stream, streams[i]));
+  LANES_RETURN_IF_ERROR(forkStreams(stream, others));
   return Status::ok();
 }
 

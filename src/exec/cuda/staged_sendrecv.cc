@@ -59,12 +59,24 @@ bool overlaps(const std::byte* a, size_t aBytes, const std::byte* b, size_t bByt
 // For each receive chunk (channel, index): whether it must wait for sends
 // already issued. An overlapped send chunk issued in a later round cannot be
 // waited for without stalling the pipeline: refused.
-Status receivesAfterSends(const std::map<ChannelKey, std::vector<PairChunk>>& channels,
+Status receivesAfterSends(const std::vector<Request>& requests,
+                          const std::map<ChannelKey, std::vector<PairChunk>>& channels,
                           std::map<ChannelKey, std::vector<bool>>* waits) {
+  for (const auto& [key, chunks] : channels)
+    if (!key.first) (*waits)[key].assign(chunks.size(), false);
+  // Whole messages first: most groups overlap nowhere, and then no chunk
+  // needs comparing.
+  bool anyOverlap = false;
+  for (const Request& recv : requests)
+    for (const Request& send : requests)
+      anyOverlap =
+          anyOverlap || (!recv.isSend && send.isSend &&
+                         overlaps(static_cast<const std::byte*>(recv.recvbuf), recv.bytes,
+                                  static_cast<const std::byte*>(send.sendbuf), send.bytes));
+  if (!anyOverlap) return Status::ok();
   for (const auto& [recvKey, recvChunks] : channels) {
     if (recvKey.first) continue;
     std::vector<bool>& w = (*waits)[recvKey];
-    w.assign(recvChunks.size(), false);
     for (size_t k = 0; k < recvChunks.size(); ++k) {
       const PairChunk& rc = recvChunks[k];
       auto* dst = static_cast<const std::byte*>(rc.request->recvbuf) + rc.offset;
@@ -72,10 +84,6 @@ Status receivesAfterSends(const std::map<ChannelKey, std::vector<PairChunk>>& ch
         if (!sendKey.first) continue;
         for (size_t j = 0; j < sendChunks.size(); ++j) {
           const PairChunk& sc = sendChunks[j];
-          // Whole messages first: most groups overlap nowhere.
-          if (!overlaps(static_cast<const std::byte*>(rc.request->recvbuf), rc.request->bytes,
-                        static_cast<const std::byte*>(sc.request->sendbuf), sc.request->bytes))
-            continue;
           auto* src = static_cast<const std::byte*>(sc.request->sendbuf) + sc.offset;
           if (!overlaps(dst, rc.bytes, src, sc.bytes)) continue;
           if (j > k)
@@ -102,7 +110,7 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
   const int me = comm_->rank;
   const auto channels = cutIntoChannels(requests, layout.pairChunkBytes);
   std::map<ChannelKey, std::vector<bool>> waitForSends;
-  if (Status refused = receivesAfterSends(channels, &waitForSends); !refused) {
+  if (Status refused = receivesAfterSends(requests, channels, &waitForSends); !refused) {
     // The peers have enqueued their side of this group already: their pair
     // counters would run ahead of this rank's. The communicator cannot go on.
     comm_->fail(refused.code(), refused.message());

@@ -20,9 +20,6 @@ Status devicePointer(volatile uint32_t* hostFlag, CUdeviceptr* out) {
   return Status::ok();
 }
 
-Status kernelStatus(int rc, const char* what) {
-  return cudaStatus(static_cast<cudaError_t>(rc), what);
-}
 }  // namespace
 
 Status StreamMemops::get(const StreamMemops** out) {
