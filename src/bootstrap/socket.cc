@@ -158,54 +158,58 @@ Status parsePortRange(const std::string& text, PortRange* out) {
 
 namespace {
 
-// Binds `s` to `address`; with port 0 and LANES_PORT_RANGE set, to the first
-// free port of the range (firewalled clusters open only such a range).
-Status bindListener(const Socket& s, SocketAddress* address) {
-  auto bindTo = [&](const SocketAddress& a) {
-    return ::bind(s.fd(), reinterpret_cast<const sockaddr*>(&a.storage), a.length) == 0 ? 0 : errno;
-  };
-  auto rangeText = envString("LANES_PORT_RANGE");
-  if (address->port() != 0 || !rangeText) {
-    int err = bindTo(*address);
-    if (err == 0) return Status::ok();
-    return systemError("cannot listen on " + address->toString() +
-                       ": bind failed: " + errnoText(err) +
-                       "; pick another port or an address of this host (LANES_SOCKET_IFNAME)");
-  }
-  PortRange range;
-  LANES_RETURN_IF_ERROR(parsePortRange(*rangeText, &range));
-  int lastErr = 0;
-  for (uint32_t port = range.first; port <= range.last; ++port) {
-    SocketAddress a = *address;
-    a.setPort(static_cast<uint16_t>(port));
-    lastErr = bindTo(a);
-    if (lastErr == 0) {
-      *address = a;
-      return Status::ok();
-    }
-    if (lastErr != EADDRINUSE) break;
-  }
-  address->setPort(0);
-  std::string ports = std::to_string(range.first) + "-" + std::to_string(range.last);
-  if (lastErr == EADDRINUSE)
-    return systemError("cannot listen on " + address->toString() + ": every port of " +
-                       "LANES_PORT_RANGE=" + ports + " (" +
-                       std::to_string(range.last - range.first + 1) +
-                       " ports) is already in use; widen the range or stop what holds those ports");
-  return systemError("cannot listen on " + address->toString() + " in LANES_PORT_RANGE=" + ports +
-                     ": bind failed: " + errnoText(lastErr));
+// A listening socket on exactly `a`; errno of the failed step otherwise
+// (EADDRINUSE at bind, or at listen: with SO_REUSEADDR two sockets, here
+// thread ranks of one process, can bind one port and only the first to
+// listen gets it).
+int listenOn(const SocketAddress& a, int backlog, Socket* out, const char** step) {
+  Socket s(::socket(a.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  *step = "socket()";
+  if (!s.valid()) return errno;
+  int one = 1;
+  setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  *step = "bind";
+  if (::bind(s.fd(), reinterpret_cast<const sockaddr*>(&a.storage), a.length) != 0) return errno;
+  *step = "listen";
+  if (::listen(s.fd(), backlog) != 0) return errno;
+  *out = std::move(s);
+  return 0;
 }
 
 }  // namespace
 
 Status Socket::listen(SocketAddress* address, int backlog, Socket* out) {
-  Socket s(::socket(address->family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!s.valid()) return systemError("socket() for a listener failed: " + errnoText(errno));
-  int one = 1;
-  setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  LANES_RETURN_IF_ERROR(bindListener(s, address));
-  if (::listen(s.fd(), backlog) != 0)
-    return systemError("listen on " + address->toString() + " failed: " + errnoText(errno));
+  Socket s;
+  const char* step = "";
+  auto rangeText = envString("LANES_PORT_RANGE");
+  if (address->port() != 0 || !rangeText) {
+    if (int err = listenOn(*address, backlog, &s, &step); err != 0)
+      return systemError("cannot listen on " + address->toString() + ": " + step +
+                         " failed: " + errnoText(err) +
+                         "; pick another port or an address of this host (LANES_SOCKET_IFNAME)");
+  } else {
+    // With port 0 and LANES_PORT_RANGE set: the first free port of the range
+    // (firewalled clusters open only such a range).
+    PortRange range;
+    LANES_RETURN_IF_ERROR(parsePortRange(*rangeText, &range));
+    int lastErr = EADDRINUSE;
+    for (uint32_t port = range.first; port <= range.last; ++port) {
+      SocketAddress a = *address;
+      a.setPort(static_cast<uint16_t>(port));
+      lastErr = listenOn(a, backlog, &s, &step);
+      if (lastErr != EADDRINUSE) break;
+    }
+    const std::string ports = std::to_string(range.first) + "-" + std::to_string(range.last);
+    if (lastErr == EADDRINUSE)
+      return systemError("cannot listen on " + address->toString() + ": every port of " +
+                         "LANES_PORT_RANGE=" + ports + " (" +
+                         std::to_string(range.last - range.first + 1) +
+                         " ports) is already in use; widen the range or stop what holds those "
+                         "ports");
+    if (lastErr != 0)
+      return systemError("cannot listen on " + address->toString() + " in LANES_PORT_RANGE=" +
+                         ports + ": " + step + " failed: " + errnoText(lastErr));
+  }
   LANES_RETURN_IF_ERROR(s.localAddress(address));
   *out = std::move(s);
   return Status::ok();
