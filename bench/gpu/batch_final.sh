@@ -30,7 +30,7 @@ export CUDA_VISIBLE_DEVICES=0
 
 # All-gather, broadcast and reduce-scatter of 2 processes on GPU 0: the proxy
 # (LANES_STAGED_COLLECTIVES=0) beside the staged path (the default since session 5).
-for tool in all_gather broadcast reduce_scatter; do
+[ -n "${STAGED_COMPARE:-}" ] && for tool in all_gather broadcast reduce_scatter; do
   for staged in 0 1; do
     step 40 staged_collectives.txt "$tool, 2 processes on GPU 0, LANES_STAGED_COLLECTIVES=$staged" -- \
       env LANES_STAGED_COLLECTIVES=$staged "$B/lanes-run" -n 2 "$B/lanes_${tool}_perf" \
@@ -38,12 +38,13 @@ for tool in all_gather broadcast reduce_scatter; do
   done
 done
 
-# Figure 2: 256 MiB vs the bound, threads (GPU-driven path) and processes; the old
-# 4 MiB chunk beside the default for comparison.
-step 90 bound.txt "bound, threads" -- env LANES_THREAD_FASTPATH=1 "$B/lanes_allreduce_bound" --ranks 2,4,8
+# Figure 2: 256 MiB vs the bound, threads (the staged path, submission-ordered
+# since session 6) and processes; then 4 and 8 thread ranks each in a fresh process.
+step 90 bound.txt "bound, threads" -- "$B/lanes_allreduce_bound" --ranks 2,4,8
 step 90 bound.txt "bound, processes" -- "$B/lanes_allreduce_bound" --procs --ranks 2,4,8
-step 40 bound.txt "bound, threads, LANES_STAGE_CHUNK_BYTES=4M (the old default)" -- env \
-  LANES_THREAD_FASTPATH=1 LANES_STAGE_CHUNK_BYTES=4M "$B/lanes_allreduce_bound" --ranks 2,4,8 --iters 5
+for n in 4 8; do
+  step 40 bound.txt "bound, $n threads in a fresh process" -- "$B/lanes_allreduce_bound" --ranks $n
+done
 
 # Figure 3: 8 B latency, 2 ranks on one GPU, by path.
 lat() { step 30 latency.txt "$1" -- env ${2:+$2} "${@:3}" -b 8 -e 8 -n 1000 -w 100 --memory device --bounds=0; }
@@ -51,13 +52,13 @@ P=$B/lanes_all_reduce_perf
 lat "2 processes on GPU 0 (default: the proxy, up to LANES_SHARED_GPU_PROXY_BYTES; LL refused)" "" "$B/lanes-run" -n 2 "$P"
 lat "2 processes on GPU 0, LANES_LL_SHARED_GPU=1 (LL)" "LANES_LL_SHARED_GPU=1" "$B/lanes-run" -n 2 "$P"
 lat "2 processes on GPU 0, proxy" "LANES_LL_DISABLE=1 LANES_STAGED_DISABLE=1" "$B/lanes-run" -n 2 "$P"
-lat "2 thread ranks on GPU 0 (default: proxy)" "" "$P" -g 2
+lat "2 thread ranks on GPU 0 (default: staged)" "" "$P" -g 2
+lat "2 thread ranks on GPU 0, proxy" "LANES_STAGED_DISABLE=1" "$P" -g 2
 lat "2 thread ranks on GPU 0, LANES_THREAD_FASTPATH=1 (LL)" "LANES_THREAD_FASTPATH=1" "$P" -g 2
 step 30 latency.txt "1 rank vs NCCL (in place is a no-op)" -- "$P" --compare nccl -g 1 -b 8 -e 1M -f 32 --memory device
 
 # Figure 4: GEMM beside 256 MiB all-reduces on the GPU-driven path.
-step 50 overlap.txt "GEMM overlap, 2 thread ranks, staged" -- env LANES_THREAD_FASTPATH=1 \
-  LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT "$B/lanes_overlap_gemm" --m 8192 --seconds 2
+step 50 overlap.txt "GEMM overlap, 2 thread ranks, staged" -- env LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT "$B/lanes_overlap_gemm" --m 8192 --seconds 2
 
 pack
 {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
+#include <thread>
 
 #include "core/comm.h"
 #include "core/log.h"
@@ -182,6 +184,40 @@ Status explainFailure(lanesComm* comm, const Status& status, const HangInfo& han
   return status;
 }
 
+// Whether one thread issues this group for several ranks of one
+// communicator (an NCCL-style single-thread multi-GPU group). Their device
+// enqueues then may not run one after the other: the staged path makes a
+// thread rank's enqueue wait until its peers of this process issued their
+// part (exec/submit_ledger.h).
+bool holdsPeerRanks(const std::map<lanesComm*, std::vector<Request>>& deviceOf) {
+  std::set<uint64_t> communicators;
+  for (const auto& [comm, reqs] : deviceOf)
+    if (comm->processRanks > 1 && comm->bootstrap &&
+        !communicators.insert(comm->bootstrap->id().commId).second)
+      return true;
+  return false;
+}
+
+// Each communicator's batch on a thread of its own, all joined before return.
+Status enqueueConcurrently(std::map<lanesComm*, std::vector<Request>>& deviceOf) {
+  std::vector<Status> results(deviceOf.size());
+  try {
+    std::vector<std::jthread> workers;  // joined on every way out
+    size_t i = 0;
+    for (auto& [comm, reqs] : deviceOf) {
+      workers.emplace_back([comm, &reqs, &out = results[i++]] {
+        out = comm->checkAbort();
+        if (out) out = enqueueDeviceRequests(reqs, reqs.front().stream);
+      });
+    }
+  } catch (const std::system_error& e) {
+    return systemError(std::string("starting a thread per rank for a group of device calls: ") +
+                       e.what());
+  }
+  for (const Status& s : results) LANES_RETURN_IF_ERROR(s);
+  return Status::ok();
+}
+
 // Device requests go to the device path, one batch per communicator; the
 // rest run here on host memory.
 Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>* hostOnly) {
@@ -201,9 +237,13 @@ Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>*
       return invalidUsage("one group mixes host-memory and device-memory buffers on " +
                           comm->describe() + "; issue them in separate groups");
   }
-  for (auto& [comm, reqs] : deviceOf) {
-    LANES_RETURN_IF_ERROR(comm->checkAbort());
-    LANES_RETURN_IF_ERROR(enqueueDeviceRequests(reqs, reqs.front().stream));
+  if (holdsPeerRanks(deviceOf)) {
+    LANES_RETURN_IF_ERROR(enqueueConcurrently(deviceOf));
+  } else {
+    for (auto& [comm, reqs] : deviceOf) {
+      LANES_RETURN_IF_ERROR(comm->checkAbort());
+      LANES_RETURN_IF_ERROR(enqueueDeviceRequests(reqs, reqs.front().stream));
+    }
   }
   for (Request& r : requests)
     if (!r.onDevice && (r.sendBytes > 0 || r.recvBytes > 0)) hostOnly->push_back(r);

@@ -43,15 +43,14 @@ Status classifyBuffer(const void* ptr, BufferInfo* out);
 // stream, and later work on the stream waits for it.
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream);
 
-// Whether the GPU-driven paths (LL kernel, staged copy-engine pipeline) may
-// serve this communicator: not while two of its ranks are threads of one
-// process. Their streams share the context's hardware queues, assigned by
-// stream creation order, so a stream waiting for a peer can sit in front of
-// the peer's work in one queue: on the H200 8 thread ranks, and 4 after
-// earlier communicators of the process, stalled. Thread ranks use the proxy,
-// which is correct there. LANES_THREAD_FASTPATH=1 lifts the restriction
-// (measurements).
-bool gpuDrivenPathsAllowed(const lanesComm* comm);
+// Whether the LL kernels may serve this communicator: not while two of its
+// ranks are threads of one process. An LL kernel spins until its peers'
+// kernels have written, so all must run at once; thread ranks' streams share
+// the context's hardware queues, where a peer's kernel can sit behind the
+// spinning one. (The staged path keeps thread ranks safe by submission order,
+// exec/submit_ledger.h; a kernel that waits cannot.) LANES_THREAD_FASTPATH=1
+// lifts the restriction (measurements).
+bool llKernelsAllowed(const lanesComm* comm);
 
 // Sets up every device path of a communicator whose ranks all have a GPU
 // (collective: every rank calls it at init, before any work is enqueued).

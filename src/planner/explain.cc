@@ -22,13 +22,18 @@ size_t llMaxBytes() {
 std::string describePlan(const PlanQuery& q) {
   const std::string algo = algoName(chooseAlgorithm(q.coll, q.inputBytes, q.nranks).algo);
   if (!q.deviceMemory) return algo;
-  // The GPU-driven paths serve single-host communicators without thread
-  // ranks (exec/device_path.h, gpuDrivenPathsAllowed).
-  const bool gpuDriven = q.oneHost && (!q.threadRanks || envBool("LANES_THREAD_FASTPATH", false));
-  if (gpuDriven) {
+  // The GPU-driven paths serve single-host communicators; LL not where
+  // ranks are threads of one process (exec/device_path.h, llKernelsAllowed).
+  if (q.oneHost) {
     const bool llColl = q.coll == CollType::AllReduce || q.coll == CollType::AllGather;
-    if (llColl && !envBool("LANES_LL_DISABLE", false) && q.inputBytes <= llMaxBytes()) return "ll";
-    if (q.coll == CollType::AllReduce && !envBool("LANES_STAGED_DISABLE", false)) return "staged";
+    const bool llAllowed = !q.threadRanks || envBool("LANES_THREAD_FASTPATH", false);
+    if (llAllowed && llColl && !envBool("LANES_LL_DISABLE", false) && q.inputBytes <= llMaxBytes())
+      return "ll";
+    const bool stagedColl = q.coll == CollType::AllReduce ||
+                            ((q.coll == CollType::AllGather || q.coll == CollType::Broadcast ||
+                              q.coll == CollType::ReduceScatter) &&
+                             envBool("LANES_STAGED_COLLECTIVES", true));
+    if (stagedColl && !envBool("LANES_STAGED_DISABLE", false)) return "staged";
   }
   return "proxy/" + algo;
 }

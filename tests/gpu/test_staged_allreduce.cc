@@ -14,10 +14,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -426,12 +428,8 @@ class StagedThreads : public ::testing::Test {
  protected:
   void SetUp() override {
     GPU_SKIP_UNLESS_GPU_HERE();  // also tells the harness CUDA is now in use here
-    // Thread ranks go to the proxy path for now (gpuDrivenPathsAllowed in
-    // src/exec/device_path.h); the staged path is covered by the process tests.
-    if (std::getenv("LANES_THREAD_FASTPATH") == nullptr)
-      GTEST_SKIP() << "the staged path is not used for thread ranks; set LANES_THREAD_FASTPATH=1 "
-                      "to test it";
-    // Small warm-up calls would go to the LL path; these tests are about the staged one.
+    // Small warm-up calls would go to the LL path (with LANES_THREAD_FASTPATH=1);
+    // these tests are about the staged one.
     setenv("LANES_LL_DISABLE", "1", 1);
   }
   void TearDown() override { unsetenv("LANES_LL_DISABLE"); }
@@ -510,9 +508,11 @@ bool streamFinishes(cudaStream_t stream, int seconds) {
   return false;
 }
 
-// Rank 1 never joins the all-reduce and aborts: rank 0's stream, parked on
-// rank 1's counters, must be released and the failure reported.
-TEST_F(StagedThreads, PeerAbortReleasesParkedStream) {
+// Rank 1 never joins the all-reduce and aborts. Rank 0's call waits on the
+// host for rank 1 to issue its part (thread ranks keep submission order,
+// src/exec/submit_ledger.h); the abort must end that wait with an error, and
+// what rank 0 had already put on its stream must not stay parked.
+TEST_F(StagedThreads, PeerAbortReleasesWaitingRank) {
   std::vector<lanesComm_t> comms = initAll(2);
   ASSERT_NE(comms[0], nullptr);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
@@ -525,25 +525,32 @@ TEST_F(StagedThreads, PeerAbortReleasesParkedStream) {
   ASSERT_TRUE(stagedActive(comms[0]));
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_EQ(lanesAllReduce(buf.ptr, buf.ptr, count, lanesFloat32, lanesSum, comms[0], stream),
-            lanesSuccess);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "finished without its peer";
+  std::atomic<bool> returned{false};
+  lanesResult_t result = lanesSuccess;
+  std::string message;
+  std::thread rank0([&] {
+    cudaSetDevice(0);
+    result = lanesAllReduce(buf.ptr, buf.ptr, count, lanesFloat32, lanesSum, comms[0], stream);
+    message = lanesGetLastError(comms[0]);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load()) << "rank 0's call returned before rank 1 issued its part";
   ASSERT_EQ(lanesCommAbort(comms[1]), lanesSuccess);
+  rank0.join();
+  EXPECT_NE(result, lanesSuccess) << "rank 0's call succeeded although rank 1 aborted";
+  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
   EXPECT_TRUE(streamFinishes(stream, 60)) << "the stream stayed parked after the peer aborted";
   lanesResult_t async = lanesSuccess;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (async == lanesSuccess && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_EQ(lanesCommGetAsyncError(comms[0], &async), lanesSuccess);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_EQ(lanesCommGetAsyncError(comms[0], &async), lanesSuccess);
   EXPECT_NE(async, lanesSuccess);
   EXPECT_EQ(lanesCommAbort(comms[0]), lanesSuccess);
   cudaStreamDestroy(stream);
 }
 
 // Rank 1 never calls the all-reduce (and stays alive): after the
-// communicator's timeout rank 0 fails with lanesTimeout and its stream goes on.
+// communicator's timeout rank 0's call fails with lanesTimeout naming rank 1,
+// and its stream goes on.
 TEST_F(StagedThreads, MissingPeerTimesOut) {
   lanesUniqueId id;
   ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
@@ -570,8 +577,12 @@ TEST_F(StagedThreads, MissingPeerTimesOut) {
   warmUp(comms, bufs);
   ASSERT_TRUE(stagedActive(comms[0]));
   // Now rank 0 alone.
-  ASSERT_EQ(lanesAllReduce(buf.ptr, buf.ptr, 4096, lanesFloat32, lanesSum, comms[0], stream),
-            lanesSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(lanesAllReduce(buf.ptr, buf.ptr, 4096, lanesFloat32, lanesSum, comms[0], stream),
+            lanesTimeout);
+  const std::string message = lanesGetLastError(comms[0]);
+  EXPECT_NE(message.find("rank 1, a thread of this process"), std::string::npos) << message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
   EXPECT_TRUE(streamFinishes(stream, 60)) << "the stream stayed parked past the timeout";
   lanesResult_t async = lanesSuccess;
   ASSERT_EQ(lanesCommGetAsyncError(comms[0], &async), lanesSuccess);
@@ -579,6 +590,88 @@ TEST_F(StagedThreads, MissingPeerTimesOut) {
   cudaStreamDestroy(stream);
   lanesCommAbort(comms[0]);
   lanesCommAbort(comms[1]);
+}
+
+// One thread issues every rank's calls inside one group (NCCL's single-thread
+// multi-GPU pattern; here 3 ranks on GPU 0). A thread rank's enqueue waits
+// for its peers' part, so the group must enqueue the ranks side by side, not
+// one after the other (that would time out). All-reduce, all-gather and a
+// send/recv ring, each over more chunks than there are slots.
+TEST_F(StagedThreads, OneThreadDrivesEveryRankInOneGroup) {
+  constexpr int n = 3;
+  std::vector<lanesComm_t> comms = initAll(n);
+  ASSERT_NE(comms[0], nullptr);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const size_t count = (size_t{3} << 20) + 3;  // 12 MiB of float32: 13 chunks over 4 slots
+  std::vector<std::unique_ptr<DeviceBuffer>> in, out, gathered;
+  std::vector<cudaStream_t> streams(n);
+  std::vector<std::vector<float>> host(n, std::vector<float>(count));
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i)
+      host[r][i] = static_cast<float>(static_cast<int>((i * 5 + static_cast<size_t>(r)) % 9) - 4);
+    in.push_back(std::make_unique<DeviceBuffer>(count * 4));
+    out.push_back(std::make_unique<DeviceBuffer>(count * 4));
+    gathered.push_back(std::make_unique<DeviceBuffer>(count * 4 * n));
+    ASSERT_NE(gathered.back()->ptr, nullptr);
+    ASSERT_EQ(cudaMemcpy(in[r]->ptr, host[r].data(), count * 4, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+  }
+  auto group = [&](const std::function<lanesResult_t(int)>& call) {
+    EXPECT_EQ(lanesGroupStart(), lanesSuccess);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(call(r), lanesSuccess) << lanesGetLastError(comms[r]);
+    EXPECT_EQ(lanesGroupEnd(), lanesSuccess) << lanesGetLastError(comms[0]);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(streamFinishes(streams[r], 60)) << "rank " << r << "'s stream stayed parked";
+      EXPECT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+    }
+  };
+  std::vector<float> got(count * n);
+  auto fetch = [&](const DeviceBuffer& b, size_t elems) {
+    EXPECT_EQ(cudaMemcpy(got.data(), b.ptr, elems * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  };
+
+  group([&](int r) {
+    return lanesAllReduce(in[r]->ptr, out[r]->ptr, count, lanesFloat32, lanesSum, comms[r],
+                          streams[r]);
+  });
+  for (int r = 0; r < n; ++r) {
+    fetch(*out[r], count);
+    size_t wrong = 0;
+    for (size_t i = 0; i < count; ++i)
+      wrong += got[i] != host[0][i] + host[1][i] + host[2][i] ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "all-reduce, rank " << r;
+  }
+
+  group([&](int r) {
+    return lanesAllGather(in[r]->ptr, gathered[r]->ptr, count, lanesFloat32, comms[r], streams[r]);
+  });
+  for (int r = 0; r < n; ++r) {
+    fetch(*gathered[r], count * n);
+    size_t wrong = 0;
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < count; ++i) wrong += got[p * count + i] != host[p][i] ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "all-gather, rank " << r;
+  }
+
+  group([&](int r) {
+    lanesResult_t a = lanesSend(in[r]->ptr, count, lanesFloat32, (r + 1) % n, comms[r], streams[r]);
+    lanesResult_t b =
+        lanesRecv(out[r]->ptr, count, lanesFloat32, (r + n - 1) % n, comms[r], streams[r]);
+    return a != lanesSuccess ? a : b;
+  });
+  for (int r = 0; r < n; ++r) {
+    fetch(*out[r], count);
+    EXPECT_EQ(std::memcmp(got.data(), host[(r + n - 1) % n].data(), count * 4), 0)
+        << "send/recv ring, rank " << r;
+  }
+
+  auto* staged = dynamic_cast<StagedCollectives*>(comms[0]->staged.get());
+  ASSERT_NE(staged, nullptr);
+  EXPECT_GT(staged->chunksIssued(), 1u) << "the collectives did not take the staged path";
+  EXPECT_GT(staged->pairChunksIssued(), 0u) << "the send/recv did not take the pair slots";
+  for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  for (lanesComm_t c : comms) EXPECT_EQ(lanesCommDestroy(c), lanesSuccess);
 }
 
 // Capture into a CUDA Graph is refused with a clear error, not silently broken.

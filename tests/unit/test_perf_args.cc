@@ -543,13 +543,15 @@ TEST(PerfPlan, DescribesTheSizeRulesChoice) {
   q.coll = CollType::Broadcast;
   EXPECT_EQ(describePlan(q), "chain");
   q.deviceMemory = true;
-  q.threadRanks = true;  // thread ranks: the proxy path
-  EXPECT_EQ(describePlan(q), "proxy/chain");
+  EXPECT_EQ(describePlan(q), "staged");  // broadcast: staged since session 5
+  q.coll = CollType::Reduce;
+  EXPECT_EQ(describePlan(q).rfind("proxy/", 0), 0u);
   q.coll = CollType::AllReduce;
-  q.threadRanks = false;
   EXPECT_EQ(describePlan(q), "staged");
   q.inputBytes = 1024;
   EXPECT_EQ(describePlan(q), "ll");
+  q.threadRanks = true;  // thread ranks: no LL, the staged path
+  EXPECT_EQ(describePlan(q), "staged");
   q.oneHost = false;
   EXPECT_EQ(describePlan(q).rfind("proxy/", 0), 0u);
 }

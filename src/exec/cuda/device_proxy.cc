@@ -350,7 +350,7 @@ Status DeviceProxy::prewarm() {
   return pool_.prewarm(static_cast<size_t>(bytes / 4), 4);
 }
 
-bool gpuDrivenPathsAllowed(const lanesComm* comm) {
+bool llKernelsAllowed(const lanesComm* comm) {
   static const bool override = envBool("LANES_THREAD_FASTPATH", false);
   return override || comm->processRanks <= 1;
 }

@@ -25,7 +25,7 @@ bool candidate(lanesComm* comm, const std::vector<Request>& requests, size_t* by
   *bytes = r.args.count * datatypeSize(r.args.type);
   if (*bytes == 0 || *bytes > LlAllReduce::kHardMaxBytes) return false;
   if (comm->nranks > cuda::kLlMaxRanks) return false;
-  if (!gpuDrivenPathsAllowed(comm)) return false;
+  if (!llKernelsAllowed(comm)) return false;
   if (comm->nranks == 1) return true;
   if (!comm->bootstrap) return false;
   const auto& ranks = comm->bootstrap->ranks();

@@ -37,7 +37,6 @@ bool allOnThisHost(const lanesComm* comm) {
 }
 
 bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
-  if (!gpuDrivenPathsAllowed(comm)) return false;
   const bool single = requests.size() == 1 && !requests.front().isP2p &&
                       isGatherScatter(requests.front().args.coll);
   for (const Request& r : requests)
@@ -161,7 +160,7 @@ Status StagedCollectives::route(lanesComm* comm, const std::vector<Request>& req
 Status StagedCollectives::routePairs(lanesComm* comm, std::vector<Request>& requests,
                                      std::vector<Request>* pairs, StagedCollectives** out) {
   *out = nullptr;
-  if (!gpuDrivenPathsAllowed(comm) || !allOnThisHost(comm)) return Status::ok();
+  if (!allOnThisHost(comm)) return Status::ok();
   StagedCollectives* staged = nullptr;
   {
     // Set up at init (prepareDevicePaths) or never: a pair cannot set up a
@@ -339,14 +338,34 @@ Status StagedCollectives::setup() {
     return Status::ok();
   }
 
-  // 4. Failure handling: a failed communicator poisons the counters.
+  // 4. Thread ranks of this process: their counter hand-offs keep
+  //    submission order (submit_ledger.h).
+  {
+    const auto& ranks = comm_->bootstrap->ranks();
+    const RankInfo& self = ranks[static_cast<size_t>(comm_->rank)];
+    inProcess_.assign(static_cast<size_t>(n), false);
+    for (const RankInfo& r : ranks)
+      inProcess_[static_cast<size_t>(r.rank)] = r.hostHash == self.hostHash && r.pid == self.pid;
+    if (comm_->processRanks > 1)
+      ledger_ = SubmitLedger::join(comm_->bootstrap->id().commId,
+                                   arena_->layout().flagsBytes / StageArenaLayout::kFlagLine);
+  }
+
+  // 5. Failure handling: a failed communicator poisons the counters (and
+  //    wakes this process's ranks waiting in the ledger).
   watchdog_ = std::make_unique<StagedWatchdog>(comm_, arena_.get());
   {
     std::lock_guard<std::mutex> lock(comm_->failureMutex);
     StagedWatchdog* dog = watchdog_.get();
     hookIndex_ = comm_->onFailure.size();
-    comm_->onFailure.push_back([dog] { dog->poison(); });
-    if (comm_->asyncError.load() != lanesSuccess) dog->poison();  // failed meanwhile
+    comm_->onFailure.push_back([dog, ledger = ledger_] {
+      dog->poison();
+      if (ledger) ledger->poison();
+    });
+    if (comm_->asyncError.load() != lanesSuccess) {  // failed meanwhile
+      dog->poison();
+      if (ledger_) ledger_->poison();
+    }
   }
   warnAboutQueues(comm_, upload_ != reduce_);
   if (config.pairChunkBytes > 0) {
@@ -533,6 +552,48 @@ Status StagedCollectives::reduceSegment(void* dst, const std::vector<const void*
   return Status::ok();
 }
 
+Status StagedCollectives::postCounter(cudaStream_t stream, volatile uint32_t* flag,
+                                      uint32_t value) const {
+  LANES_RETURN_IF_ERROR(memops_->write(stream, flag, value));
+  if (ledger_) ledger_->post(counterLine(flag), value);
+  return Status::ok();
+}
+
+Status StagedCollectives::awaitCounter(cudaStream_t stream, volatile uint32_t* flag, uint32_t value,
+                                       int writer) const {
+  // This rank's own writes went on its streams earlier, from this thread.
+  if (ledger_ && writer != comm_->rank && inProcess_[static_cast<size_t>(writer)]) {
+    const size_t line = counterLine(flag);
+    switch (ledger_->await(line, value, Deadline::after(comm_->options.timeoutSeconds))) {
+      case SubmitLedger::Wait::Posted:
+        break;
+      case SubmitLedger::Wait::Poisoned: {
+        Status failed = comm_->checkAbort();
+        if (!failed) return failed;
+        return remoteError("device collectives on " + comm_->describe() +
+                           ": the communicator failed while waiting for rank " +
+                           std::to_string(writer) + " of this process to issue its part");
+      }
+      case SubmitLedger::Wait::TimedOut:
+        return timeoutError(
+            "device collectives on " + comm_->describe() + ": rank " + std::to_string(writer) +
+            ", a thread of this process, has not issued its part of this call for " +
+            std::to_string(static_cast<int>(comm_->options.timeoutSeconds)) +
+            " s (LANES_TIMEOUT; counter " + std::to_string(line) + " issued up to " +
+            std::to_string(ledger_->posted(line)) + ", this rank needs " + std::to_string(value) +
+            "). Every rank must issue the same collectives and send/recv in the same order; "
+            "ranks that are threads of one process must each be driven by their own thread, or "
+            "all by one thread inside one group (lanesGroupStart/lanesGroupEnd).");
+    }
+  }
+  return memops_->waitGeq(stream, flag, value);
+}
+
+size_t StagedCollectives::counterLine(volatile uint32_t* flag) const {
+  const auto base = reinterpret_cast<uintptr_t>(arena_->flag(StageFlag::Ready, 0));
+  return (reinterpret_cast<uintptr_t>(flag) - base) / StageArenaLayout::kFlagLine;
+}
+
 std::byte* StagedCollectives::inputSlot(int rank, int slot) const {
   if (!p2p_) return arena_->input(rank, slot);
   return p2p_->base(rank) + static_cast<size_t>(slot) * arena_->layout().chunkBytes;
@@ -627,8 +688,8 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     // copied down before B or C write any of it.
     if (issued > slots) {
       for (int p = 0; p < n; ++p)
-        LANES_RETURN_IF_ERROR(memops_->waitGeq(down_, arena_->flag(StageFlag::Consumed, p),
-                                               static_cast<uint32_t>(issued - slots)));
+        LANES_RETURN_IF_ERROR(awaitCounter(down_, arena_->flag(StageFlag::Consumed, p),
+                                           static_cast<uint32_t>(issued - slots), p));
     }
     // Only the peers' segments go down: mine is reduced straight from `in`.
     const size_t myEnd = myBegin + myLen;
@@ -638,7 +699,7 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     if (myEnd < len)
       LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot) + myEnd * elem, in + myEnd * elem,
                                         (len - myEnd) * elem, cudaMemcpyDefault, down_));
-    LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
     // B1 (upload): the peers' parts of my segment into this chunk's half of
@@ -653,7 +714,7 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
       for (int p = 0; p < n; ++p) {
         if (p == me) continue;
         std::byte* dst = scratchSegment(static_cast<size_t>(p < me ? p : p - 1));
-        LANES_RETURN_IF_ERROR(memops_->waitGeq(upload_, arena_->flag(StageFlag::Ready, p), g));
+        LANES_RETURN_IF_ERROR(awaitCounter(upload_, arena_->flag(StageFlag::Ready, p), g, p));
         LANES_CUDA_RETURN(cudaMemcpyAsync(dst, inputSlot(p, slot) + myBegin * elem, myLen * elem,
                                           cudaMemcpyDefault, upload_));
         srcs[static_cast<size_t>(p)] = dst;
@@ -681,7 +742,7 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
       LANES_CUDA_RETURN(cudaMemcpyAsync(resultSlot(me, slot) + myBegin * elem, out + myBegin * elem,
                                         myLen * elem, cudaMemcpyDefault, reduce_));
     }
-    LANES_RETURN_IF_ERROR(memops_->write(reduce_, arena_->flag(StageFlag::Reduced, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(reduce_, arena_->flag(StageFlag::Reduced, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(reduceDone_[half], reduce_));
     // Every stage of this chunk on this rank is done once C passes this: its
     // `consumed` then also says this rank no longer reads the peers' slots.
@@ -691,7 +752,7 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     // (in the host arena they sit contiguously around mine: two copies).
     for (int p = 0; p < n; ++p) {
       if (p == me || segEnd(p) == segBegin(p)) continue;
-      LANES_RETURN_IF_ERROR(memops_->waitGeq(up_, arena_->flag(StageFlag::Reduced, p), g));
+      LANES_RETURN_IF_ERROR(awaitCounter(up_, arena_->flag(StageFlag::Reduced, p), g, p));
       if (p2p_)
         LANES_CUDA_RETURN(
             cudaMemcpyAsync(out + segBegin(p) * elem, resultSlot(p, slot) + segBegin(p) * elem,
@@ -703,7 +764,7 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     if (!p2p_ && myEnd < len)
       LANES_CUDA_RETURN(cudaMemcpyAsync(out + myEnd * elem, resultSlot(me, slot) + myEnd * elem,
                                         (len - myEnd) * elem, cudaMemcpyDefault, up_));
-    LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->flag(StageFlag::Consumed, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(up_, arena_->flag(StageFlag::Consumed, me), g));
   }
   return Status::ok();
 }

@@ -35,6 +35,7 @@
 #include "exec/cuda/staged_watchdog.h"
 #include "exec/cuda/stream_memops.h"
 #include "exec/device_path.h"
+#include "exec/submit_ledger.h"
 #include "transport/hoststage/arena.h"
 #include "transport/p2p/ipc_slots.h"
 
@@ -105,6 +106,16 @@ class StagedCollectives final : public DeviceContext {
   };
   Chunk nextChunk();
   Status waitSlotFree(cudaStream_t stream, const Chunk& c) const;
+  // Every counter hand-off goes through these two: `value` written to `flag`
+  // once the stream's earlier work is done, and the stream held until
+  // `flag` (which rank `writer` writes) reaches `value`. With other ranks of
+  // the communicator in this process, a wait for one of their counters is
+  // enqueued only after they enqueued the write (submit_ledger.h).
+  Status postCounter(cudaStream_t stream, volatile uint32_t* flag, uint32_t value) const;
+  Status awaitCounter(cudaStream_t stream, volatile uint32_t* flag, uint32_t value,
+                      int writer) const;
+  // The counter's line in the arena's flags page (the ledger's index).
+  size_t counterLine(volatile uint32_t* flag) const;
   // staged_sendrecv.cc: a group's sends (on down_) and receives (on up_)
   // through the pair slots; sets the batch's stall report.
   Status enqueuePairs(const std::vector<Request>& requests, StagedWatchdog::Batch* batch);
@@ -134,6 +145,10 @@ class StagedCollectives final : public DeviceContext {
   std::unique_ptr<StageArena> arena_;
   std::unique_ptr<IpcSlots> p2p_;  // null: the slots are in the host arena
   std::unique_ptr<StagedWatchdog> watchdog_;
+  // Shared with this communicator's other ranks in this process (null when
+  // there are none); per rank, whether it is one of them.
+  std::shared_ptr<SubmitLedger> ledger_;
+  std::vector<bool> inProcess_;
   size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
   cudaStream_t down_ = nullptr, reduce_ = nullptr, up_ = nullptr;
   cudaStream_t upload_ = nullptr;  // its own stream, or reduce_ (too few hardware queues)

@@ -54,8 +54,8 @@ Status StagedCollectives::waitSlotFree(cudaStream_t stream, const Chunk& c) cons
   const auto slots = static_cast<uint64_t>(arena_->layout().slots);
   if (c.issued <= slots) return Status::ok();
   for (int p = 0; p < comm_->nranks; ++p)
-    LANES_RETURN_IF_ERROR(memops_->waitGeq(stream, arena_->flag(StageFlag::Consumed, p),
-                                           static_cast<uint32_t>(c.issued - slots)));
+    LANES_RETURN_IF_ERROR(awaitCounter(stream, arena_->flag(StageFlag::Consumed, p),
+                                       static_cast<uint32_t>(c.issued - slots), p));
   return Status::ok();
 }
 
@@ -81,7 +81,7 @@ Status StagedCollectives::enqueueAllGather(const Request& r) {
     LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
     LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot), send + off * elem, len * elem,
                                       cudaMemcpyDefault, down_));
-    LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
     // C (up): after A, which orders it after the user's stream.
@@ -92,11 +92,11 @@ Status StagedCollectives::enqueueAllGather(const Request& r) {
                                         up_));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      LANES_RETURN_IF_ERROR(memops_->waitGeq(up_, arena_->flag(StageFlag::Ready, p), g));
+      LANES_RETURN_IF_ERROR(awaitCounter(up_, arena_->flag(StageFlag::Ready, p), g, p));
       LANES_CUDA_RETURN(cudaMemcpyAsync(recv + (static_cast<size_t>(p) * count + off) * elem,
                                         inputSlot(p, slot), len * elem, cudaMemcpyDefault, up_));
     }
-    LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->flag(StageFlag::Consumed, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(up_, arena_->flag(StageFlag::Consumed, me), g));
   }
   return Status::ok();
 }
@@ -123,7 +123,7 @@ Status StagedCollectives::enqueueBroadcast(const Request& r) {
       LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
       LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(root, slot), send + off * elem, len * elem,
                                         cudaMemcpyDefault, down_));
-      LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, root), g));
+      LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, root), g));
     }
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
@@ -134,11 +134,11 @@ Status StagedCollectives::enqueueBroadcast(const Request& r) {
         LANES_CUDA_RETURN(cudaMemcpyAsync(recv + off * elem, send + off * elem, len * elem,
                                           cudaMemcpyDeviceToDevice, up_));
     } else {
-      LANES_RETURN_IF_ERROR(memops_->waitGeq(up_, arena_->flag(StageFlag::Ready, root), g));
+      LANES_RETURN_IF_ERROR(awaitCounter(up_, arena_->flag(StageFlag::Ready, root), g, root));
       LANES_CUDA_RETURN(cudaMemcpyAsync(recv + off * elem, inputSlot(root, slot), len * elem,
                                         cudaMemcpyDefault, up_));
     }
-    LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->flag(StageFlag::Consumed, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(up_, arena_->flag(StageFlag::Consumed, me), g));
   }
   return Status::ok();
 }
@@ -173,7 +173,7 @@ Status StagedCollectives::enqueueReduceScatter(const Request& r) {
       LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot) + piece(p), block(p), len * elem,
                                         cudaMemcpyDefault, down_));
     }
-    LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->flag(StageFlag::Ready, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
     // B1 (upload): my piece of every peer's slot, into this chunk's scratch half.
@@ -185,7 +185,7 @@ Status StagedCollectives::enqueueReduceScatter(const Request& r) {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       std::byte* dst = scratchHalf + static_cast<size_t>(p < me ? p : p - 1) * scratchStride_;
-      LANES_RETURN_IF_ERROR(memops_->waitGeq(upload_, arena_->flag(StageFlag::Ready, p), g));
+      LANES_RETURN_IF_ERROR(awaitCounter(upload_, arena_->flag(StageFlag::Ready, p), g, p));
       LANES_CUDA_RETURN(cudaMemcpyAsync(dst, inputSlot(p, slot) + piece(me), len * elem,
                                         cudaMemcpyDefault, upload_));
       srcs[static_cast<size_t>(p)] = dst;
@@ -209,7 +209,7 @@ Status StagedCollectives::enqueueReduceScatter(const Request& r) {
 
     // C: nothing comes up; consumed once this rank read every peer's slot.
     LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, reduceDone_[half], 0));
-    LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->flag(StageFlag::Consumed, me), g));
+    LANES_RETURN_IF_ERROR(postCounter(up_, arena_->flag(StageFlag::Consumed, me), g));
   }
   return Status::ok();
 }

@@ -172,17 +172,16 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
           uint64_t& q = pairSent_[static_cast<size_t>(peer)];
           const int slot = static_cast<int>(q % kSlots);
           if (q >= kSlots)
-            LANES_RETURN_IF_ERROR(memops_->waitGeq(down_,
-                                                   arena_->pairFlag(PairFlag::Acked, me, peer),
-                                                   static_cast<uint32_t>(q + 1 - kSlots)));
+            LANES_RETURN_IF_ERROR(awaitCounter(down_, arena_->pairFlag(PairFlag::Acked, me, peer),
+                                               static_cast<uint32_t>(q + 1 - kSlots), peer));
           LANES_CUDA_RETURN(
               cudaMemcpyAsync(pairSlot(me, peer, slot),
                               static_cast<const std::byte*>(c.request->sendbuf) + c.offset, c.bytes,
                               cudaMemcpyDefault, down_));
           ++q;
           watchdog_->noteChunk(static_cast<uint32_t>(q));
-          LANES_RETURN_IF_ERROR(memops_->write(down_, arena_->pairFlag(PairFlag::Sent, me, peer),
-                                               static_cast<uint32_t>(q)));
+          LANES_RETURN_IF_ERROR(postCounter(down_, arena_->pairFlag(PairFlag::Sent, me, peer),
+                                            static_cast<uint32_t>(q)));
         } else {
           uint64_t& q = pairReceived_[static_cast<size_t>(peer)];
           const int slot = static_cast<int>(q % kSlots);
@@ -190,15 +189,15 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
             LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
             LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, downDone_, 0));
           }
-          LANES_RETURN_IF_ERROR(memops_->waitGeq(up_, arena_->pairFlag(PairFlag::Sent, peer, me),
-                                                 static_cast<uint32_t>(q + 1)));
+          LANES_RETURN_IF_ERROR(awaitCounter(up_, arena_->pairFlag(PairFlag::Sent, peer, me),
+                                             static_cast<uint32_t>(q + 1), peer));
           LANES_CUDA_RETURN(cudaMemcpyAsync(static_cast<std::byte*>(c.request->recvbuf) + c.offset,
                                             pairSlot(peer, me, slot), c.bytes, cudaMemcpyDefault,
                                             up_));
           ++q;
           watchdog_->noteChunk(static_cast<uint32_t>(q));
-          LANES_RETURN_IF_ERROR(memops_->write(up_, arena_->pairFlag(PairFlag::Acked, peer, me),
-                                               static_cast<uint32_t>(q)));
+          LANES_RETURN_IF_ERROR(postCounter(up_, arena_->pairFlag(PairFlag::Acked, peer, me),
+                                            static_cast<uint32_t>(q)));
         }
       }
     }

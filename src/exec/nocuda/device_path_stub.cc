@@ -22,7 +22,7 @@ Status classifyBuffer(const void*, BufferInfo* out) {
 }
 
 Status prepareDevicePaths(lanesComm*) { return Status::ok(); }
-bool gpuDrivenPathsAllowed(const lanesComm*) { return false; }
+bool llKernelsAllowed(const lanesComm*) { return false; }
 
 Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t) {
   return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");

@@ -1,0 +1,72 @@
+#include "exec/submit_ledger.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+namespace lanes {
+
+std::shared_ptr<SubmitLedger> SubmitLedger::join(uint64_t commId, size_t lines) {
+  // The one process-wide table the ledger needs: thread ranks of a
+  // communicator find each other's ledger by the communicator's id.
+  static std::mutex mutex;
+  static std::map<uint64_t, std::weak_ptr<SubmitLedger>> ledgers;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::erase_if(ledgers, [](const auto& entry) { return entry.second.expired(); });
+  if (auto existing = ledgers[commId].lock(); existing && existing->lines() == lines)
+    return existing;
+  auto made = std::make_shared<SubmitLedger>(lines);
+  ledgers[commId] = made;
+  return made;
+}
+
+SubmitLedger::SubmitLedger(size_t lines)
+    : lines_(lines), values_(std::make_unique<std::atomic<uint32_t>[]>(lines)) {
+  for (size_t i = 0; i < lines; ++i) values_[i].store(0);
+}
+
+void SubmitLedger::post(size_t line, uint32_t value) {
+  values_[line].store(value);
+  // Paired with await: a sleeper registers before its last check, so either
+  // it sees this value or this sees it (both sequentially consistent).
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    posted_.notify_all();
+  }
+}
+
+void SubmitLedger::poison() {
+  poisoned_.store(true);
+  std::lock_guard<std::mutex> lock(mutex_);
+  posted_.notify_all();
+}
+
+SubmitLedger::Wait SubmitLedger::await(size_t line, uint32_t value, Deadline deadline) {
+  // Peers normally post within microseconds (they are issuing the same
+  // call): spin briefly before sleeping, as a wake-up costs tens of them.
+  for (int i = 0; i < 2000; ++i) {
+    if (reached(line, value)) return Wait::Posted;
+    if (poisoned_.load()) return Wait::Poisoned;
+    if (i >= 200) std::this_thread::yield();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  sleepers_.fetch_add(1);
+  Wait result = Wait::Posted;
+  while (!reached(line, value)) {
+    if (poisoned_.load()) {
+      result = Wait::Poisoned;
+      break;
+    }
+    if (deadline.expired()) {
+      result = Wait::TimedOut;
+      break;
+    }
+    // Sliced (a lost notify costs at most a slice); the deadline may be "never".
+    posted_.wait_until(lock,
+                       std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(100)));
+  }
+  sleepers_.fetch_sub(1);
+  return result;
+}
+
+}  // namespace lanes
