@@ -41,8 +41,9 @@ done
 # Figure 2: 256 MiB vs the bound, threads (the staged path, submission-ordered
 # since session 6) and processes; then 4 and 8 thread ranks each in a fresh process.
 step 90 bound.txt "bound, threads" -- "$B/lanes_allreduce_bound" --ranks 2,4,8
-step 90 bound.txt "bound, processes" -- "$B/lanes_allreduce_bound" --procs --ranks 2,4,8
-for n in 4 8; do
+[ -z "${SKIP_PROCS_BOUND:-}" ] &&
+  step 90 bound.txt "bound, processes" -- "$B/lanes_allreduce_bound" --procs --ranks 2,4,8
+[ -z "${SKIP_PROCS_BOUND:-}" ] && for n in 4 8; do
   step 40 bound.txt "bound, $n threads in a fresh process" -- "$B/lanes_allreduce_bound" --ranks $n
 done
 
@@ -52,9 +53,16 @@ P=$B/lanes_all_reduce_perf
 lat "2 processes on GPU 0 (default: the proxy, up to LANES_SHARED_GPU_PROXY_BYTES; LL refused)" "" "$B/lanes-run" -n 2 "$P"
 lat "2 processes on GPU 0, LANES_LL_SHARED_GPU=1 (LL)" "LANES_LL_SHARED_GPU=1" "$B/lanes-run" -n 2 "$P"
 lat "2 processes on GPU 0, proxy" "LANES_LL_DISABLE=1 LANES_STAGED_DISABLE=1" "$B/lanes-run" -n 2 "$P"
-lat "2 thread ranks on GPU 0 (default: staged)" "" "$P" -g 2
-lat "2 thread ranks on GPU 0, proxy" "LANES_STAGED_DISABLE=1" "$P" -g 2
-lat "2 thread ranks on GPU 0, LANES_THREAD_FASTPATH=1 (LL)" "LANES_THREAD_FASTPATH=1" "$P" -g 2
+lat "2 thread ranks on GPU 0 (default: one context, the last to call reduces)" "" "$P" -g 2
+lat "4 thread ranks on GPU 0 (default: one context)" "" "$P" -g 4
+lat "8 thread ranks on GPU 0 (default: one context)" "" "$P" -g 8
+lat "2 thread ranks on GPU 0, staged" "LANES_SHARED_CONTEXT_DISABLE=1" "$P" -g 2
+step 40 latency.txt "2 thread ranks on GPU 0, 8 B - 1 MiB (default)" -- "$P" -g 2 -b 8 -e 1M -f 4 \
+  --memory device --bounds=0
+lat "2 thread ranks on GPU 0, LL" "LANES_SHARED_CONTEXT_DISABLE=1 LANES_THREAD_FASTPATH=1" "$P" -g 2
+step 25 latency.txt "2 thread ranks on GPU 0, proxy (stalled in session 6)" -- env LANES_STAGED_DISABLE=1 \
+  LANES_SHARED_CONTEXT_DISABLE=1 LANES_DEBUG=INFO LANES_TIMEOUT=15 "$P" -g 2 -b 8 -e 8 -n 100 -w 10 \
+  --memory device --bounds=0
 step 30 latency.txt "1 rank vs NCCL (in place is a no-op)" -- "$P" --compare nccl -g 1 -b 8 -e 1M -f 32 --memory device
 
 # Figure 4: GEMM beside 256 MiB all-reduces on the GPU-driven path.

@@ -88,6 +88,9 @@ struct lanesComm {
   // candidate call. After `staged`: destroyed before it, while the failure
   // state it uses lives.
   std::unique_ptr<lanes::DeviceContext> ll;
+  // Small device all-reduces when every rank is a thread on this GPU
+  // (src/exec/cuda/context_allreduce.*), made at init. Destroyed first.
+  std::unique_ptr<lanes::DeviceContext> sharedContext;
 
   // Records the first fatal failure and wakes every port.
   void fail(lanesResult_t code, const std::string& message, int deadRank = -1,

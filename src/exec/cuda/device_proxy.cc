@@ -6,6 +6,7 @@
 #include "core/deadline.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "exec/cuda/context_allreduce.h"
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/ll_allreduce.h"
@@ -245,6 +246,10 @@ bool singleRankNoOp(const Request& r) {
 namespace {
 // One batch of the group: LL, the staged path, or the proxy.
 Status enqueueRouted(std::vector<Request>& requests, cudaStream_t stream) {
+  // Small all-reduces when every rank is a thread on this GPU: the last to
+  // call reduces for all (context_allreduce.h).
+  if (ContextAllReduce* shared = ContextAllReduce::route(requests.front().comm, requests))
+    return shared->enqueue(requests.front(), stream);
   // Small all-reduces and all-gathers among ranks of one host: one LL kernel
   // through mapped host memory (ll_allreduce.h).
   LlAllReduce* ll = nullptr;
@@ -280,6 +285,10 @@ bool holdsP2p(const std::vector<Request>& requests) {
 // Whether LL or the staged path would take these collectives (the same answer
 // on every rank: the collectives of a group are the same everywhere).
 Status gpuDrivenPathTakes(std::vector<Request>& collectives, bool* takes) {
+  if (ContextAllReduce::route(collectives.front().comm, collectives) != nullptr) {
+    *takes = true;
+    return Status::ok();
+  }
   LlAllReduce* ll = nullptr;
   LANES_RETURN_IF_ERROR(LlAllReduce::route(collectives.front().comm, collectives, &ll));
   StagedCollectives* staged = nullptr;
@@ -380,6 +389,12 @@ Status prepareDevicePaths(lanesComm* comm) {
   probe.sendBytes = probe.recvBytes = sizeof(float);
   probe.onDevice = true;
   std::vector<Request> batch{probe};
+  {
+    std::unique_ptr<ContextAllReduce> shared;
+    LANES_RETURN_IF_ERROR(ContextAllReduce::create(comm, &shared));
+    std::lock_guard<std::mutex> lock(comm->deviceMutex);
+    comm->sharedContext = std::move(shared);
+  }
   LlAllReduce* ll = nullptr;
   LANES_RETURN_IF_ERROR(LlAllReduce::route(comm, batch, &ll));
   StagedCollectives* staged = nullptr;

@@ -1,0 +1,159 @@
+#include "exec/cuda/context_allreduce.h"
+
+#include "core/comm.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "exec/cuda/cuda_check.h"
+#include "exec/cuda/device_scope.h"
+#include "kernels/cuda/reduce.h"
+
+namespace lanes {
+
+struct ContextAllReduce::Offer {
+  const Request* request;
+  cudaStream_t stream;
+  cudaEvent_t ready;
+  cudaEvent_t done;
+};
+
+namespace {
+
+// Every rank a thread of this process on this GPU (facts all ranks share).
+bool oneContext(const lanesComm* comm) {
+  if (comm->nranks < 2 || comm->nranks > cuda::kMaxReduceSources || !comm->bootstrap) return false;
+  const auto& ranks = comm->bootstrap->ranks();
+  const RankInfo& self = ranks[static_cast<size_t>(comm->rank)];
+  for (const RankInfo& r : ranks)
+    if (r.hostHash != self.hostHash || r.pid != self.pid || r.cudaDev != self.cudaDev) return false;
+  return true;
+}
+
+size_t maxBytesFromEnv(int rank) {
+  uint64_t bytes = ContextAllReduce::kDefaultMaxBytes;
+  if (auto v = envString("LANES_SHARED_CONTEXT_MAX_BYTES"); v && !parseSize(*v, &bytes)) {
+    LANES_WARN(Env, rank, "LANES_SHARED_CONTEXT_MAX_BYTES=%s is not a size; using 256K",
+               v->c_str());
+    bytes = ContextAllReduce::kDefaultMaxBytes;
+  }
+  return static_cast<size_t>(bytes);
+}
+
+std::string describeCall(const Request& r) {
+  return std::to_string(r.args.count) + " x " + datatypeName(r.args.type) + " " +
+         redOpName(r.op.kind);
+}
+
+}  // namespace
+
+Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduce>* out) {
+  out->reset();
+  if (!oneContext(comm)) return Status::ok();
+  if (envBool("LANES_SHARED_CONTEXT_DISABLE", false)) {
+    LANES_INFO(
+        Init, comm->rank,
+        "small device all-reduces between thread ranks: off (LANES_SHARED_CONTEXT_DISABLE=1)");
+    return Status::ok();
+  }
+  DeviceScope device(comm->cudaDev);
+  std::unique_ptr<ContextAllReduce> path(new ContextAllReduce(comm));
+  for (cudaEvent_t* e : {&path->ready_, &path->done_})
+    LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  path->maxBytes_ = maxBytesFromEnv(comm->rank);
+  path->meeting_ = RankMeeting::join(comm->bootstrap->id().commId, comm->nranks);
+  {
+    std::lock_guard<std::mutex> lock(comm->failureMutex);
+    path->hookIndex_ = comm->onFailure.size();
+    comm->onFailure.push_back([meeting = path->meeting_] {
+      meeting->poison(remoteError("the communicator failed (lanesCommGetAsyncError says why)"));
+    });
+  }
+  LANES_INFO(Init, comm->rank,
+             "small device all-reduces: every rank is a thread on this GPU; the last to call "
+             "reduces for all, up to %zu bytes",
+             path->maxBytes_);
+  *out = std::move(path);
+  return Status::ok();
+}
+
+ContextAllReduce* ContextAllReduce::route(lanesComm* comm, const std::vector<Request>& requests) {
+  auto* path = static_cast<ContextAllReduce*>(comm->sharedContext.get());
+  if (path == nullptr || requests.size() != 1) return nullptr;
+  const Request& r = requests.front();
+  if (r.isP2p || r.args.coll != CollType::AllReduce) return nullptr;
+  const size_t bytes = r.args.count * datatypeSize(r.args.type);
+  return bytes > 0 && bytes <= path->maxBytes_ ? path : nullptr;
+}
+
+ContextAllReduce::~ContextAllReduce() {
+  if (hookIndex_ != SIZE_MAX) {
+    std::lock_guard<std::mutex> lock(comm_->failureMutex);
+    comm_->onFailure[hookIndex_] = nullptr;
+  }
+  // A stream may still wait for these: CUDA frees them once it passed.
+  for (cudaEvent_t e : {ready_, done_})
+    if (e != nullptr) cudaEventDestroy(e);
+}
+
+Status ContextAllReduce::enqueue(const Request& r, cudaStream_t stream) {
+  DeviceScope device(comm_->cudaDev);
+  LANES_RETURN_IF_ERROR(refuseCapture(
+      stream,
+      "capturing a small device all-reduce between thread ranks of one GPU into a CUDA Graph is "
+      "refused: the last rank to call enqueues the work on every rank's stream, which a capture "
+      "of one rank cannot hold. Issue it outside the capture, or set "
+      "LANES_SHARED_CONTEXT_DISABLE=1."));
+  LANES_CUDA_RETURN(cudaEventRecord(ready_, stream));
+  const Offer mine{&r, stream, ready_, done_};
+  const int n = comm_->nranks;
+  Status s = meeting_->meet(
+      comm_->rank, &mine, Deadline::after(comm_->options.timeoutSeconds),
+      "device all-reduce (" + describeCall(r) + ") on " + comm_->describe(),
+      [n](const std::vector<const void*>& offers) { return enqueueForAll(offers, n); });
+  if (s) {
+    ++calls_;
+    return s;
+  }
+  // Mismatched calls enqueued nothing: the communicator stays usable.
+  if (s.code() != lanesInvalidUsage) comm_->fail(s.code(), s.message());
+  return s;
+}
+
+Status ContextAllReduce::enqueueForAll(const std::vector<const void*>& offers, int nranks) {
+  std::vector<const Offer*> o;
+  for (const void* p : offers) o.push_back(static_cast<const Offer*>(p));
+  // The acting rank is the one whose `done` the others wait for: any will do,
+  // take rank 0's (the lock holder's own is not known here).
+  const Offer& first = *o[0];
+  const Request& r0 = *first.request;
+  for (int r = 1; r < nranks; ++r) {
+    const Request& q = *o[static_cast<size_t>(r)]->request;
+    if (q.args.count != r0.args.count || q.args.type != r0.args.type || q.op.kind != r0.op.kind ||
+        q.op.scalar != r0.op.scalar)
+      return invalidUsage("ranks issued different all-reduces: rank 0 " + describeCall(r0) +
+                          ", rank " + std::to_string(r) + " " + describeCall(q) +
+                          "; every rank must issue the same collectives in the same order");
+  }
+  cudaStream_t stream = first.stream;
+  for (int r = 1; r < nranks; ++r)
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, o[static_cast<size_t>(r)]->ready, 0));
+  std::vector<const void*> srcs;
+  for (const Offer* p : o) srcs.push_back(p->request->args.send);
+  const size_t bytes = r0.args.count * datatypeSize(r0.args.type);
+  void* out = r0.args.recv;
+  LANES_RETURN_IF_ERROR(kernelStatus(
+      cuda::launchReduce(out, srcs.data(), nranks, r0.args.count, r0.args.type, r0.op.kind,
+                         r0.op.scalar, r0.op.kind == RedOpKind::Avg ? nranks : 0, stream),
+      "launchReduce (shared context)"));
+  for (int r = 1; r < nranks; ++r) {
+    void* dst = o[static_cast<size_t>(r)]->request->args.recv;
+    if (dst != out)
+      LANES_RETURN_IF_ERROR(
+          kernelStatus(cuda::launchCopy(dst, out, bytes, stream), "launchCopy (shared context)"));
+  }
+  LANES_CUDA_RETURN(cudaEventRecord(first.done, stream));
+  for (int r = 1; r < nranks; ++r)
+    LANES_CUDA_RETURN(cudaStreamWaitEvent(o[static_cast<size_t>(r)]->stream, first.done, 0));
+  return Status::ok();
+}
+
+}  // namespace lanes

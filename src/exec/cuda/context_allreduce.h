@@ -1,0 +1,65 @@
+// Small device all-reduces among ranks that share one CUDA context: every
+// rank of the communicator is a thread of this process on the same GPU.
+//
+// Their buffers are all addressable from one kernel, so nothing needs to
+// leave the GPU, and no stream needs to wait for a peer: the ranks meet on
+// the host (exec/rank_meeting.h), and the last to arrive enqueues the whole
+// call on its own stream, after every rank's input event (recorded at its
+// arrival): one reduce kernel into its output, a copy into each other
+// rank's output, and a done event that every rank's stream waits for. Every
+// dependency points back in enqueue order, so streams sharing the context's
+// hardware queues cannot deadlock (the LL kernel, which spins for its peers,
+// can: it stays off for thread ranks). The cost: a call returns once every
+// rank has made it. All ranks get the same bits (one reduction).
+//
+// Serves one all-reduce per batch of at most LANES_SHARED_CONTEXT_MAX_BYTES
+// (default 256 KiB) with 2 to 8 ranks (one reduce pass); larger calls take
+// the staged path, whose bound the copy engines set.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/request.h"
+#include "exec/device_path.h"
+#include "exec/rank_meeting.h"
+
+namespace lanes {
+
+class ContextAllReduce final : public DeviceContext {
+ public:
+  static constexpr size_t kDefaultMaxBytes = size_t{256} << 10;
+
+  // Makes the path where it applies (at init; events only, no collective
+  // step: the ranks are all in this process). *out stays null elsewhere.
+  static Status create(lanesComm* comm, std::unique_ptr<ContextAllReduce>* out);
+  // Whether it serves this batch (the same answer on every rank).
+  static ContextAllReduce* route(lanesComm* comm, const std::vector<Request>& requests);
+  ~ContextAllReduce() override;
+
+  Status drain(Deadline) override { return Status::ok(); }
+  // Returns once every rank's part is on its stream, or with the error all
+  // ranks got.
+  Status enqueue(const Request& r, cudaStream_t stream);
+  size_t maxBytes() const { return maxBytes_; }
+  // Calls this rank made through the path (tests read where a call went).
+  uint64_t calls() const { return calls_; }
+
+ private:
+  struct Offer;
+  explicit ContextAllReduce(lanesComm* comm) : comm_(comm) {}
+  // Run by the last arrival, for all.
+  static Status enqueueForAll(const std::vector<const void*>& offers, int nranks);
+
+  lanesComm* comm_;
+  size_t maxBytes_ = kDefaultMaxBytes;
+  std::shared_ptr<RankMeeting> meeting_;
+  cudaEvent_t ready_ = nullptr;  // recorded on this rank's stream at its arrival
+  cudaEvent_t done_ = nullptr;   // recorded after the kernel when this rank acts
+  size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
+  uint64_t calls_ = 0;
+};
+
+}  // namespace lanes

@@ -1,0 +1,71 @@
+#include "exec/rank_meeting.h"
+
+#include <algorithm>
+#include <map>
+
+namespace lanes {
+
+std::shared_ptr<RankMeeting> RankMeeting::join(uint64_t commId, int nranks) {
+  // Process-wide, as the ranks that meet are threads of this process and
+  // find each other by the communicator's id.
+  static std::mutex mutex;
+  static std::map<uint64_t, std::weak_ptr<RankMeeting>> meetings;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::erase_if(meetings, [](const auto& entry) { return entry.second.expired(); });
+  if (auto existing = meetings[commId].lock()) return existing;
+  auto made = std::make_shared<RankMeeting>(nranks);
+  meetings[commId] = made;
+  return made;
+}
+
+RankMeeting::RankMeeting(int nranks)
+    : nranks_(nranks), offers_(static_cast<size_t>(nranks), nullptr) {}
+
+void RankMeeting::poison(const Status& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failed_) failed_ = why;
+  met_.notify_all();
+}
+
+Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const std::string& what,
+                         const Act& act) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!failed_) return failed_;
+  if (offers_[static_cast<size_t>(rank)] != nullptr)
+    return internalError("rank " + std::to_string(rank) + " arrived twice at one meeting");
+  offers_[static_cast<size_t>(rank)] = offer;
+  if (++arrived_ == nranks_) {
+    // Everyone else waits for this: acting under the lock keeps the round's
+    // offers (the waiters' stack data) alive and unchanged meanwhile.
+    result_ = act(offers_);
+    std::fill(offers_.begin(), offers_.end(), nullptr);
+    arrived_ = 0;
+    ++round_;
+    met_.notify_all();
+    return result_;
+  }
+  const uint64_t round = round_;
+  while (round_ == round && failed_) {
+    if (deadline.expired()) {
+      std::string missing;
+      for (int r = 0; r < nranks_; ++r)
+        if (offers_[static_cast<size_t>(r)] == nullptr)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      failed_ = timeoutError(what + ": rank(s) " + missing +
+                             " (threads of this process) did not make the same call within "
+                             "LANES_TIMEOUT. Every rank must issue the same collectives in the "
+                             "same order.");
+      break;
+    }
+    met_.wait_until(lock, std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(100)));
+  }
+  if (round_ != round) return result_;
+  // Failed before the round completed: take the offer back (it dies with
+  // this call), so no later arrival acts on it.
+  offers_[static_cast<size_t>(rank)] = nullptr;
+  --arrived_;
+  met_.notify_all();
+  return failed_;
+}
+
+}  // namespace lanes
