@@ -48,6 +48,12 @@ std::string describeCall(const Request& r) {
 Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduce>* out) {
   out->reset();
   if (!oneContext(comm)) return Status::ok();
+  if (envBool("LANES_THREAD_FASTPATH", false)) {
+    LANES_INFO(Init, comm->rank,
+               "small device all-reduces between thread ranks: the LL kernel "
+               "(LANES_THREAD_FASTPATH=1)");
+    return Status::ok();
+  }
   if (envBool("LANES_SHARED_CONTEXT_DISABLE", false)) {
     LANES_INFO(
         Init, comm->rank,
