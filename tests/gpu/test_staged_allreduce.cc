@@ -428,11 +428,15 @@ class StagedThreads : public ::testing::Test {
  protected:
   void SetUp() override {
     GPU_SKIP_UNLESS_GPU_HERE();  // also tells the harness CUDA is now in use here
-    // Small warm-up calls would go to the LL path (with LANES_THREAD_FASTPATH=1);
-    // these tests are about the staged one.
+    // Small calls would go to the shared-context path (or LL, with
+    // LANES_THREAD_FASTPATH=1); these tests are about the staged one.
     setenv("LANES_LL_DISABLE", "1", 1);
+    setenv("LANES_SHARED_CONTEXT_DISABLE", "1", 1);
   }
-  void TearDown() override { unsetenv("LANES_LL_DISABLE"); }
+  void TearDown() override {
+    unsetenv("LANES_LL_DISABLE");
+    unsetenv("LANES_SHARED_CONTEXT_DISABLE");
+  }
   // Ranks as threads on GPU 0 via lanesCommInitAll.
   static std::vector<lanesComm_t> initAll(int nranks) {
     std::vector<lanesComm_t> comms(static_cast<size_t>(nranks), nullptr);
