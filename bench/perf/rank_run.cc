@@ -372,6 +372,10 @@ std::string RankRun::planFor(const CollCounts& c, size_t ts) const {
   q.deviceMemory = setup_.memory == Memory::Device;
   q.threadRanks = setup_.threadRanks && nranks_ > 1;
   q.oneHost = hosts.size() == 1;
+  q.oneContext = q.threadRanks && std::all_of(places_.begin(), places_.end(), [&](const Place& p) {
+                   return p.hostHash == places_.front().hostHash && p.pid == places_.front().pid &&
+                          p.gpu == places_.front().gpu && p.gpu >= 0;
+                 });
   return describePlan(q);
 }
 

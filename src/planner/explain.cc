@@ -17,6 +17,16 @@ size_t llMaxBytes() {
   return v < kHard ? static_cast<size_t>(v) : kHard;
 }
 
+// The shared-context path's limit (src/exec/cuda/context_allreduce.h).
+size_t sharedContextMaxBytes() {
+  constexpr size_t kDefault = size_t{256} << 10;
+  uint64_t v = kDefault;
+  if (auto text = envString("LANES_SHARED_CONTEXT_MAX_BYTES")) {
+    if (!parseSize(*text, &v)) v = kDefault;
+  }
+  return static_cast<size_t>(v);
+}
+
 }  // namespace
 
 std::string describePlan(const PlanQuery& q) {
@@ -24,6 +34,10 @@ std::string describePlan(const PlanQuery& q) {
   if (!q.deviceMemory) return algo;
   // The GPU-driven paths serve single-host communicators; LL not where
   // ranks are threads of one process (exec/device_path.h, llKernelsAllowed).
+  if (q.oneContext && q.coll == CollType::AllReduce && q.nranks >= 2 && q.nranks <= 8 &&
+      q.inputBytes <= sharedContextMaxBytes() && !envBool("LANES_SHARED_CONTEXT_DISABLE", false) &&
+      !envBool("LANES_THREAD_FASTPATH", false))
+    return "shared_context";
   if (q.oneHost) {
     const bool llColl = q.coll == CollType::AllReduce || q.coll == CollType::AllGather;
     const bool llAllowed = !q.threadRanks || envBool("LANES_THREAD_FASTPATH", false);

@@ -18,11 +18,12 @@ struct PlanQuery {
   bool deviceMemory = false;
   bool threadRanks = false;  // several ranks are threads of one process
   bool oneHost = true;       // every rank on one host
+  bool oneContext = false;   // every rank a thread of one process on one GPU
 };
 
 // Host memory: the algorithm ("ring", "recursive_doubling", "chain",
-// "pairwise", "direct"). Device memory: the device path first, "ll" or
-// "staged", else "proxy/<algorithm>" (the proxy thread runs the host
+// "pairwise", "direct"). Device memory: the device path first,
+// "shared_context", "ll" or "staged", else "proxy/<algorithm>" (the proxy thread runs the host
 // schedule on staged copies).
 std::string describePlan(const PlanQuery& q);
 

@@ -552,6 +552,12 @@ TEST(PerfPlan, DescribesTheSizeRulesChoice) {
   EXPECT_EQ(describePlan(q), "ll");
   q.threadRanks = true;  // thread ranks: no LL, the staged path
   EXPECT_EQ(describePlan(q), "staged");
+  q.oneContext = true;  // ... or all on one GPU: the shared-context path
+  EXPECT_EQ(describePlan(q), "shared_context");
+  q.inputBytes = size_t{1} << 20;
+  EXPECT_EQ(describePlan(q), "staged");
+  q.inputBytes = 1024;
+  q.oneContext = false;
   q.oneHost = false;
   EXPECT_EQ(describePlan(q).rfind("proxy/", 0), 0u);
 }

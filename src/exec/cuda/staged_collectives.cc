@@ -115,8 +115,9 @@ int64_t hardwareQueues() {
 // when there are queues for it (else that runs on the reduce stream).
 int streamsPerRank(bool separateUpload) { return separateUpload ? 5 : 4; }
 
-// Too few queues and a stream parked on a peer's counter can block, in the
-// same queue, the work that would raise it.
+// Too few queues and streams of different ranks share them: submission
+// order keeps that safe (submit_ledger.h), but a wait at a queue's head holds
+// back the unrelated work behind it.
 void warnAboutQueues(lanesComm* comm, bool separateUpload) {
   const Sharing sharing = ranksSharingMyContext(comm);
   if (sharing.ranks < 2 || sharing.lowest != comm->rank) return;  // once per process and GPU
@@ -125,8 +126,8 @@ void warnAboutQueues(lanesComm* comm, bool separateUpload) {
   if (queues < needed)
     LANES_WARN(Init, comm->rank,
                "%d ranks of this process share GPU %d: their %lld streams exceed "
-               "CUDA_DEVICE_MAX_CONNECTIONS=%lld hardware queues, and a stream waiting for a "
-               "peer may block the peer's work queued behind it. Set "
+               "CUDA_DEVICE_MAX_CONNECTIONS=%lld hardware queues, so a stream waiting for a "
+               "peer holds back the work queued behind it (slower, not unsafe). Set "
                "CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, or run ranks as "
                "processes.",
                sharing.ranks, comm->cudaDev, static_cast<long long>(needed),
