@@ -1,21 +1,13 @@
 #include "exec/rank_meeting.h"
 
 #include <algorithm>
-#include <map>
+
+#include "exec/per_communicator.h"
 
 namespace lanes {
 
 std::shared_ptr<RankMeeting> RankMeeting::join(uint64_t commId, int nranks) {
-  // Process-wide, as the ranks that meet are threads of this process and
-  // find each other by the communicator's id.
-  static std::mutex mutex;
-  static std::map<uint64_t, std::weak_ptr<RankMeeting>> meetings;
-  std::lock_guard<std::mutex> lock(mutex);
-  std::erase_if(meetings, [](const auto& entry) { return entry.second.expired(); });
-  if (auto existing = meetings[commId].lock()) return existing;
-  auto made = std::make_shared<RankMeeting>(nranks);
-  meetings[commId] = made;
-  return made;
+  return sharedPerCommunicator<RankMeeting>(commId, nranks);
 }
 
 RankMeeting::RankMeeting(int nranks)

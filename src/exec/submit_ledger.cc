@@ -1,23 +1,14 @@
 #include "exec/submit_ledger.h"
 
 #include <algorithm>
-#include <map>
 #include <thread>
+
+#include "exec/per_communicator.h"
 
 namespace lanes {
 
 std::shared_ptr<SubmitLedger> SubmitLedger::join(uint64_t commId, size_t lines) {
-  // The one process-wide table the ledger needs: thread ranks of a
-  // communicator find each other's ledger by the communicator's id.
-  static std::mutex mutex;
-  static std::map<uint64_t, std::weak_ptr<SubmitLedger>> ledgers;
-  std::lock_guard<std::mutex> lock(mutex);
-  std::erase_if(ledgers, [](const auto& entry) { return entry.second.expired(); });
-  if (auto existing = ledgers[commId].lock(); existing && existing->lines() == lines)
-    return existing;
-  auto made = std::make_shared<SubmitLedger>(lines);
-  ledgers[commId] = made;
-  return made;
+  return sharedPerCommunicator<SubmitLedger>(commId, lines);
 }
 
 SubmitLedger::SubmitLedger(size_t lines)

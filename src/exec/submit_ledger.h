@@ -35,7 +35,7 @@ class SubmitLedger {
   enum class Wait { Posted, Poisoned, TimedOut };
 
   // The ledger of communicator `commId` in this process (made by the first
-  // rank to join; `lines` must be the same for all).
+  // rank to join, with `lines`: the same on every rank).
   static std::shared_ptr<SubmitLedger> join(uint64_t commId, size_t lines);
 
   explicit SubmitLedger(size_t lines);
