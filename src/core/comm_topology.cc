@@ -2,7 +2,9 @@
 #include "core/comm_topology.h"
 
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "core/comm.h"
 #include "core/log.h"
@@ -16,6 +18,25 @@ const topo::Topology& processTopology() {
   static topo::Topology topology;
   std::call_once(once, [] { topology = topo::systemTopology(); });
   return topology;
+}
+
+namespace {
+std::map<std::pair<uint64_t, int64_t>, int> ranksPerProcess(const lanesComm* comm) {
+  std::map<std::pair<uint64_t, int64_t>, int> count;
+  if (comm->bootstrap)
+    for (const RankInfo& r : comm->bootstrap->ranks()) ++count[{r.hostHash, r.pid}];
+  return count;
+}
+}  // namespace
+
+bool someProcessHoldsSeveralRanks(const lanesComm* comm) {
+  for (const auto& entry : ranksPerProcess(comm))
+    if (entry.second > 1) return true;
+  return false;
+}
+
+bool threadsBesideProcesses(const lanesComm* comm) {
+  return ranksPerProcess(comm).size() > 1 && someProcessHoldsSeveralRanks(comm);
 }
 
 bool processesShareGpu(const lanesComm* comm) {

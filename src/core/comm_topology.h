@@ -41,4 +41,11 @@ Status exchangePlacement(lanesComm* comm);
 // pids are exchanged at init); false when the bus ids are unknown.
 bool processesShareGpu(const lanesComm* comm);
 
+// Ranks per process, from the exchanged (host, pid) of every rank: whether
+// some process holds several ranks (threads), and whether that happens in a
+// communicator that also spans other processes. The same answer on every
+// rank; false without a bootstrap (one rank).
+bool someProcessHoldsSeveralRanks(const lanesComm* comm);
+bool threadsBesideProcesses(const lanesComm* comm);
+
 }  // namespace lanes

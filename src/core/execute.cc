@@ -3,7 +3,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <set>
 #include <thread>
 
 #include "core/comm.h"
@@ -184,30 +183,40 @@ Status explainFailure(lanesComm* comm, const Status& status, const HangInfo& han
   return status;
 }
 
-// Whether one thread issues this group for several ranks of one
-// communicator (an NCCL-style single-thread multi-GPU group). Their device
-// enqueues then may not run one after the other: the staged path makes a
-// thread rank's enqueue wait until its peers of this process issued their
-// part (exec/submit_ledger.h).
-bool holdsPeerRanks(const std::map<lanesComm*, std::vector<Request>>& deviceOf) {
-  std::set<uint64_t> communicators;
-  for (const auto& [comm, reqs] : deviceOf)
-    if (comm->processRanks > 1 && comm->bootstrap &&
-        !communicators.insert(comm->bootstrap->id().commId).second)
-      return true;
-  return false;
+// One communicator's device batch in a group.
+struct DeviceBatch {
+  uint64_t commId = 0;  // 0: no bootstrap (one rank), never shared
+  lanesComm* comm = nullptr;
+  std::vector<Request>* requests = nullptr;
+};
+
+Status enqueueBatch(const DeviceBatch& b) {
+  LANES_RETURN_IF_ERROR(b.comm->checkAbort());
+  return enqueueDeviceRequests(*b.requests, b.requests->front().stream);
 }
 
-// Each communicator's batch on a thread of its own, all joined before return.
-Status enqueueConcurrently(std::map<lanesComm*, std::vector<Request>>& deviceOf) {
-  std::vector<Status> results(deviceOf.size());
+// Several ranks of one communicator issued by this thread (NCCL's
+// single-thread multi-GPU style): each rank's enqueue may wait on the host
+// for its peers' part (exec/submit_ledger.h, exec/rank_meeting.h), so they go
+// side by side, a thread each, all joined before the next communicator.
+Status enqueueSideBySide(const std::vector<DeviceBatch>& ranks) {
+  for (const DeviceBatch& b : ranks)
+    for (const Request& r : *b.requests)
+      if (streamIsPerThread(r.stream))
+        return invalidUsage(
+            "one thread issues several ranks of " + b.comm->describe() +
+            " in one group on cudaStreamPerThread, which names a different stream on every "
+            "thread: Lanes enqueues such ranks from a thread each. Pass each rank's own stream.");
+  std::vector<Status> results(ranks.size());
   try {
     std::vector<std::jthread> workers;  // joined on every way out
-    size_t i = 0;
-    for (auto& [comm, reqs] : deviceOf) {
-      workers.emplace_back([comm, &reqs, &out = results[i++]] {
-        out = comm->checkAbort();
-        if (out) out = enqueueDeviceRequests(reqs, reqs.front().stream);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      workers.emplace_back([&ranks, &results, i] {
+        try {
+          results[i] = enqueueBatch(ranks[i]);
+        } catch (const std::exception& e) {
+          results[i] = internalError(std::string("enqueueing a rank's device calls: ") + e.what());
+        }
       });
     }
   } catch (const std::system_error& e) {
@@ -215,6 +224,32 @@ Status enqueueConcurrently(std::map<lanesComm*, std::vector<Request>>& deviceOf)
                        e.what());
   }
   for (const Status& s : results) LANES_RETURN_IF_ERROR(s);
+  return Status::ok();
+}
+
+// The group's device batches in communicator-id order (the same on every
+// rank, unlike pointers): thread ranks of one process that each hold a rank
+// of several communicators meet in the same order, and every stream joins
+// and forks the communicators' batches in that order.
+Status enqueueDeviceBatches(std::map<lanesComm*, std::vector<Request>>& deviceOf) {
+  std::vector<DeviceBatch> batches;
+  for (auto& entry : deviceOf) {
+    lanesComm* comm = entry.first;
+    batches.push_back({comm->bootstrap ? comm->bootstrap->id().commId : 0, comm, &entry.second});
+  }
+  std::sort(batches.begin(), batches.end(), [](const DeviceBatch& a, const DeviceBatch& b) {
+    return a.commId != b.commId ? a.commId < b.commId : a.comm->rank < b.comm->rank;
+  });
+  for (size_t i = 0; i < batches.size();) {
+    size_t j = i + 1;
+    while (batches[i].commId != 0 && j < batches.size() && batches[j].commId == batches[i].commId)
+      ++j;
+    if (j - i > 1)
+      LANES_RETURN_IF_ERROR(enqueueSideBySide({batches.begin() + i, batches.begin() + j}));
+    else
+      LANES_RETURN_IF_ERROR(enqueueBatch(batches[i]));
+    i = j;
+  }
   return Status::ok();
 }
 
@@ -237,14 +272,7 @@ Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>*
       return invalidUsage("one group mixes host-memory and device-memory buffers on " +
                           comm->describe() + "; issue them in separate groups");
   }
-  if (holdsPeerRanks(deviceOf)) {
-    LANES_RETURN_IF_ERROR(enqueueConcurrently(deviceOf));
-  } else {
-    for (auto& [comm, reqs] : deviceOf) {
-      LANES_RETURN_IF_ERROR(comm->checkAbort());
-      LANES_RETURN_IF_ERROR(enqueueDeviceRequests(reqs, reqs.front().stream));
-    }
-  }
+  LANES_RETURN_IF_ERROR(enqueueDeviceBatches(deviceOf));
   for (Request& r : requests)
     if (!r.onDevice && (r.sendBytes > 0 || r.recvBytes > 0)) hostOnly->push_back(r);
   return Status::ok();

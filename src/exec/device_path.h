@@ -42,6 +42,8 @@ Status classifyBuffer(const void* ptr, BufferInfo* out);
 // returns without waiting: the work runs after what is already on the
 // stream, and later work on the stream waits for it.
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream);
+// Whether `stream` is cudaStreamPerThread, which each thread resolves to its own stream.
+bool streamIsPerThread(cudaStream_t stream);
 
 // Whether the LL kernels may serve this communicator: not while two of its
 // ranks are threads of one process. An LL kernel spins until its peers'
@@ -51,6 +53,8 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 // exec/submit_ledger.h; a kernel that waits cannot.) LANES_THREAD_FASTPATH=1
 // lifts the restriction (measurements).
 bool llKernelsAllowed(const lanesComm* comm);
+// LANES_THREAD_FASTPATH=1 (read once per process).
+bool threadFastPathRequested();
 
 // Sets up every device path of a communicator whose ranks all have a GPU
 // (collective: every rank calls it at init, before any work is enqueued).

@@ -14,15 +14,30 @@ RankMeeting::RankMeeting(int nranks)
     : nranks_(nranks), offers_(static_cast<size_t>(nranks), nullptr) {}
 
 void RankMeeting::poison(const Status& why) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failed_) failed_ = why;
+  {
+    std::lock_guard<std::mutex> lock(poisonMutex_);
+    if (poisoned_.load()) return;
+    poisonWhy_ = why;
+    poisoned_.store(true);
+  }
+  // Without mutex_: a waiter between its check and its wait misses this and
+  // sees the poison at its next slice (100 ms).
   met_.notify_all();
 }
 
-Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const std::string& what,
-                         const Act& act) {
-  std::unique_lock<std::mutex> lock(mutex_);
+Status RankMeeting::failure() {
   if (!failed_) return failed_;
+  if (poisoned_.load()) {
+    std::lock_guard<std::mutex> lock(poisonMutex_);
+    return poisonWhy_;
+  }
+  return Status::ok();
+}
+
+Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const std::string& what,
+                         const Act& act, const std::atomic<bool>* aborted) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (Status f = failure(); !f) return f;
   if (offers_[static_cast<size_t>(rank)] != nullptr)
     return internalError("rank " + std::to_string(rank) + " arrived twice at one meeting");
   offers_[static_cast<size_t>(rank)] = offer;
@@ -37,7 +52,15 @@ Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const s
     return result_;
   }
   const uint64_t round = round_;
-  while (round_ == round && failed_) {
+  Status leave;
+  while (round_ == round) {
+    if (leave = failure(); !leave) break;
+    if (aborted != nullptr && aborted->load()) {
+      leave = Status(lanesInvalidUsage, what +
+                                            ": the communicator was aborted (lanesCommAbort) "
+                                            "while this rank waited for its peers");
+      break;
+    }
     if (deadline.expired()) {
       std::string missing;
       for (int r = 0; r < nranks_; ++r)
@@ -47,17 +70,18 @@ Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const s
                              " (threads of this process) did not make the same call within "
                              "LANES_TIMEOUT. Every rank must issue the same collectives in the "
                              "same order.");
+      leave = failed_;
       break;
     }
     met_.wait_until(lock, std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(100)));
   }
   if (round_ != round) return result_;
-  // Failed before the round completed: take the offer back (it dies with
+  // Leaving before the round completed: take the offer back (it dies with
   // this call), so no later arrival acts on it.
   offers_[static_cast<size_t>(rank)] = nullptr;
   --arrived_;
   met_.notify_all();
-  return failed_;
+  return leave;
 }
 
 }  // namespace lanes

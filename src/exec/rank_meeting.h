@@ -9,6 +9,7 @@
 // every rank has made it (bounded by the communicator's timeout).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -39,9 +40,13 @@ class RankMeeting {
   // Rank `rank` arrives with `offer`. The last arrival runs `act` (its own)
   // and all return its status. If not all arrive before `deadline`, the
   // meeting fails for good (lanesTimeout naming the missing ranks, `what`
-  // saying which call); after poison() every meet fails with `why`.
+  // saying which call); after poison() every meet fails with `why`. A
+  // waiting rank whose `*aborted` turns true (its communicator was aborted)
+  // leaves with an error.
   Status meet(int rank, const void* offer, Deadline deadline, const std::string& what,
-              const Act& act);
+              const Act& act, const std::atomic<bool>* aborted = nullptr);
+  // Never waits for a round in progress (it runs from failure hooks, which
+  // must not block behind an act's CUDA calls).
   void poison(const Status& why);
 
  private:
@@ -52,7 +57,14 @@ class RankMeeting {
   int arrived_ = 0;
   uint64_t round_ = 0;
   Status result_;  // of the last completed round
-  Status failed_;  // not OK: every meet fails with it
+  Status failed_;  // not OK: every meet fails with it (a timeout)
+  // poison(): apart from mutex_, which an act holds.
+  std::atomic<bool> poisoned_{false};
+  std::mutex poisonMutex_;
+  Status poisonWhy_;
+
+  // failed_ or the poison; OK while the meeting works.
+  Status failure();
 };
 
 }  // namespace lanes

@@ -26,13 +26,20 @@ void SubmitLedger::post(size_t line, uint32_t value) {
   }
 }
 
-void SubmitLedger::poison() {
-  poisoned_.store(true);
+void SubmitLedger::poison(const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!poisoned_.load()) why_ = why;
+  poisoned_.store(true);
   posted_.notify_all();
 }
 
-SubmitLedger::Wait SubmitLedger::await(size_t line, uint32_t value, Deadline deadline) {
+std::string SubmitLedger::why() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return why_;
+}
+
+SubmitLedger::Wait SubmitLedger::await(size_t line, uint32_t value, Deadline deadline,
+                                       const std::atomic<bool>* aborted) {
   // Peers normally post within microseconds (they are issuing the same
   // call): spin briefly before sleeping, as a wake-up costs tens of them.
   for (int i = 0; i < 2000; ++i) {
@@ -46,6 +53,10 @@ SubmitLedger::Wait SubmitLedger::await(size_t line, uint32_t value, Deadline dea
   while (!reached(line, value)) {
     if (poisoned_.load()) {
       result = Wait::Poisoned;
+      break;
+    }
+    if (aborted != nullptr && aborted->load()) {
+      result = Wait::Aborted;
       break;
     }
     if (deadline.expired()) {

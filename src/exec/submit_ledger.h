@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "core/deadline.h"
 
@@ -32,7 +33,7 @@ namespace lanes {
 
 class SubmitLedger {
  public:
-  enum class Wait { Posted, Poisoned, TimedOut };
+  enum class Wait { Posted, Poisoned, TimedOut, Aborted };
 
   // The ledger of communicator `commId` in this process (made by the first
   // rank to join, with `lines`: the same on every rank).
@@ -45,11 +46,14 @@ class SubmitLedger {
   // `value` of counter `line` is on a stream now (values only grow, modulo 2^32).
   void post(size_t line, uint32_t value);
   // Until `line` was posted at least `value` ((int32_t)(posted - value) >= 0,
-  // as the stream waits compare), the ledger is poisoned, or `deadline`.
-  Wait await(size_t line, uint32_t value, Deadline deadline);
-  // The communicator failed: every wait returns Poisoned from now on.
-  void poison();
+  // as the stream waits compare), the ledger is poisoned, `deadline`, or
+  // `*aborted` turns true (the waiting rank's communicator was aborted).
+  Wait await(size_t line, uint32_t value, Deadline deadline,
+             const std::atomic<bool>* aborted = nullptr);
+  // The communicator failed (`why`): every wait returns Poisoned from now on.
+  void poison(const std::string& why);
   bool poisoned() const { return poisoned_.load(); }
+  std::string why();
   // The highest value posted on `line` (for error messages).
   uint32_t posted(size_t line) const { return values_[line].load(); }
   size_t lines() const { return lines_; }
@@ -62,6 +66,7 @@ class SubmitLedger {
   size_t lines_;
   std::unique_ptr<std::atomic<uint32_t>[]> values_;
   std::atomic<bool> poisoned_{false};
+  std::string why_;  // under mutex_
   std::atomic<int> sleepers_{0};
   std::mutex mutex_;
   std::condition_variable posted_;

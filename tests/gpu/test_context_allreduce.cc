@@ -92,6 +92,45 @@ TEST(ContextAllReduce, EightRanks) {
   test::runGpuThreads(8, sumsMaxAndAvg);
 }
 
+// PreMulSum with each rank's own scalar (rank r scales by r + 1), as NCCL
+// defines it: out = sum over r of (r + 1) * x_r, in place and out of place.
+TEST(ContextAllReduce, PreMulSumScalesEachRankByItsOwnScalar) {
+  GPU_SKIP_UNLESS_GPU_HERE();
+  test::runGpuThreads(3, [](GpuRank& self) {
+    const uint64_t before = callsThroughPath(self.comm);
+    float scalar = static_cast<float>(self.rank + 1);
+    lanesRedOp_t op;
+    GPU_CHECK_LANES(
+        lanesRedOpCreatePreMulSum(&op, &scalar, lanesFloat32, lanesScalarHostImmediate, self.comm),
+        self.comm);
+    const size_t count = 4097;
+    std::vector<float> in(count);
+    for (size_t i = 0; i < count; ++i) in[i] = value(self.rank, i);
+    for (bool inPlace : {false, true}) {
+      test::DeviceBuffer send(count * 4, self.stream), recv(count * 4, self.stream);
+      send.upload(in.data(), count * 4);
+      void* out = inPlace ? send.data() : recv.data();
+      GPU_CHECK_LANES(
+          lanesAllReduce(send.data(), out, count, lanesFloat32, op, self.comm, self.stream),
+          self.comm);
+      const std::vector<std::byte> got = (inPlace ? send : recv).download();
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int r = 0; r < self.nranks; ++r) want += static_cast<float>(r + 1) * value(r, i);
+        float g;
+        std::memcpy(&g, got.data() + i * 4, 4);
+        wrong += g != want ? 1 : 0;
+      }
+      GPU_CHECK(wrong == 0, "rank %d, %s: %zu wrong", self.rank,
+                inPlace ? "in place" : "out of place", wrong);
+    }
+    GPU_CHECK(callsThroughPath(self.comm) == before + 2, "rank %d: the calls took another path",
+              self.rank);
+    GPU_CHECK_LANES(lanesRedOpDestroy(op, self.comm), self.comm);
+  });
+}
+
 // Rank 1 asks for 8 elements where rank 0 asks for 7: both get
 // lanesInvalidUsage naming the two calls, and a matching call then works.
 TEST(ContextAllReduce, MismatchedCallsFailOnEveryRankAndTheCommunicatorGoesOn) {
@@ -169,8 +208,11 @@ TEST(ContextAllReduce, AbortReleasesTheWaitingRank) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(returned.load()) << "rank 0's call returned before rank 1 made it";
+  const auto abortedAt = std::chrono::steady_clock::now();
   ASSERT_EQ(lanesCommAbort(comms[1]), lanesSuccess);
   rank0.join();
+  // Released by the abort, not by the communicator's timeout (300 s by default).
+  EXPECT_LT(std::chrono::steady_clock::now() - abortedAt, std::chrono::seconds(20));
   EXPECT_NE(result, lanesSuccess);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaFree(buf);

@@ -56,7 +56,7 @@ TEST(RankMeeting, AMissingRankTimesOutNamingItAndTheMeetingStaysFailed) {
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       const int offer = r;
-      got[r] = meeting.meet(r, &offer, Deadline::after(0.3), "all-reduce on rank x", act);
+      got[r] = meeting.meet(r, &offer, Deadline::after(1.5), "all-reduce on rank x", act);
     });
   for (auto& t : threads) t.join();
   for (const Status& s : got) {
@@ -86,6 +86,71 @@ TEST(RankMeeting, PoisonWakesTheWaitingRanks) {
   waiter.join();
   EXPECT_EQ(got.code(), lanesRemoteError);
   EXPECT_EQ(got.message(), "rank 1 aborted");
+}
+
+// Poison comes from failure hooks, which must never wait behind an act (its
+// CUDA calls may be what the failure is about to release).
+TEST(RankMeeting, PoisonDoesNotWaitForAnActInProgress) {
+  RankMeeting meeting(2);
+  std::atomic<bool> acting{false}, release{false};
+  std::thread waiter([&] {
+    const int offer = 0;
+    (void)meeting.meet(0, &offer, Deadline::after(30), "call",
+                       [](const std::vector<const void*>&) { return Status::ok(); });
+  });
+  std::thread actor([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int offer = 1;
+    (void)meeting.meet(1, &offer, Deadline::after(30), "call",
+                       [&](const std::vector<const void*>&) {
+                         acting = true;
+                         while (!release.load()) std::this_thread::yield();
+                         return Status::ok();
+                       });
+  });
+  while (!acting.load()) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  meeting.poison(remoteError("failed"));  // must not block on the act
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  release = true;
+  waiter.join();
+  actor.join();
+  const int offer = 0;
+  EXPECT_EQ(meeting
+                .meet(0, &offer, Deadline::after(1), "call",
+                      [](const std::vector<const void*>&) { return Status::ok(); })
+                .code(),
+            lanesRemoteError);
+}
+
+// A waiting rank whose communicator is aborted leaves, and its offer with it:
+// the next round still needs it, and nobody acts on the dead offer.
+TEST(RankMeeting, AnAbortedRankLeavesAndTakesItsOfferBack) {
+  RankMeeting meeting(2);
+  std::atomic<bool> aborted{false};
+  Status got;
+  std::thread waiter([&] {
+    const int offer = 0;
+    got = meeting.meet(
+        0, &offer, Deadline::never(), "all-reduce",
+        [](const std::vector<const void*>&) { return Status::ok(); }, &aborted);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  aborted = true;
+  waiter.join();
+  EXPECT_EQ(got.code(), lanesInvalidUsage);
+  EXPECT_NE(got.message().find("aborted"), std::string::npos) << got.message();
+  bool acted = false;
+  const int offer = 1;
+  EXPECT_EQ(meeting
+                .meet(1, &offer, Deadline::after(0.3), "all-reduce",
+                      [&](const std::vector<const void*>&) {
+                        acted = true;
+                        return Status::ok();
+                      })
+                .code(),
+            lanesTimeout);
+  EXPECT_FALSE(acted);
 }
 
 TEST(RankMeeting, RanksOfOneCommunicatorShareOneMeeting) {

@@ -17,24 +17,34 @@ namespace {
 using Wait = SubmitLedger::Wait;
 using std::chrono::milliseconds;
 
+// The waiter is asleep by the time the value comes (past its spin), and must
+// wake well inside one 100 ms slice: the post notifies it, it does not poll.
 TEST(SubmitLedger, WaitReturnsOncePostedByAnotherThread) {
   SubmitLedger ledger(8);
   std::atomic<bool> done{false};
+  std::atomic<int64_t> returnedAtUs{0};
   Wait result = Wait::TimedOut;
   std::thread waiter([&] {
     result = ledger.await(3, 2, Deadline::after(30));
+    returnedAtUs = std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
     done = true;
   });
   ledger.post(3, 1);  // not enough yet
   std::this_thread::sleep_for(milliseconds(150));
   EXPECT_FALSE(done.load()) << "returned before value 2 was posted";
   ledger.post(5, 9);  // another line does not count
-  std::this_thread::sleep_for(milliseconds(150));
+  std::this_thread::sleep_for(milliseconds(250));
   EXPECT_FALSE(done.load());
+  const int64_t postedAtUs = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count();
   ledger.post(3, 2);
   waiter.join();
   EXPECT_EQ(result, Wait::Posted);
   EXPECT_EQ(ledger.posted(3), 2u);
+  EXPECT_LT(returnedAtUs.load() - postedAtUs, 50000) << "woke by polling, not by the post";
 }
 
 TEST(SubmitLedger, AlreadyPostedValuesReturnAtOnce) {
@@ -68,16 +78,36 @@ TEST(SubmitLedger, PoisonWakesASleepingWaiterAndEveryLaterOne) {
   SubmitLedger ledger(4);
   Wait result = Wait::Posted;
   std::thread waiter([&] { result = ledger.await(2, 1, Deadline::never()); });
-  std::this_thread::sleep_for(milliseconds(200));  // past the spin: asleep
-  ledger.poison();
+  std::this_thread::sleep_for(milliseconds(250));  // past the spin: asleep
+  const auto start = std::chrono::steady_clock::now();
+  ledger.poison("rank 1 of 2: peer died");
   waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(50));
   EXPECT_EQ(result, Wait::Poisoned);
   EXPECT_TRUE(ledger.poisoned());
+  EXPECT_EQ(ledger.why(), "rank 1 of 2: peer died");
+  ledger.poison("a later failure");  // the first reason stays
+  EXPECT_EQ(ledger.why(), "rank 1 of 2: peer died");
   EXPECT_EQ(ledger.await(1, 1, Deadline::never()), Wait::Poisoned);
 }
 
-// Many posts and waits racing: no wake-up may be lost (a lost one would
-// leave a waiter to its 20 s deadline).
+// The waiting rank's own communicator is aborted: the wait ends (within a
+// slice) although nothing was posted or poisoned.
+TEST(SubmitLedger, AbortOfTheWaitingRankEndsItsWait) {
+  SubmitLedger ledger(2);
+  std::atomic<bool> aborted{false};
+  Wait result = Wait::Posted;
+  std::thread waiter([&] { result = ledger.await(0, 1, Deadline::never(), &aborted); });
+  std::this_thread::sleep_for(milliseconds(150));
+  aborted = true;
+  waiter.join();
+  EXPECT_EQ(result, Wait::Aborted);
+  EXPECT_FALSE(ledger.poisoned());
+}
+
+// Many posts and waits racing, some waits asleep: every wait ends posted.
+// (A lost wake-up costs a 100 ms slice here, which the latency tests above
+// would catch; this one checks the values and the absence of timeouts.)
 TEST(SubmitLedger, NoWakeUpIsLostUnderRacingPosts) {
   SubmitLedger ledger(2);
   constexpr uint32_t kRounds = 2000;

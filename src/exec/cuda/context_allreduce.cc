@@ -11,9 +11,8 @@ namespace lanes {
 
 struct ContextAllReduce::Offer {
   const Request* request;
-  cudaStream_t stream;
-  cudaEvent_t ready;
-  cudaEvent_t done;
+  cudaEvent_t ready;                   // recorded on the offering rank's stream
+  mutable cudaEvent_t done = nullptr;  // set by the actor: what this rank's stream waits for
 };
 
 namespace {
@@ -48,7 +47,7 @@ std::string describeCall(const Request& r) {
 Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduce>* out) {
   out->reset();
   if (!oneContext(comm)) return Status::ok();
-  if (envBool("LANES_THREAD_FASTPATH", false)) {
+  if (threadFastPathRequested()) {
     LANES_INFO(Init, comm->rank,
                "small device all-reduces between thread ranks: the LL kernel "
                "(LANES_THREAD_FASTPATH=1)");
@@ -69,8 +68,10 @@ Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduc
   {
     std::lock_guard<std::mutex> lock(comm->failureMutex);
     path->hookIndex_ = comm->onFailure.size();
-    comm->onFailure.push_back([meeting = path->meeting_] {
-      meeting->poison(remoteError("the communicator failed (lanesCommGetAsyncError says why)"));
+    // Hooks run inside fail(), under failureMutex, with the message set.
+    comm->onFailure.push_back([meeting = path->meeting_, comm] {
+      meeting->poison(Status(static_cast<lanesResult_t>(comm->asyncError.load()),
+                             comm->describe() + ": " + comm->failureMessage));
     });
   }
   LANES_INFO(Init, comm->rank,
@@ -105,16 +106,21 @@ Status ContextAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   LANES_RETURN_IF_ERROR(refuseCapture(
       stream,
       "capturing a small device all-reduce between thread ranks of one GPU into a CUDA Graph is "
-      "refused: the last rank to call enqueues the work on every rank's stream, which a capture "
-      "of one rank cannot hold. Issue it outside the capture, or set "
+      "refused: the ranks' streams wait for events of each other's streams, recorded by other "
+      "threads, which a capture of one rank cannot hold. Issue it outside the capture, or set "
       "LANES_SHARED_CONTEXT_DISABLE=1."));
   LANES_CUDA_RETURN(cudaEventRecord(ready_, stream));
-  const Offer mine{&r, stream, ready_, done_};
-  const int n = comm_->nranks;
+  const Offer mine{&r, ready_};
   Status s = meeting_->meet(
       comm_->rank, &mine, Deadline::after(comm_->options.timeoutSeconds),
       "device all-reduce (" + describeCall(r) + ") on " + comm_->describe(),
-      [n](const std::vector<const void*>& offers) { return enqueueForAll(offers, n); });
+      [this, &mine, stream](const std::vector<const void*>& offers) {
+        return enqueueForAll(offers, mine, stream);
+      },
+      &comm_->aborted);
+  if (s && mine.done != nullptr)
+    s = cudaStatus(cudaStreamWaitEvent(stream, mine.done, 0),
+                   "cudaStreamWaitEvent (shared context)");
   if (s) {
     ++calls_;
     return s;
@@ -124,41 +130,60 @@ Status ContextAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   return s;
 }
 
-Status ContextAllReduce::enqueueForAll(const std::vector<const void*>& offers, int nranks) {
+Status ContextAllReduce::enqueueForAll(const std::vector<const void*>& offers, const Offer& mine,
+                                       cudaStream_t stream) {
+  const int n = comm_->nranks;
   std::vector<const Offer*> o;
   for (const void* p : offers) o.push_back(static_cast<const Offer*>(p));
-  // The acting rank is the one whose `done` the others wait for: any will do,
-  // take rank 0's (the lock holder's own is not known here).
-  const Offer& first = *o[0];
-  const Request& r0 = *first.request;
-  for (int r = 1; r < nranks; ++r) {
+  const Request& r0 = *o[0]->request;
+  bool sameScalar = true;
+  for (int r = 1; r < n; ++r) {
     const Request& q = *o[static_cast<size_t>(r)]->request;
-    if (q.args.count != r0.args.count || q.args.type != r0.args.type || q.op.kind != r0.op.kind ||
-        q.op.scalar != r0.op.scalar)
+    if (q.args.count != r0.args.count || q.args.type != r0.args.type || q.op.kind != r0.op.kind)
       return invalidUsage("ranks issued different all-reduces: rank 0 " + describeCall(r0) +
                           ", rank " + std::to_string(r) + " " + describeCall(q) +
                           "; every rank must issue the same collectives in the same order");
+    sameScalar = sameScalar && q.op.scalar == r0.op.scalar;
   }
-  cudaStream_t stream = first.stream;
-  for (int r = 1; r < nranks; ++r)
-    LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, o[static_cast<size_t>(r)]->ready, 0));
-  std::vector<const void*> srcs;
-  for (const Offer* p : o) srcs.push_back(p->request->args.send);
-  const size_t bytes = r0.args.count * datatypeSize(r0.args.type);
-  void* out = r0.args.recv;
-  LANES_RETURN_IF_ERROR(kernelStatus(
-      cuda::launchReduce(out, srcs.data(), nranks, r0.args.count, r0.args.type, r0.op.kind,
-                         r0.op.scalar, r0.op.kind == RedOpKind::Avg ? nranks : 0, stream),
-      "launchReduce (shared context)"));
-  for (int r = 1; r < nranks; ++r) {
-    void* dst = o[static_cast<size_t>(r)]->request->args.recv;
-    if (dst != out)
+  for (const Offer* p : o)
+    if (p != &mine) LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, p->ready, 0));
+  const Request& me = *mine.request;
+  void* out = me.args.recv;
+  const size_t count = me.args.count;
+  const lanesDataType_t type = me.args.type;
+  const RedOpKind op = me.op.kind;
+  if (op != RedOpKind::PreMulSum || sameScalar) {
+    std::vector<const void*> srcs;
+    for (const Offer* p : o) srcs.push_back(p->request->args.send);
+    LANES_RETURN_IF_ERROR(
+        kernelStatus(cuda::launchReduce(out, srcs.data(), n, count, type, op, me.op.scalar,
+                                        op == RedOpKind::Avg ? n : 0, stream),
+                     "launchReduce (shared context)"));
+  } else {
+    // Each rank's own scalar: out = s_me * x_me first (in place, `out` may be
+    // my input), then out += s_r * x_r for every other rank.
+    const void* own = me.args.send;
+    LANES_RETURN_IF_ERROR(
+        kernelStatus(cuda::launchReduce(out, &own, 1, count, type, op, me.op.scalar, 0, stream),
+                     "launchReduce (shared context, PreMulSum)"));
+    for (const Offer* p : o) {
+      if (p == &mine) continue;
+      const void* pass[2] = {p->request->args.send, out};
+      LANES_RETURN_IF_ERROR(kernelStatus(
+          cuda::launchReduce(out, pass, 2, count, type, op, p->request->op.scalar, 0, stream, 1),
+          "launchReduce (shared context, PreMulSum)"));
+    }
+  }
+  const size_t bytes = count * datatypeSize(type);
+  for (const Offer* p : o) {
+    void* dst = p->request->args.recv;
+    if (p != &mine && dst != out)
       LANES_RETURN_IF_ERROR(
           kernelStatus(cuda::launchCopy(dst, out, bytes, stream), "launchCopy (shared context)"));
   }
-  LANES_CUDA_RETURN(cudaEventRecord(first.done, stream));
-  for (int r = 1; r < nranks; ++r)
-    LANES_CUDA_RETURN(cudaStreamWaitEvent(o[static_cast<size_t>(r)]->stream, first.done, 0));
+  LANES_CUDA_RETURN(cudaEventRecord(done_, stream));
+  for (const Offer* p : o)
+    if (p != &mine) p->done = done_;
   return Status::ok();
 }
 

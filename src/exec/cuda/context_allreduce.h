@@ -4,13 +4,16 @@
 // Their buffers are all addressable from one kernel, so nothing needs to
 // leave the GPU, and no stream needs to wait for a peer: the ranks meet on
 // the host (exec/rank_meeting.h), and the last to arrive enqueues the whole
-// call on its own stream, after every rank's input event (recorded at its
-// arrival): one reduce kernel into its output, a copy into each other
-// rank's output, and a done event that every rank's stream waits for. Every
-// dependency points back in enqueue order, so streams sharing the context's
-// hardware queues cannot deadlock (the LL kernel, which spins for its peers,
-// can: it stays off for thread ranks). The cost: a call returns once every
-// rank has made it. All ranks get the same bits (one reduction).
+// call on its own stream, after every rank's input event (recorded by each
+// rank on its stream at its arrival): the reduction into its output, a copy
+// into each other rank's output, and a done event, which every other rank
+// then makes its own stream wait for (from its own thread, so that
+// cudaStreamPerThread means what it means to the caller). Every dependency
+// points back in enqueue order, so streams sharing the context's hardware
+// queues cannot deadlock (the LL kernel, which spins for its peers, can: it
+// stays off for thread ranks). The cost: a call returns once every rank has
+// made it. All ranks get the same bits (one reduction). PreMulSum scales
+// each rank's input by that rank's own scalar, as NCCL does.
 //
 // Serves one all-reduce per batch of at most LANES_SHARED_CONTEXT_MAX_BYTES
 // (default 256 KiB) with 2 to 8 ranks (one reduce pass); larger calls take
@@ -50,8 +53,9 @@ class ContextAllReduce final : public DeviceContext {
  private:
   struct Offer;
   explicit ContextAllReduce(lanesComm* comm) : comm_(comm) {}
-  // Run by the last arrival, for all.
-  static Status enqueueForAll(const std::vector<const void*>& offers, int nranks);
+  // Run by the last arrival (`mine`, on its `stream`), for all.
+  Status enqueueForAll(const std::vector<const void*>& offers, const Offer& mine,
+                       cudaStream_t stream);
 
   lanesComm* comm_;
   size_t maxBytes_ = kDefaultMaxBytes;

@@ -359,10 +359,18 @@ Status DeviceProxy::prewarm() {
   return pool_.prewarm(static_cast<size_t>(bytes / 4), 4);
 }
 
-bool llKernelsAllowed(const lanesComm* comm) {
-  static const bool override = envBool("LANES_THREAD_FASTPATH", false);
-  return override || comm->processRanks <= 1;
+bool threadFastPathRequested() {
+  static const bool requested = envBool("LANES_THREAD_FASTPATH", false);
+  return requested;
 }
+
+// From facts every rank shares: a rank in a process of its own must not set
+// LL up alone while its peers that are threads stay away (setup is collective).
+bool llKernelsAllowed(const lanesComm* comm) {
+  return threadFastPathRequested() || !someProcessHoldsSeveralRanks(comm);
+}
+
+bool streamIsPerThread(cudaStream_t stream) { return stream == cudaStreamPerThread; }
 
 Status prepareDevicePaths(lanesComm* comm) {
   // Setting a path up allocates and registers memory, and those CUDA calls

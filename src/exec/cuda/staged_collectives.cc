@@ -36,7 +36,12 @@ bool allOnThisHost(const lanesComm* comm) {
   return true;
 }
 
+// Thread ranks beside ranks of other processes stay on the proxy: a thread
+// rank's wait for another process's counter can depend, through that
+// process, on a write of a thread peer queued behind the wait, and the submit
+// ledger orders only this process's writes (docs/gpu_data_path.md).
 bool eligible(lanesComm* comm, const std::vector<Request>& requests) {
+  if (threadsBesideProcesses(comm)) return false;
   const bool single = requests.size() == 1 && !requests.front().isP2p &&
                       isGatherScatter(requests.front().args.coll);
   for (const Request& r : requests)
@@ -161,7 +166,7 @@ Status StagedCollectives::route(lanesComm* comm, const std::vector<Request>& req
 Status StagedCollectives::routePairs(lanesComm* comm, std::vector<Request>& requests,
                                      std::vector<Request>* pairs, StagedCollectives** out) {
   *out = nullptr;
-  if (!allOnThisHost(comm)) return Status::ok();
+  if (!allOnThisHost(comm) || threadsBesideProcesses(comm)) return Status::ok();
   StagedCollectives* staged = nullptr;
   {
     // Set up at init (prepareDevicePaths) or never: a pair cannot set up a
@@ -359,13 +364,14 @@ Status StagedCollectives::setup() {
     std::lock_guard<std::mutex> lock(comm_->failureMutex);
     StagedWatchdog* dog = watchdog_.get();
     hookIndex_ = comm_->onFailure.size();
-    comm_->onFailure.push_back([dog, ledger = ledger_] {
+    // Hooks run inside fail(), under failureMutex, with the message set.
+    comm_->onFailure.push_back([dog, ledger = ledger_, comm = comm_] {
       dog->poison();
-      if (ledger) ledger->poison();
+      if (ledger) ledger->poison(comm->describe() + ": " + comm->failureMessage);
     });
     if (comm_->asyncError.load() != lanesSuccess) {  // failed meanwhile
       dog->poison();
-      if (ledger_) ledger_->poison();
+      if (ledger_) ledger_->poison(comm_->describe() + ": " + comm_->failureMessage);
     }
   }
   warnAboutQueues(comm_, upload_ != reduce_);
@@ -565,15 +571,18 @@ Status StagedCollectives::awaitCounter(cudaStream_t stream, volatile uint32_t* f
   // This rank's own writes went on its streams earlier, from this thread.
   if (ledger_ && writer != comm_->rank && inProcess_[static_cast<size_t>(writer)]) {
     const size_t line = counterLine(flag);
-    switch (ledger_->await(line, value, Deadline::after(comm_->options.timeoutSeconds))) {
+    switch (ledger_->await(line, value, Deadline::after(comm_->options.timeoutSeconds),
+                           &comm_->aborted)) {
       case SubmitLedger::Wait::Posted:
         break;
+      case SubmitLedger::Wait::Aborted:
+        return comm_->checkAbort();
       case SubmitLedger::Wait::Poisoned: {
         Status failed = comm_->checkAbort();
         if (!failed) return failed;
         return remoteError("device collectives on " + comm_->describe() +
-                           ": the communicator failed while waiting for rank " +
-                           std::to_string(writer) + " of this process to issue its part");
+                           ": a rank of this process failed while this rank waited for rank " +
+                           std::to_string(writer) + "'s part: " + ledger_->why());
       }
       case SubmitLedger::Wait::TimedOut:
         return timeoutError(

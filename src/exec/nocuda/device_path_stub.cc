@@ -23,6 +23,8 @@ Status classifyBuffer(const void*, BufferInfo* out) {
 
 Status prepareDevicePaths(lanesComm*) { return Status::ok(); }
 bool llKernelsAllowed(const lanesComm*) { return false; }
+bool threadFastPathRequested() { return false; }
+bool streamIsPerThread(cudaStream_t) { return false; }
 
 Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t) {
   return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");
