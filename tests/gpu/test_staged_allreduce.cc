@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -676,6 +677,69 @@ TEST_F(StagedThreads, OneThreadDrivesEveryRankInOneGroup) {
   EXPECT_GT(staged->pairChunksIssued(), 0u) << "the send/recv did not take the pair slots";
   for (cudaStream_t s : streams) cudaStreamDestroy(s);
   for (lanesComm_t c : comms) EXPECT_EQ(lanesCommDestroy(c), lanesSuccess);
+}
+
+// Two communicators over the same two thread ranks, both called in one group
+// on each thread. Each thread must enqueue them in the same order (by
+// communicator id), or thread 0 waits in X for thread 1 while thread 1 waits
+// in Y for thread 0. The second communicator's handles are made in the
+// opposite order on purpose, so that pointer order differs between threads
+// wherever the allocator hands out rising addresses.
+TEST_F(StagedThreads, GroupsOverTwoCommunicatorsMeetInOneOrder) {
+  std::vector<lanesComm_t> x = initAll(2);
+  ASSERT_NE(x[0], nullptr);
+  std::vector<lanesComm_t> y(2, nullptr);
+  {
+    lanesUniqueId id;
+    ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
+    std::vector<std::thread> threads;
+    for (int r : {1, 0})
+      threads.emplace_back([&, r] {
+        cudaSetDevice(0);
+        lanesCommInitRank(&y[static_cast<size_t>(r)], 2, id, r);
+      });
+    for (auto& t : threads) t.join();
+  }
+  ASSERT_NE(y[0], nullptr);
+  ASSERT_NE(y[1], nullptr);
+  const size_t count = size_t{3} << 20;  // the staged path, several chunks
+  std::vector<std::string> failures(2);
+  // Pageable copies only while no peer has a call in flight (see HostStaging).
+  std::barrier<> inputsReady(2), resultsReady(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      DeviceBuffer a(count * 4), b(count * 4);
+      cudaStream_t s;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      std::vector<float> ones(count, static_cast<float>(r + 1));
+      cudaMemcpyAsync(a.ptr, ones.data(), count * 4, cudaMemcpyHostToDevice, s);
+      cudaMemcpyAsync(b.ptr, ones.data(), count * 4, cudaMemcpyHostToDevice, s);
+      cudaStreamSynchronize(s);
+      inputsReady.arrive_and_wait();
+      std::string& f = failures[static_cast<size_t>(r)];
+      lanesGroupStart();
+      if (lanesAllReduce(a.ptr, a.ptr, count, lanesFloat32, lanesSum, x[r], s) != lanesSuccess)
+        f += "X: " + std::string(lanesGetLastError(x[r])) + "\n";
+      if (lanesAllReduce(b.ptr, b.ptr, count, lanesFloat32, lanesSum, y[r], s) != lanesSuccess)
+        f += "Y: " + std::string(lanesGetLastError(y[r])) + "\n";
+      if (lanesGroupEnd() != lanesSuccess) f += "group: " + std::string(lanesGetLastError(x[r]));
+      if (!streamFinishes(s, 60)) f += "the stream stayed parked\n";
+      resultsReady.arrive_and_wait();
+      std::vector<float> got(count);
+      for (void* p : {a.ptr, b.ptr}) {
+        cudaMemcpy(got.data(), p, count * 4, cudaMemcpyDeviceToHost);
+        if (std::count(got.begin(), got.end(), 3.0f) != static_cast<std::ptrdiff_t>(count))
+          f += "a result is not 1 + 2 everywhere\n";
+      }
+      cudaStreamDestroy(s);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures[0], "");
+  EXPECT_EQ(failures[1], "");
+  for (lanesComm_t c : {x[0], x[1], y[0], y[1]}) EXPECT_EQ(lanesCommDestroy(c), lanesSuccess);
 }
 
 // Capture into a CUDA Graph is refused with a clear error, not silently broken.
