@@ -200,13 +200,6 @@ Status enqueueBatch(const DeviceBatch& b) {
 // for its peers' part (exec/submit_ledger.h, exec/rank_meeting.h), so they go
 // side by side, a thread each, all joined before the next communicator.
 Status enqueueSideBySide(const std::vector<DeviceBatch>& ranks) {
-  for (const DeviceBatch& b : ranks)
-    for (const Request& r : *b.requests)
-      if (streamIsPerThread(r.stream))
-        return invalidUsage(
-            "one thread issues several ranks of " + b.comm->describe() +
-            " in one group on cudaStreamPerThread, which names a different stream on every "
-            "thread: Lanes enqueues such ranks from a thread each. Pass each rank's own stream.");
   std::vector<Status> results(ranks.size());
   try {
     std::vector<std::jthread> workers;  // joined on every way out
@@ -240,15 +233,30 @@ Status enqueueDeviceBatches(std::map<lanesComm*, std::vector<Request>>& deviceOf
   std::sort(batches.begin(), batches.end(), [](const DeviceBatch& a, const DeviceBatch& b) {
     return a.commId != b.commId ? a.commId < b.commId : a.comm->rank < b.comm->rank;
   });
+  // Runs of one communicator's ranks; each run of several goes side by side.
+  std::vector<std::pair<size_t, size_t>> runs;
   for (size_t i = 0; i < batches.size();) {
     size_t j = i + 1;
     while (batches[i].commId != 0 && j < batches.size() && batches[j].commId == batches[i].commId)
       ++j;
-    if (j - i > 1)
-      LANES_RETURN_IF_ERROR(enqueueSideBySide({batches.begin() + i, batches.begin() + j}));
-    else
-      LANES_RETURN_IF_ERROR(enqueueBatch(batches[i]));
+    runs.emplace_back(i, j);
     i = j;
+  }
+  // Refused before anything is enqueued, so that no peer waits for a part
+  // this rank will never issue.
+  for (const auto& [begin, end] : runs)
+    for (size_t k = begin; end - begin > 1 && k < end; ++k)
+      for (const Request& r : *batches[k].requests)
+        if (streamIsPerThread(r.stream))
+          return invalidUsage("one thread issues several ranks of " + batches[k].comm->describe() +
+                              " in one group on cudaStreamPerThread, which names a different "
+                              "stream on every thread: Lanes enqueues such ranks from a thread "
+                              "each. Pass each rank's own stream.");
+  for (const auto& [begin, end] : runs) {
+    if (end - begin > 1)
+      LANES_RETURN_IF_ERROR(enqueueSideBySide({batches.begin() + begin, batches.begin() + end}));
+    else
+      LANES_RETURN_IF_ERROR(enqueueBatch(batches[begin]));
   }
   return Status::ok();
 }

@@ -10,8 +10,8 @@ std::shared_ptr<RankMeeting> RankMeeting::join(uint64_t commId, int nranks) {
   return sharedPerCommunicator<RankMeeting>(commId, nranks);
 }
 
-RankMeeting::RankMeeting(int nranks)
-    : nranks_(nranks), offers_(static_cast<size_t>(nranks), nullptr) {}
+RankMeeting::RankMeeting(int nranks, std::chrono::milliseconds slice)
+    : nranks_(nranks), slice_(slice), offers_(static_cast<size_t>(nranks), nullptr) {}
 
 void RankMeeting::poison(const Status& why) {
   {
@@ -21,7 +21,7 @@ void RankMeeting::poison(const Status& why) {
     poisoned_.store(true);
   }
   // Without mutex_: a waiter between its check and its wait misses this and
-  // sees the poison at its next slice (100 ms).
+  // sees the poison at its next slice.
   met_.notify_all();
 }
 
@@ -73,7 +73,7 @@ Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const s
       leave = failed_;
       break;
     }
-    met_.wait_until(lock, std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(100)));
+    met_.wait_until(lock, std::min(deadline.at(), Clock::now() + slice_));
   }
   if (round_ != round) return result_;
   // Leaving before the round completed: take the offer back (it dies with

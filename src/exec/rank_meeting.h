@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -33,7 +34,10 @@ class RankMeeting {
   // rank to join).
   static std::shared_ptr<RankMeeting> join(uint64_t commId, int nranks);
 
-  explicit RankMeeting(int nranks);
+  // `slice`: how often a waiting rank looks at the deadline and its abort
+  // flag (poison and round completion wake it at once). Tests lengthen it.
+  explicit RankMeeting(int nranks,
+                       std::chrono::milliseconds slice = std::chrono::milliseconds(100));
   RankMeeting(const RankMeeting&) = delete;
   RankMeeting& operator=(const RankMeeting&) = delete;
 
@@ -51,6 +55,7 @@ class RankMeeting {
 
  private:
   int nranks_;
+  std::chrono::milliseconds slice_;
   std::mutex mutex_;
   std::condition_variable met_;
   std::vector<const void*> offers_;  // null: not arrived in this round

@@ -11,8 +11,8 @@ std::shared_ptr<SubmitLedger> SubmitLedger::join(uint64_t commId, size_t lines) 
   return sharedPerCommunicator<SubmitLedger>(commId, lines);
 }
 
-SubmitLedger::SubmitLedger(size_t lines)
-    : lines_(lines), values_(std::make_unique<std::atomic<uint32_t>[]>(lines)) {
+SubmitLedger::SubmitLedger(size_t lines, std::chrono::milliseconds slice)
+    : lines_(lines), slice_(slice), values_(std::make_unique<std::atomic<uint32_t>[]>(lines)) {
   for (size_t i = 0; i < lines; ++i) values_[i].store(0);
 }
 
@@ -42,11 +42,15 @@ SubmitLedger::Wait SubmitLedger::await(size_t line, uint32_t value, Deadline dea
                                        const std::atomic<bool>* aborted) {
   // Peers normally post within microseconds (they are issuing the same
   // call): spin briefly before sleeping, as a wake-up costs tens of them.
-  for (int i = 0; i < 2000; ++i) {
+  // Bounded by time, not by turns: on a loaded machine each yield can take
+  // a scheduler tick.
+  const auto spinUntil = std::min(deadline.at(), Clock::now() + std::chrono::microseconds(50));
+  for (int i = 0; Clock::now() < spinUntil; ++i) {
     if (reached(line, value)) return Wait::Posted;
     if (poisoned_.load()) return Wait::Poisoned;
-    if (i >= 200) std::this_thread::yield();
+    if (i >= 64) std::this_thread::yield();
   }
+  if (reached(line, value)) return Wait::Posted;
   std::unique_lock<std::mutex> lock(mutex_);
   sleepers_.fetch_add(1);
   Wait result = Wait::Posted;
@@ -64,8 +68,7 @@ SubmitLedger::Wait SubmitLedger::await(size_t line, uint32_t value, Deadline dea
       break;
     }
     // Sliced (a lost notify costs at most a slice); the deadline may be "never".
-    posted_.wait_until(lock,
-                       std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(100)));
+    posted_.wait_until(lock, std::min(deadline.at(), Clock::now() + slice_));
   }
   sleepers_.fetch_sub(1);
   return result;

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +40,10 @@ class SubmitLedger {
   // rank to join, with `lines`: the same on every rank).
   static std::shared_ptr<SubmitLedger> join(uint64_t commId, size_t lines);
 
-  explicit SubmitLedger(size_t lines);
+  // `slice`: how often a sleeping wait looks at the deadline and its abort
+  // flag (posts and poison wake it at once). Tests lengthen it.
+  explicit SubmitLedger(size_t lines,
+                        std::chrono::milliseconds slice = std::chrono::milliseconds(100));
   SubmitLedger(const SubmitLedger&) = delete;
   SubmitLedger& operator=(const SubmitLedger&) = delete;
 
@@ -64,6 +68,7 @@ class SubmitLedger {
   }
 
   size_t lines_;
+  std::chrono::milliseconds slice_;
   std::unique_ptr<std::atomic<uint32_t>[]> values_;
   std::atomic<bool> poisoned_{false};
   std::string why_;  // under mutex_

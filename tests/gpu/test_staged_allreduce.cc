@@ -686,24 +686,50 @@ TEST_F(StagedThreads, OneThreadDrivesEveryRankInOneGroup) {
 // opposite order on purpose, so that pointer order differs between threads
 // wherever the allocator hands out rising addresses.
 TEST_F(StagedThreads, GroupsOverTwoCommunicatorsMeetInOneOrder) {
-  std::vector<lanesComm_t> x = initAll(2);
-  ASSERT_NE(x[0], nullptr);
-  std::vector<lanesComm_t> y(2, nullptr);
-  {
+  // Two ranks as threads, 20 s timeout: a hang shows as a failure, not 300 s.
+  auto pair = [] {
     lanesUniqueId id;
-    ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
+    std::vector<lanesComm_t> comms(2, nullptr);
+    if (lanesGetUniqueId(&id) != lanesSuccess) return comms;
     std::vector<std::thread> threads;
-    for (int r : {1, 0})
+    for (int r = 0; r < 2; ++r)
       threads.emplace_back([&, r] {
         cudaSetDevice(0);
-        lanesCommInitRank(&y[static_cast<size_t>(r)], 2, id, r);
+        lanesConfig_t config = LANES_CONFIG_INITIALIZER;
+        config.timeoutSeconds = 20;
+        lanesCommInitRankConfig(&comms[static_cast<size_t>(r)], 2, id, r, &config);
       });
     for (auto& t : threads) t.join();
+    return comms;
+  };
+  std::vector<lanesComm_t> x = pair();
+  ASSERT_NE(x[0], nullptr);
+  ASSERT_NE(x[1], nullptr);
+  // The old bug needs the pointer order of (X, Y) to differ between the two
+  // threads; make communicators until it does.
+  std::vector<std::vector<lanesComm_t>> spare;
+  std::vector<lanesComm_t> y;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    y = pair();
+    ASSERT_NE(y[0], nullptr);
+    ASSERT_NE(y[1], nullptr);
+    if ((x[0] < y[0]) != (x[1] < y[1])) break;
+    spare.push_back(y);  // kept until the end, so the next pair lands elsewhere
+    y.clear();
   }
-  ASSERT_NE(y[0], nullptr);
-  ASSERT_NE(y[1], nullptr);
+  auto destroyAll = [&] {
+    for (const auto& comms : spare)
+      for (lanesComm_t c : comms) lanesCommDestroy(c);
+  };
+  if (y.empty()) {
+    destroyAll();
+    for (lanesComm_t c : x) lanesCommDestroy(c);
+    GTEST_SKIP() << "16 new communicators all sorted alike against X on both threads; the "
+                    "order this test is about could not be arranged";
+  }
   const size_t count = size_t{3} << 20;  // the staged path, several chunks
   std::vector<std::string> failures(2);
+  std::atomic<bool> parked{false};
   // Pageable copies only while no peer has a call in flight (see HostStaging).
   std::barrier<> inputsReady(2), resultsReady(2);
   std::vector<std::thread> threads;
@@ -725,8 +751,17 @@ TEST_F(StagedThreads, GroupsOverTwoCommunicatorsMeetInOneOrder) {
       if (lanesAllReduce(b.ptr, b.ptr, count, lanesFloat32, lanesSum, y[r], s) != lanesSuccess)
         f += "Y: " + std::string(lanesGetLastError(y[r])) + "\n";
       if (lanesGroupEnd() != lanesSuccess) f += "group: " + std::string(lanesGetLastError(x[r]));
-      if (!streamFinishes(s, 60)) f += "the stream stayed parked\n";
+      if (!streamFinishes(s, 60)) {
+        f += "the stream stayed parked\n";
+        parked = true;
+      }
       resultsReady.arrive_and_wait();
+      if (parked.load()) {
+        // Device-wide calls (a pageable copy, cudaFree) would wait for the
+        // parked stream: leave the buffers and the stream.
+        a.ptr = b.ptr = nullptr;
+        return;
+      }
       std::vector<float> got(count);
       for (void* p : {a.ptr, b.ptr}) {
         cudaMemcpy(got.data(), p, count * 4, cudaMemcpyDeviceToHost);
@@ -739,6 +774,8 @@ TEST_F(StagedThreads, GroupsOverTwoCommunicatorsMeetInOneOrder) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures[0], "");
   EXPECT_EQ(failures[1], "");
+  if (parked.load()) return;  // the communicators' streams may still be held
+  destroyAll();
   for (lanesComm_t c : {x[0], x[1], y[0], y[1]}) EXPECT_EQ(lanesCommDestroy(c), lanesSuccess);
 }
 

@@ -74,7 +74,7 @@ TEST(RankMeeting, AMissingRankTimesOutNamingItAndTheMeetingStaysFailed) {
 }
 
 TEST(RankMeeting, PoisonWakesTheWaitingRanks) {
-  RankMeeting meeting(2);
+  RankMeeting meeting(2, std::chrono::seconds(10));  // a missed wake-up would cost 10 s
   Status got;
   std::thread waiter([&] {
     const int offer = 0;
@@ -82,8 +82,10 @@ TEST(RankMeeting, PoisonWakesTheWaitingRanks) {
                        [](const std::vector<const void*>&) { return Status::ok(); });
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
   meeting.poison(remoteError("rank 1 aborted"));
   waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ(got.code(), lanesRemoteError);
   EXPECT_EQ(got.message(), "rank 1 aborted");
 }
@@ -93,28 +95,24 @@ TEST(RankMeeting, PoisonWakesTheWaitingRanks) {
 TEST(RankMeeting, PoisonDoesNotWaitForAnActInProgress) {
   RankMeeting meeting(2);
   std::atomic<bool> acting{false}, release{false};
-  std::thread waiter([&] {
-    const int offer = 0;
-    (void)meeting.meet(0, &offer, Deadline::after(30), "call",
-                       [](const std::vector<const void*>&) { return Status::ok(); });
-  });
-  std::thread actor([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const int offer = 1;
-    (void)meeting.meet(1, &offer, Deadline::after(30), "call",
-                       [&](const std::vector<const void*>&) {
-                         acting = true;
-                         while (!release.load()) std::this_thread::yield();
-                         return Status::ok();
-                       });
-  });
+  // Whichever rank arrives last acts, and its act holds the round.
+  auto act = [&](const std::vector<const void*>&) {
+    acting = true;
+    while (!release.load()) std::this_thread::yield();
+    return Status::ok();
+  };
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      const int offer = r;
+      (void)meeting.meet(r, &offer, Deadline::after(30), "call", act);
+    });
   while (!acting.load()) std::this_thread::yield();
   const auto start = std::chrono::steady_clock::now();
   meeting.poison(remoteError("failed"));  // must not block on the act
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
   release = true;
-  waiter.join();
-  actor.join();
+  for (auto& t : ranks) t.join();
   const int offer = 0;
   EXPECT_EQ(meeting
                 .meet(0, &offer, Deadline::after(1), "call",

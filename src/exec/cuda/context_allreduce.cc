@@ -9,10 +9,15 @@
 
 namespace lanes {
 
+// A rank's part of one call. Both events belong to the offering rank (it
+// alone destroys them): `ready` it records on its stream at arrival, `done`
+// the actor records on the actor's stream after the work that writes this
+// rank's output, and then sets `recorded`.
 struct ContextAllReduce::Offer {
   const Request* request;
-  cudaEvent_t ready;                   // recorded on the offering rank's stream
-  mutable cudaEvent_t done = nullptr;  // set by the actor: what this rank's stream waits for
+  cudaEvent_t ready;
+  cudaEvent_t done;
+  mutable bool recorded = false;
 };
 
 namespace {
@@ -70,8 +75,9 @@ Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduc
     path->hookIndex_ = comm->onFailure.size();
     // Hooks run inside fail(), under failureMutex, with the message set.
     comm->onFailure.push_back([meeting = path->meeting_, comm] {
-      meeting->poison(Status(static_cast<lanesResult_t>(comm->asyncError.load()),
-                             comm->describe() + ": " + comm->failureMessage));
+      // lanesRemoteError whatever the cause: a waiting peer's own
+      // communicator must fail too (lanesInvalidUsage would read as a mismatch).
+      meeting->poison(remoteError(comm->describe() + " failed: " + comm->failureMessage));
     });
   }
   LANES_INFO(Init, comm->rank,
@@ -110,7 +116,7 @@ Status ContextAllReduce::enqueue(const Request& r, cudaStream_t stream) {
       "threads, which a capture of one rank cannot hold. Issue it outside the capture, or set "
       "LANES_SHARED_CONTEXT_DISABLE=1."));
   LANES_CUDA_RETURN(cudaEventRecord(ready_, stream));
-  const Offer mine{&r, ready_};
+  const Offer mine{&r, ready_, done_};
   Status s = meeting_->meet(
       comm_->rank, &mine, Deadline::after(comm_->options.timeoutSeconds),
       "device all-reduce (" + describeCall(r) + ") on " + comm_->describe(),
@@ -118,9 +124,12 @@ Status ContextAllReduce::enqueue(const Request& r, cudaStream_t stream) {
         return enqueueForAll(offers, mine, stream);
       },
       &comm_->aborted);
-  if (s && mine.done != nullptr)
-    s = cudaStatus(cudaStreamWaitEvent(stream, mine.done, 0),
-                   "cudaStreamWaitEvent (shared context)");
+  // Also after a failed act: whatever it enqueued writes this rank's output.
+  if (mine.recorded) {
+    Status waited =
+        cudaStatus(cudaStreamWaitEvent(stream, done_, 0), "cudaStreamWaitEvent (shared context)");
+    if (s) s = waited;
+  }
   if (s) {
     ++calls_;
     return s;
@@ -145,6 +154,20 @@ Status ContextAllReduce::enqueueForAll(const std::vector<const void*>& offers, c
                           "; every rank must issue the same collectives in the same order");
     sameScalar = sameScalar && q.op.scalar == r0.op.scalar;
   }
+  // Once anything is on the stream it reads the peers' inputs and writes
+  // their outputs: their streams must wait for it, error or not.
+  Status s = reduceForAll(o, mine, sameScalar, stream);
+  for (const Offer* p : o) {
+    if (p == &mine) continue;
+    p->recorded = cudaEventRecord(p->done, stream) == cudaSuccess;
+    if (s && !p->recorded) s = cudaError("cudaEventRecord (shared context) failed");
+  }
+  return s;
+}
+
+Status ContextAllReduce::reduceForAll(const std::vector<const Offer*>& o, const Offer& mine,
+                                      bool sameScalar, cudaStream_t stream) {
+  const int n = static_cast<int>(o.size());
   for (const Offer* p : o)
     if (p != &mine) LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, p->ready, 0));
   const Request& me = *mine.request;
@@ -181,9 +204,6 @@ Status ContextAllReduce::enqueueForAll(const std::vector<const void*>& offers, c
       LANES_RETURN_IF_ERROR(
           kernelStatus(cuda::launchCopy(dst, out, bytes, stream), "launchCopy (shared context)"));
   }
-  LANES_CUDA_RETURN(cudaEventRecord(done_, stream));
-  for (const Offer* p : o)
-    if (p != &mine) p->done = done_;
   return Status::ok();
 }
 

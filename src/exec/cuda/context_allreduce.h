@@ -6,9 +6,10 @@
 // the host (exec/rank_meeting.h), and the last to arrive enqueues the whole
 // call on its own stream, after every rank's input event (recorded by each
 // rank on its stream at its arrival): the reduction into its output, a copy
-// into each other rank's output, and a done event, which every other rank
-// then makes its own stream wait for (from its own thread, so that
-// cudaStreamPerThread means what it means to the caller). Every dependency
+// into each other rank's output, and each other rank's own done event, which
+// that rank then makes its stream wait for (from its own thread, so that
+// cudaStreamPerThread means what it means to the caller; and events are only
+// ever destroyed by their owner). Every dependency
 // points back in enqueue order, so streams sharing the context's hardware
 // queues cannot deadlock (the LL kernel, which spins for its peers, can: it
 // stays off for thread ranks). The cost: a call returns once every rank has
@@ -56,12 +57,15 @@ class ContextAllReduce final : public DeviceContext {
   // Run by the last arrival (`mine`, on its `stream`), for all.
   Status enqueueForAll(const std::vector<const void*>& offers, const Offer& mine,
                        cudaStream_t stream);
+  // Its waits for the inputs, the reduction and the copies.
+  static Status reduceForAll(const std::vector<const Offer*>& offers, const Offer& mine,
+                             bool sameScalar, cudaStream_t stream);
 
   lanesComm* comm_;
   size_t maxBytes_ = kDefaultMaxBytes;
   std::shared_ptr<RankMeeting> meeting_;
   cudaEvent_t ready_ = nullptr;  // recorded on this rank's stream at its arrival
-  cudaEvent_t done_ = nullptr;   // recorded after the kernel when this rank acts
+  cudaEvent_t done_ = nullptr;   // recorded by the actor once this rank's output is written
   size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
   uint64_t calls_ = 0;
 };
