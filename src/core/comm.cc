@@ -15,6 +15,7 @@ void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRan
       if (hook) hook();
   }
   LANES_INFO(Init, rank, "communicator failed: %s", message.c_str());
+  std::lock_guard<std::mutex> lock(connectionsMutex);
   for (auto& c : connections)
     if (c) c->close();
 }

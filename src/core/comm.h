@@ -69,6 +69,10 @@ struct lanesComm {
   std::atomic<bool> aborted{false};
   std::atomic<int> asyncError{lanesSuccess};
   std::mutex failureMutex;
+  // Held while `connections` is filled (init), closed by fail() (any thread:
+  // the bootstrap monitor, a watchdog) or cleared (release): a failure noticed
+  // while the communicator is being destroyed must not close unmapped rings.
+  std::mutex connectionsMutex;
   std::string failureMessage;
   int failedRank = -1;       // the rank whose death caused the failure, when known
   std::string failureCause;  // what was seen of that rank, to pass on to others

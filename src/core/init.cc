@@ -79,7 +79,10 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   ctx.lanes = comm->lanes;
   ctx.timeoutSeconds = timeoutSeconds;
   ctx.checkAbort = [comm] { return comm->checkAbort(); };
-  comm->connections.resize(comm->nranks);
+  {
+    std::lock_guard<std::mutex> lock(comm->connectionsMutex);
+    comm->connections.resize(comm->nranks);
+  }
   // Every rank runs every transport's connect (collective), even with no peers.
   for (size_t t = 0; t < transports.size(); ++t) {
     std::vector<std::unique_ptr<Connection>> conns;
@@ -87,6 +90,7 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
     if (conns.size() != peersOf[t].size())
       return internalError(std::string("transport ") + transports[t]->name() +
                            " returned the wrong number of connections");
+    std::lock_guard<std::mutex> lock(comm->connectionsMutex);
     for (size_t i = 0; i < conns.size(); ++i)
       comm->connections[peersOf[t][i]] = std::move(conns[i]);
   }

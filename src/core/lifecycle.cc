@@ -20,11 +20,14 @@ void release(lanesComm_t comm, bool graceful) {
   std::unique_ptr<lanesComm> owned(comm);
   // The device proxy drives the connections: stop it first.
   owned->device.reset();
-  if (!graceful) {
-    for (auto& c : owned->connections)
-      if (c) c->close();
+  {
+    std::lock_guard<std::mutex> lock(owned->connectionsMutex);
+    if (!graceful) {
+      for (auto& c : owned->connections)
+        if (c) c->close();
+    }
+    owned->connections.clear();
   }
-  owned->connections.clear();
   if (owned->bootstrap) owned->bootstrap->shutdown();
   owned->magic = 0;
 }
@@ -72,6 +75,7 @@ lanesResult_t lanesCommAbort(lanesComm_t comm) {
             comm->rank,
             "rank " + std::to_string(comm->rank) + " aborted its communicator (lanesCommAbort)");
     }
+    std::lock_guard<std::mutex> lock(comm->connectionsMutex);
     for (auto& c : comm->connections)
       if (c) c->close();
   }
