@@ -1,6 +1,6 @@
 #!/bin/bash
-# Issue 3 in one device batch (ranks share GPU 0): build, the four figures with the
-# diagnostics behind them, then ctest -L gpu. Every step runs under `timeout`, capped
+# Issue 3 in one device batch (ranks share GPU 0): build, ctest -L gpu, then the four
+# figures with the diagnostics behind them. Every step runs under `timeout`, capped
 # by what is left of RUN_BUDGET_S (default 560 s).
 # Results: $OUT/summary.txt and $OUT/issue3.tgz (every log).
 #
@@ -38,6 +38,9 @@ export CUDA_VISIBLE_DEVICES=0
   done
 done
 
+# Figure 1: the reduce kernel against the same run's D2D cudaMemcpy.
+step 60 reduce_bandwidth.txt "reduce kernel vs D2D copy" -- "$B/lanes_reduce_bandwidth"
+
 # Figure 2: 256 MiB vs the bound, threads (the staged path, submission-ordered
 # since session 6) and processes; then 4 and 8 thread ranks each in a fresh process.
 step 90 bound.txt "bound, threads" -- "$B/lanes_allreduce_bound" --ranks 2,4,8
@@ -70,6 +73,7 @@ step 50 overlap.txt "GEMM overlap, 2 thread ranks, staged" -- env LANES_DEBUG=IN
 
 pack
 {
+  grep -hE "vs memcpy|target" "$logs/reduce_bandwidth.txt"
   grep -hE "time/bound|busbw" "$logs/bound.txt"
   grep -hE "^(\[0\])? +8 " "$logs/latency.txt"
   grep -hE "fraction|TFLOP|covered" "$logs/overlap.txt"
