@@ -39,6 +39,17 @@ bool threadsBesideProcesses(const lanesComm* comm) {
   return ranksPerProcess(comm).size() > 1 && someProcessHoldsSeveralRanks(comm);
 }
 
+std::vector<int> ranksSharingMyContext(const lanesComm* comm) {
+  std::vector<int> sharing;
+  if (!comm->bootstrap) return sharing;
+  const auto& ranks = comm->bootstrap->ranks();
+  const RankInfo& self = ranks[static_cast<size_t>(comm->rank)];
+  for (const RankInfo& r : ranks)
+    if (r.hostHash == self.hostHash && r.pid == self.pid && r.cudaDev == self.cudaDev)
+      sharing.push_back(r.rank);
+  return sharing;
+}
+
 bool processesShareGpu(const lanesComm* comm) {
   if (!comm->bootstrap) return false;
   const auto& ranks = comm->bootstrap->ranks();

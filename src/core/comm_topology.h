@@ -47,5 +47,8 @@ bool processesShareGpu(const lanesComm* comm);
 // rank; false without a bootstrap (one rank).
 bool someProcessHoldsSeveralRanks(const lanesComm* comm);
 bool threadsBesideProcesses(const lanesComm* comm);
+// The ranks that share this rank's CUDA context (threads of this process on
+// its GPU), in rank order, this rank included; empty without a bootstrap.
+std::vector<int> ranksSharingMyContext(const lanesComm* comm);
 
 }  // namespace lanes

@@ -75,6 +75,18 @@ int64_t envInt(const char* name, int64_t fallback) {
   return out;
 }
 
+uint64_t envSize(const char* name, uint64_t fallback) {
+  auto v = envString(name);
+  if (!v) return fallback;
+  uint64_t out = 0;
+  if (!parseSize(*v, &out)) {
+    LANES_WARN(Env, -1, "%s=%s is not a size; using %llu", name, v->c_str(),
+               static_cast<unsigned long long>(fallback));
+    return fallback;
+  }
+  return out;
+}
+
 double envDouble(const char* name, double fallback) {
   auto v = envString(name);
   if (!v) return fallback;

@@ -17,6 +17,9 @@ std::optional<std::string> envString(const char* name);
 // warning and the fallback used.
 int64_t envInt(const char* name, int64_t fallback);
 double envDouble(const char* name, double fallback);
+// Size value ("64M", "256K", "8") or `fallback`; a value that is not a size
+// is logged as a warning and the fallback used.
+uint64_t envSize(const char* name, uint64_t fallback);
 bool envBool(const char* name, bool fallback);
 
 // Parses "123", "-4" (whole string) into *out.

@@ -225,6 +225,10 @@ Status enqueueSideBySide(const std::vector<DeviceBatch>& ranks) {
 // of several communicators meet in the same order, and every stream joins
 // and forks the communicators' batches in that order.
 Status enqueueDeviceBatches(std::map<lanesComm*, std::vector<Request>>& deviceOf) {
+  if (deviceOf.size() == 1) {  // the common case: one communicator, nothing to order
+    auto& [comm, requests] = *deviceOf.begin();
+    return enqueueBatch({0, comm, &requests});
+  }
   std::vector<DeviceBatch> batches;
   for (auto& entry : deviceOf) {
     lanesComm* comm = entry.first;

@@ -1,30 +1,30 @@
 #include "planner/explain.h"
 
+#include <algorithm>
+
 #include "core/env.h"
 #include "planner/size_rule.h"
 
 namespace lanes {
 namespace {
 
+// A size variable as the device paths read it; silent here (they warn once
+// about a value that is not a size, this runs per benchmark row).
+size_t sizeFromEnv(const char* name, size_t fallback) {
+  uint64_t v = fallback;
+  if (auto text = envString(name); text && !parseSize(*text, &v)) v = fallback;
+  return static_cast<size_t>(v);
+}
+
 // LL's limits as src/exec/cuda/ll_allreduce.h states them: 16 KiB per rank
 // by default (LANES_LL_MAX_BYTES), never above 256 KiB.
 size_t llMaxBytes() {
-  constexpr size_t kDefault = size_t{16} << 10, kHard = size_t{256} << 10;
-  uint64_t v = kDefault;
-  if (auto text = envString("LANES_LL_MAX_BYTES")) {
-    if (!parseSize(*text, &v)) v = kDefault;
-  }
-  return v < kHard ? static_cast<size_t>(v) : kHard;
+  return std::min(sizeFromEnv("LANES_LL_MAX_BYTES", size_t{16} << 10), size_t{256} << 10);
 }
 
 // The shared-context path's limit (src/exec/cuda/context_allreduce.h).
 size_t sharedContextMaxBytes() {
-  constexpr size_t kDefault = size_t{256} << 10;
-  uint64_t v = kDefault;
-  if (auto text = envString("LANES_SHARED_CONTEXT_MAX_BYTES")) {
-    if (!parseSize(*text, &v)) v = kDefault;
-  }
-  return static_cast<size_t>(v);
+  return sizeFromEnv("LANES_SHARED_CONTEXT_MAX_BYTES", size_t{256} << 10);
 }
 
 }  // namespace

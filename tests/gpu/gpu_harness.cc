@@ -164,6 +164,22 @@ int rankGpu(int rank) {
   return rank % n;
 }
 
+std::vector<lanesComm_t> initThreadRanks(int nranks, double timeoutSeconds) {
+  std::vector<lanesComm_t> comms(static_cast<size_t>(nranks), nullptr);
+  lanesUniqueId id;
+  if (lanesGetUniqueId(&id) != lanesSuccess) return comms;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r)
+    threads.emplace_back([&, r] {
+      cudaSetDevice(0);
+      lanesConfig_t config = LANES_CONFIG_INITIALIZER;
+      config.timeoutSeconds = timeoutSeconds;
+      lanesCommInitRankConfig(&comms[static_cast<size_t>(r)], nranks, id, r, &config);
+    });
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
 void runGpuThreads(int nranks, const GpuBody& body) {
   ASSERT_GT(gpusVisibleHere(), 0);
   std::vector<std::string> before = listLanesShm();

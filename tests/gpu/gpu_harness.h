@@ -117,6 +117,10 @@ int rankGpu(int rank);
 // one thread per rank (cudaSetDevice(0), own stream). Call after
 // GPU_SKIP_UNLESS_GPU_HERE. A hang past the watchdog aborts the binary.
 void runGpuThreads(int nranks, const GpuBody& body);
+// `nranks` communicators of ranks as threads on GPU 0 with the given
+// timeout (lanesCommInitRankConfig on a thread each); a null entry where a
+// rank's init failed. For tests that drive the ranks themselves.
+std::vector<lanesComm_t> initThreadRanks(int nranks, double timeoutSeconds);
 // N ranks as forked processes sharing GPU 0: the id is made here (no CUDA),
 // each child sets up CUDA and its communicator itself. Call after
 // GPU_SKIP_UNLESS_GPU_FOR_FORK.

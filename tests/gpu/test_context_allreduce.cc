@@ -155,19 +155,7 @@ TEST(ContextAllReduce, MismatchedCallsFailOnEveryRankAndTheCommunicatorGoesOn) {
 // and rank 1's later call fails too (the communicator failed).
 TEST(ContextAllReduce, MissingRankTimesOutNamingIt) {
   GPU_SKIP_UNLESS_GPU_HERE();
-  lanesUniqueId id;
-  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
-  std::vector<lanesComm_t> comms(2, nullptr);
-  {
-    std::vector<std::jthread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        cudaSetDevice(0);
-        lanesConfig_t config = LANES_CONFIG_INITIALIZER;
-        config.timeoutSeconds = 2;
-        lanesCommInitRankConfig(&comms[static_cast<size_t>(r)], 2, id, r, &config);
-      });
-  }
+  std::vector<lanesComm_t> comms = test::initThreadRanks(2, 2);
   ASSERT_NE(comms[0], nullptr);
   ASSERT_NE(comms[1], nullptr);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);

@@ -557,19 +557,7 @@ TEST_F(StagedThreads, PeerAbortReleasesWaitingRank) {
 // communicator's timeout rank 0's call fails with lanesTimeout naming rank 1,
 // and its stream goes on.
 TEST_F(StagedThreads, MissingPeerTimesOut) {
-  lanesUniqueId id;
-  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
-  std::vector<lanesComm_t> comms(2, nullptr);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      cudaSetDevice(0);
-      lanesConfig_t config = LANES_CONFIG_INITIALIZER;
-      config.timeoutSeconds = 3;
-      lanesCommInitRankConfig(&comms[static_cast<size_t>(r)], 2, id, r, &config);
-    });
-  }
-  for (auto& t : threads) t.join();
+  std::vector<lanesComm_t> comms = test::initThreadRanks(2, 3);
   ASSERT_NE(comms[0], nullptr);
   ASSERT_NE(comms[1], nullptr);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
@@ -687,21 +675,7 @@ TEST_F(StagedThreads, OneThreadDrivesEveryRankInOneGroup) {
 // wherever the allocator hands out rising addresses.
 TEST_F(StagedThreads, GroupsOverTwoCommunicatorsMeetInOneOrder) {
   // Two ranks as threads, 20 s timeout: a hang shows as a failure, not 300 s.
-  auto pair = [] {
-    lanesUniqueId id;
-    std::vector<lanesComm_t> comms(2, nullptr);
-    if (lanesGetUniqueId(&id) != lanesSuccess) return comms;
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r)
-      threads.emplace_back([&, r] {
-        cudaSetDevice(0);
-        lanesConfig_t config = LANES_CONFIG_INITIALIZER;
-        config.timeoutSeconds = 20;
-        lanesCommInitRankConfig(&comms[static_cast<size_t>(r)], 2, id, r, &config);
-      });
-    for (auto& t : threads) t.join();
-    return comms;
-  };
+  auto pair = [] { return test::initThreadRanks(2, 20); };
   std::vector<lanesComm_t> x = pair();
   ASSERT_NE(x[0], nullptr);
   ASSERT_NE(x[1], nullptr);

@@ -1,6 +1,7 @@
 #include "exec/cuda/context_allreduce.h"
 
 #include "core/comm.h"
+#include "core/comm_topology.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "exec/cuda/cuda_check.h"
@@ -24,22 +25,8 @@ namespace {
 
 // Every rank a thread of this process on this GPU (facts all ranks share).
 bool oneContext(const lanesComm* comm) {
-  if (comm->nranks < 2 || comm->nranks > cuda::kMaxReduceSources || !comm->bootstrap) return false;
-  const auto& ranks = comm->bootstrap->ranks();
-  const RankInfo& self = ranks[static_cast<size_t>(comm->rank)];
-  for (const RankInfo& r : ranks)
-    if (r.hostHash != self.hostHash || r.pid != self.pid || r.cudaDev != self.cudaDev) return false;
-  return true;
-}
-
-size_t maxBytesFromEnv(int rank) {
-  uint64_t bytes = ContextAllReduce::kDefaultMaxBytes;
-  if (auto v = envString("LANES_SHARED_CONTEXT_MAX_BYTES"); v && !parseSize(*v, &bytes)) {
-    LANES_WARN(Env, rank, "LANES_SHARED_CONTEXT_MAX_BYTES=%s is not a size; using 256K",
-               v->c_str());
-    bytes = ContextAllReduce::kDefaultMaxBytes;
-  }
-  return static_cast<size_t>(bytes);
+  return comm->nranks >= 2 && comm->nranks <= cuda::kMaxReduceSources &&
+         static_cast<int>(ranksSharingMyContext(comm).size()) == comm->nranks;
 }
 
 std::string describeCall(const Request& r) {
@@ -68,7 +55,8 @@ Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduc
   std::unique_ptr<ContextAllReduce> path(new ContextAllReduce(comm));
   for (cudaEvent_t* e : {&path->ready_, &path->done_})
     LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-  path->maxBytes_ = maxBytesFromEnv(comm->rank);
+  path->maxBytes_ = static_cast<size_t>(
+      envSize("LANES_SHARED_CONTEXT_MAX_BYTES", ContextAllReduce::kDefaultMaxBytes));
   path->meeting_ = RankMeeting::join(comm->bootstrap->id().commId, comm->nranks);
   {
     std::lock_guard<std::mutex> lock(comm->failureMutex);

@@ -68,13 +68,8 @@ struct Proposal {
 // 250 / 250, 2 MiB 1016 / 364; at 256 MiB the pipeline hides the slices
 // (12.2 ms, 1.12x its bound). So the proxy up to 256 KiB.
 constexpr uint64_t kSharedGpuProxyBytes = 256 * 1024;
-uint64_t sharedGpuProxyBytesFromEnv(int rank) {
-  uint64_t bytes = kSharedGpuProxyBytes;
-  if (auto v = envString("LANES_SHARED_GPU_PROXY_BYTES"); v && !parseSize(*v, &bytes)) {
-    LANES_WARN(Env, rank, "LANES_SHARED_GPU_PROXY_BYTES=%s is not a size; using 256K", v->c_str());
-    bytes = kSharedGpuProxyBytes;
-  }
-  return bytes;
+uint64_t sharedGpuProxyBytesFromEnv() {
+  return envSize("LANES_SHARED_GPU_PROXY_BYTES", kSharedGpuProxyBytes);
 }
 
 // From the counts, not Request::sendBytes: that is 0 on a broadcast's
@@ -89,24 +84,6 @@ size_t batchBytes(const std::vector<Request>& requests) {
 // kPairSlots per sender.
 size_t pairSlotsPerReceiver(const StageArenaLayout& l) {
   return static_cast<size_t>(l.nranks - 1) * StageArenaLayout::kPairSlots * l.pairChunkBytes;
-}
-
-// Ranks of this process on this GPU (threads), and the lowest of them: their
-// streams share the context's hardware queues.
-struct Sharing {
-  int ranks = 0;
-  int lowest = 0;
-};
-Sharing ranksSharingMyContext(const lanesComm* comm) {
-  const auto& ranks = comm->bootstrap->ranks();
-  const RankInfo& self = ranks[comm->rank];
-  Sharing s{0, comm->rank};
-  for (const RankInfo& r : ranks) {
-    if (r.pid != self.pid || r.cudaDev != self.cudaDev) continue;
-    ++s.ranks;
-    s.lowest = std::min(s.lowest, r.rank);
-  }
-  return s;
 }
 
 // The context's hardware queues (CUDA's default is 8).
@@ -124,10 +101,12 @@ int streamsPerRank(bool separateUpload) { return separateUpload ? 5 : 4; }
 // order keeps that safe (submit_ledger.h), but a wait at a queue's head holds
 // back the unrelated work behind it.
 void warnAboutQueues(lanesComm* comm, bool separateUpload) {
-  const Sharing sharing = ranksSharingMyContext(comm);
-  if (sharing.ranks < 2 || sharing.lowest != comm->rank) return;  // once per process and GPU
+  // Their streams share the context's hardware queues.
+  const std::vector<int> sharing = ranksSharingMyContext(comm);
+  if (sharing.size() < 2 || sharing.front() != comm->rank) return;  // once per process and GPU
   const int64_t queues = hardwareQueues();
-  const int64_t needed = int64_t{sharing.ranks} * streamsPerRank(separateUpload);
+  const auto ranks = static_cast<int64_t>(sharing.size());
+  const int64_t needed = ranks * streamsPerRank(separateUpload);
   if (queues < needed)
     LANES_WARN(Init, comm->rank,
                "%d ranks of this process share GPU %d: their %lld streams exceed "
@@ -135,7 +114,7 @@ void warnAboutQueues(lanesComm* comm, bool separateUpload) {
                "peer holds back the work queued behind it (slower, not unsafe). Set "
                "CUDA_DEVICE_MAX_CONNECTIONS=32 before the first CUDA call, or run ranks as "
                "processes.",
-               sharing.ranks, comm->cudaDev, static_cast<long long>(needed),
+               static_cast<int>(ranks), comm->cudaDev, static_cast<long long>(needed),
                static_cast<long long>(queues));
 }
 
@@ -194,7 +173,7 @@ Status StagedCollectives::createLocalResources() {
   // Uploading the peers' segments on a stream of its own lets chunk g+1's
   // upload run while chunk g's result goes down; ranks sharing one context
   // run it on the reduce stream when the hardware queues would not suffice.
-  const int sharing = std::max(1, ranksSharingMyContext(comm_).ranks);
+  const int sharing = std::max(1, static_cast<int>(ranksSharingMyContext(comm_).size()));
   if (int64_t{sharing} * streamsPerRank(true) <= hardwareQueues())
     LANES_CUDA_RETURN(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   else
@@ -254,7 +233,7 @@ Status StagedCollectives::setup() {
   mine.chunkBytes = config.chunkBytes;
   mine.pairChunkBytes = config.pairChunkBytes;
   mine.pairP2p = envBool("LANES_STAGE_PAIR_P2P", false) ? 1 : 0;
-  mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv(comm_->rank);
+  mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv();
   mine.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", true) ? 1 : 0;
   std::vector<Proposal> all(static_cast<size_t>(n));
   all[static_cast<size_t>(comm_->rank)] = mine;
