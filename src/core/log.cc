@@ -56,7 +56,10 @@ std::string expandPath(const char* pattern, const char* host) {
 }
 
 std::mutex gLogMutex;  // C API logging state: process-wide by nature
-LogConfig gConfig;
+LogConfig gConfig;     // under gLogMutex
+// What logEnabled reads without the lock (a reload may run meanwhile).
+std::atomic<int> gLevel{0};
+std::atomic<unsigned> gMask{0};
 std::atomic<bool> gLoaded{false};
 
 void loadLocked() {
@@ -96,6 +99,8 @@ void loadLocked() {
     }
   }
   gConfig = c;
+  gLevel.store(static_cast<int>(c.level), std::memory_order_relaxed);
+  gMask.store(c.mask, std::memory_order_relaxed);
   gLoaded.store(true, std::memory_order_release);
 }
 
@@ -113,8 +118,8 @@ bool logEnabled(LogLevel level, LogSubsys subsys) {
     std::lock_guard<std::mutex> lock(gLogMutex);
     if (!gLoaded.load(std::memory_order_relaxed)) loadLocked();
   }
-  return static_cast<int>(level) <= static_cast<int>(gConfig.level) &&
-         (gConfig.mask & static_cast<unsigned>(subsys)) != 0;
+  return static_cast<int>(level) <= gLevel.load(std::memory_order_relaxed) &&
+         (gMask.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys)) != 0;
 }
 
 void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...) {
