@@ -2,6 +2,7 @@
 // and the probe cache (no dependency the GPU machine's image lacks).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +42,13 @@ class Json {
     // Out of int's range (or NaN) casting is undefined: a corrupt file gets the fallback.
     return type_ == Type::Number && num_ > -2147483649.0 && num_ < 2147483648.0
                ? static_cast<int>(num_)
+               : fallback;
+  }
+  // A byte count: a number in [0, 2^64); anything else (negative, NaN, too
+  // large: casting it is undefined) gets the fallback.
+  uint64_t bytes(uint64_t fallback = 0) const {
+    return type_ == Type::Number && num_ >= 0.0 && num_ < 18446744073709551616.0
+               ? static_cast<uint64_t>(num_)
                : fallback;
   }
   bool boolean(bool fallback = false) const { return type_ == Type::Bool ? bool_ : fallback; }

@@ -182,8 +182,8 @@ Status fromJson(const Json& j, Topology* out) {
     gpu.name = g["name"].str();
     gpu.numa = g["numa"].integer(-1);
     gpu.cpus = g["cpus"].str();
-    gpu.bar1Bytes = static_cast<uint64_t>(g["bar1_bytes"].num());
-    gpu.memBytes = static_cast<uint64_t>(g["mem_bytes"].num());
+    gpu.bar1Bytes = g["bar1_bytes"].bytes();
+    gpu.memBytes = g["mem_bytes"].bytes();
     t.gpus.push_back(gpu);
   }
   for (const Json& n : j["nics"].items()) {
