@@ -23,4 +23,20 @@ inline size_t pipelineChunkBytes(size_t slotBytes, size_t bytes) {
   return std::min(slotBytes, std::max(eighth, 4 * kMiB));
 }
 
+// Elements of one all-reduce chunk of a call of `count` elements of `elem`
+// bytes among `nranks` ranks: chunks of equal size (but the last), each a
+// multiple of nranks x `align` elements and at most a pipeline chunk (above)
+// that fits a slot of `slotBytes`. A chunk's nranks segments of
+// ceil(len / nranks) elements rounded up to `align` then fit one slot side by
+// side, which the inbox layout of the host-staged all-reduce needs; equal
+// sizes keep a call from ending in a chunk of a few elements.
+inline size_t allReduceChunkElems(size_t slotBytes, size_t count, size_t elem, size_t nranks,
+                                  size_t align) {
+  const size_t unit = nranks * align;
+  const size_t most = pipelineChunkBytes(slotBytes, count * elem) / elem / unit * unit;
+  if (most == 0) return unit;  // not reached: slots hold >= 64 KiB, a unit <= 1 KiB
+  const size_t chunks = std::max<size_t>(1, ceilDiv(count, most));
+  return roundUp(ceilDiv(count, chunks), unit);
+}
+
 }  // namespace lanes::staged

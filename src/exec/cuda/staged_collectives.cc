@@ -171,10 +171,12 @@ Status StagedCollectives::createLocalResources() {
   for (cudaStream_t* s : {&down_, &reduce_, &up_})
     LANES_CUDA_RETURN(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
   // Uploading the peers' segments on a stream of its own lets chunk g+1's
-  // upload run while chunk g's result goes down; ranks sharing one context
-  // run it on the reduce stream when the hardware queues would not suffice.
-  const int sharing = std::max(1, static_cast<int>(ranksSharingMyContext(comm_).size()));
-  if (int64_t{sharing} * streamsPerRank(true) <= hardwareQueues())
+  // upload run while chunk g's result goes down. Also where the ranks of one
+  // context then have more streams than hardware queues: 256 MiB with 8
+  // thread ranks (40 streams, 32 queues) took 97.9 ms so and 106.0 ms with
+  // the upload on the reduce stream (H200, session 7). LANES_STAGE_OWN_UPLOAD_STREAM=0
+  // puts it there.
+  if (envBool("LANES_STAGE_OWN_UPLOAD_STREAM", true))
     LANES_CUDA_RETURN(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
   else
     upload_ = reduce_;
@@ -628,6 +630,32 @@ bool StagedCollectives::peersDone(Deadline deadline) const {
   return true;
 }
 
+Status StagedCollectives::uploadPieces(int slot, uint32_t g, size_t stride, size_t bytes,
+                                       size_t offsetInPeerSlot, std::byte* scratch,
+                                       std::vector<const void*>* srcs) const {
+  const int n = comm_->nranks;
+  const int me = comm_->rank;
+  // The peers below me, then those above: from the inbox each run is one copy
+  // (with the gaps of pieces shorter than the stride, never read).
+  for (auto [first, last] : {std::pair{0, me}, std::pair{me + 1, n}}) {
+    if (first == last) continue;
+    const size_t at = static_cast<size_t>(first < me ? first : first - 1);
+    for (int p = first; p < last; ++p) {
+      std::byte* dst = scratch + (at + static_cast<size_t>(p - first)) * stride;
+      LANES_RETURN_IF_ERROR(awaitCounter(upload_, arena_->flag(StageFlag::Ready, p), g, p));
+      if (!inbox())
+        LANES_CUDA_RETURN(cudaMemcpyAsync(dst, inputSlot(p, slot) + offsetInPeerSlot, bytes,
+                                          cudaMemcpyDefault, upload_));
+      (*srcs)[static_cast<size_t>(p)] = dst;
+    }
+    if (inbox())
+      LANES_CUDA_RETURN(cudaMemcpyAsync(
+          scratch + at * stride, inputSlot(me, slot) + static_cast<size_t>(first) * stride,
+          static_cast<size_t>(last - first - 1) * stride + bytes, cudaMemcpyDefault, upload_));
+  }
+  return Status::ok();
+}
+
 Status StagedCollectives::enqueueOne(const Request& r) {
   switch (r.args.coll) {
     case CollType::AllReduce:
@@ -650,12 +678,17 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
   const int me = comm_->rank;
   const size_t elem = datatypeSize(r.args.type);
   const size_t count = r.args.count;
-  const size_t chunkElems = pipelineChunkBytes(layout.chunkBytes, count * elem) / elem;
   const size_t align = std::max<size_t>(1, 16 / elem);  // segments start 16-byte aligned
+  const size_t chunkElems =
+      staged::allReduceChunkElems(layout.chunkBytes, count, elem, static_cast<size_t>(n), align);
   const auto* send = static_cast<const std::byte*>(r.args.send);
   auto* recv = static_cast<std::byte*>(r.args.recv);
   const auto slots = static_cast<uint64_t>(layout.slots);
   auto* scratch = static_cast<std::byte*>(scratch_);
+  // Host arena: the peers' pieces of my segment arrive in my inbox
+  // (uploadPieces), so my uploads are two copies whatever the rank count. Up
+  // carries twice the bytes of down here, so its copies are the ones kept
+  // large; the n - 1 small copies into the peers' inboxes go down, which has room.
 
   for (size_t off = 0; off < count; off += chunkElems) {
     const size_t len = std::min(chunkElems, count - off);
@@ -682,33 +715,35 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     }
     // Only the peers' segments go down: mine is reduced straight from `in`.
     const size_t myEnd = myBegin + myLen;
-    if (myBegin > 0)
-      LANES_CUDA_RETURN(
-          cudaMemcpyAsync(inputSlot(me, slot), in, myBegin * elem, cudaMemcpyDefault, down_));
-    if (myEnd < len)
-      LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot) + myEnd * elem, in + myEnd * elem,
-                                        (len - myEnd) * elem, cudaMemcpyDefault, down_));
+    if (inbox()) {
+      for (int p = 0; p < n; ++p) {
+        if (p == me || segEnd(p) == segBegin(p)) continue;
+        LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(p, slot) + static_cast<size_t>(me) * seg * elem,
+                                          in + segBegin(p) * elem, (segEnd(p) - segBegin(p)) * elem,
+                                          cudaMemcpyDefault, down_));
+      }
+    } else {
+      if (myBegin > 0)
+        LANES_CUDA_RETURN(
+            cudaMemcpyAsync(inputSlot(me, slot), in, myBegin * elem, cudaMemcpyDefault, down_));
+      if (myEnd < len)
+        LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot) + myEnd * elem, in + myEnd * elem,
+                                          (len - myEnd) * elem, cudaMemcpyDefault, down_));
+    }
     LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
-    // B1 (upload): the peers' parts of my segment into this chunk's half of
+    // B1 (upload): the peers' pieces of my segment into this chunk's half of
     // the scratch, once the reduce of chunk g-2 (same half) has read it.
     const int half = static_cast<int>(issued % 2);
     std::byte* scratchHalf =
         scratch + static_cast<size_t>(half) * scratchSegments_ * scratchStride_;
-    auto scratchSegment = [&](size_t i) { return scratchHalf + i * scratchStride_; };
+    auto scratchSegment = [&](size_t i) { return scratchHalf + i * seg * elem; };
     LANES_CUDA_RETURN(cudaStreamWaitEvent(upload_, reduceDone_[half], 0));
     std::vector<const void*> srcs(static_cast<size_t>(n));
-    if (myLen > 0) {
-      for (int p = 0; p < n; ++p) {
-        if (p == me) continue;
-        std::byte* dst = scratchSegment(static_cast<size_t>(p < me ? p : p - 1));
-        LANES_RETURN_IF_ERROR(awaitCounter(upload_, arena_->flag(StageFlag::Ready, p), g, p));
-        LANES_CUDA_RETURN(cudaMemcpyAsync(dst, inputSlot(p, slot) + myBegin * elem, myLen * elem,
-                                          cudaMemcpyDefault, upload_));
-        srcs[static_cast<size_t>(p)] = dst;
-      }
-    }
+    if (myLen > 0)
+      LANES_RETURN_IF_ERROR(uploadPieces(slot, g, seg * elem, myLen * elem, myBegin * elem,
+                                         scratchHalf, &srcs));
     LANES_CUDA_RETURN(cudaEventRecord(uploadDone_, upload_));
 
     // B2 (reduce): my segment, from my device input and the uploaded ones; its

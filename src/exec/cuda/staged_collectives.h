@@ -124,6 +124,17 @@ class StagedCollectives final : public DeviceContext {
   Status enqueueReduceScatter(const Request& r);
   Status reduceSegment(void* dst, const std::vector<const void*>& srcs, size_t count,
                        const Request& r, cudaStream_t stream);
+  // Whether a reduction's pieces are staged in their reader's input slot, its
+  // "inbox" (host arena): writer p puts its piece for rank s at p x stride in
+  // s's slot, and s uploads them in two copies. Else (P2P) each rank's slot
+  // holds its own pieces, and the reader copies from every peer's GPU.
+  bool inbox() const { return !p2p_; }
+  // Stage B1 of a reduction on upload_: the peers' pieces for this rank,
+  // `bytes` each, into `scratch` `stride` apart (peer p at p, or p - 1 past
+  // me), each once its writer's ready counter reached g; sets srcs[p]. From
+  // the inbox, or (P2P) from `offsetInPeerSlot` in each peer's slot.
+  Status uploadPieces(int slot, uint32_t g, size_t stride, size_t bytes, size_t offsetInPeerSlot,
+                      std::byte* scratch, std::vector<const void*>* srcs) const;
   void releaseLocalResources();
   // Where rank `rank`'s input slot and `owner`'s part of a result slot are:
   // the shared host arena, or GPU memory reached over P2P (transport/p2p).

@@ -13,9 +13,11 @@
 //   broadcast      A (root): D2H send -> in[root][k]; ready[root] = g; send ->
 //                     recv (D2D, unless in place).
 //                  C (others): wait ready[root] >= g, H2D in[root][k] -> recv.
-//   reduce-scatter A: D2H every peer's block of my send into in[me][k] (block
-//                     p at offset p x len); ready[me] = g.
-//                  B1: wait ready[p] >= g, H2D in[p][k] block me -> scratch.
+//   reduce-scatter A: D2H every peer p's block of my send into in[p][k] at
+//                     offset me x len (p's inbox; P2P: into in[me][k] at
+//                     offset p x len); ready[me] = g.
+//                  B1: wait ready[p] >= g; H2D my inbox in[me][k] -> scratch
+//                     in two copies (P2P: in[p][k] block me, per peer).
 //                  B2: reduce my block of send with the uploaded ones -> recv.
 //                  C: consumed after B2.
 #include <cuda_runtime.h>
@@ -166,30 +168,25 @@ Status StagedCollectives::enqueueReduceScatter(const Request& r) {
     auto piece = [&](int p) { return static_cast<size_t>(p) * chunkElems * elem; };
     auto block = [&](int p) { return send + (static_cast<size_t>(p) * count + off) * elem; };
 
-    // A (down): every peer's block of my input.
+    // A (down): every peer's block of my input, into the peer's inbox (host
+    // arena) or my own slot (P2P); see uploadPieces.
     LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot) + piece(p), block(p), len * elem,
-                                        cudaMemcpyDefault, down_));
+      std::byte* dst = inbox() ? inputSlot(p, slot) + piece(me) : inputSlot(me, slot) + piece(p);
+      LANES_CUDA_RETURN(cudaMemcpyAsync(dst, block(p), len * elem, cudaMemcpyDefault, down_));
     }
     LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
-    // B1 (upload): my piece of every peer's slot, into this chunk's scratch half.
+    // B1 (upload): every peer's piece for me, into this chunk's scratch half.
     const int half = static_cast<int>(c.issued % 2);
     std::byte* scratchHalf =
         scratch + static_cast<size_t>(half) * scratchSegments_ * scratchStride_;
     LANES_CUDA_RETURN(cudaStreamWaitEvent(upload_, reduceDone_[half], 0));
     std::vector<const void*> srcs(static_cast<size_t>(n));
-    for (int p = 0; p < n; ++p) {
-      if (p == me) continue;
-      std::byte* dst = scratchHalf + static_cast<size_t>(p < me ? p : p - 1) * scratchStride_;
-      LANES_RETURN_IF_ERROR(awaitCounter(upload_, arena_->flag(StageFlag::Ready, p), g, p));
-      LANES_CUDA_RETURN(cudaMemcpyAsync(dst, inputSlot(p, slot) + piece(me), len * elem,
-                                        cudaMemcpyDefault, upload_));
-      srcs[static_cast<size_t>(p)] = dst;
-    }
+    LANES_RETURN_IF_ERROR(
+        uploadPieces(slot, g, chunkElems * elem, len * elem, piece(me), scratchHalf, &srcs));
     LANES_CUDA_RETURN(cudaEventRecord(uploadDone_, upload_));
 
     // B2 (reduce): my block of send with the uploaded pieces, into recv.
@@ -199,7 +196,7 @@ Status StagedCollectives::enqueueReduceScatter(const Request& r) {
     if (inPlace && me >= cuda::kMaxReduceSources) {
       // A first pass of 8 sources would overwrite my block before a later
       // pass reads it (as in the all-reduce).
-      std::byte* copy = scratchHalf + static_cast<size_t>(n - 1) * scratchStride_;
+      std::byte* copy = scratchHalf + piece(n - 1);
       LANES_CUDA_RETURN(
           cudaMemcpyAsync(copy, block(me), len * elem, cudaMemcpyDeviceToDevice, reduce_));
       srcs[static_cast<size_t>(me)] = copy;
