@@ -6,9 +6,12 @@
 #   - LANES_STAGE_OWN_UPLOAD_STREAM=0 (the upload on the reduce stream, which thread
 #     ranks used before session 7 where 5 streams each exceeded the hardware queues),
 #     at 32 queues and at CUDA's default of 8;
-#   - larger chunks (fewer, larger copies) and more slots (a deeper pipeline);
+#   - LANES_STAGE_SHARED_STREAMS=1 (the thread ranks of a GPU share one set of
+#     internal streams, so their stages take turns as processes' do);
+#   - larger chunks (fewer, larger copies), more or fewer slots;
 #   - the same knobs on processes.
-# Optionally (CTEST=1) the GPU suite first (CTEST_ARGS narrows it, e.g. -R Staged). Every step is time-capped.
+# Optionally (CTEST=1) the GPU suite first (CTEST_ARGS narrows it, e.g. -R Staged;
+# CTEST_ENV sets variables for it alone, e.g. LANES_STAGE_SHARED_STREAMS=1). Every step is time-capped.
 # Results: $OUT/summary.txt and $OUT/probe.tgz (every log).
 #
 #   OUT=dir [CTEST=1] bash bench/gpu/batch_bound_probe.sh      # from the repository root
@@ -21,8 +24,8 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv >"$S" 2>&1
 build
 echo "build $(el)" >>"$S"
 
-[ -n "${CTEST:-}" ] && step ${CTEST_S:-300} ctest_gpu.txt "ctest -L gpu -j6" -- env -u LANES_TIMEOUT \
-  ctest --test-dir "$b" -L gpu -j6 --timeout 200 --output-on-failure ${CTEST_ARGS:-}
+[ -n "${CTEST:-}" ] && step ${CTEST_S:-300} ctest_gpu.txt "ctest -L gpu -j6 ${CTEST_ENV:-}" -- \
+  env -u LANES_TIMEOUT ${CTEST_ENV:-} ctest --test-dir "$b" -L gpu -j6 --timeout 200 --output-on-failure ${CTEST_ARGS:-}
 
 export CUDA_VISIBLE_DEVICES=0
 step 60 reduce_bandwidth.txt "reduce kernel vs D2D copy" -- "$B/lanes_reduce_bandwidth"
@@ -36,16 +39,20 @@ probe() { # TITLE ENV... -- ARGS...
   step 45 bound.txt "$title" -- env "${envs[@]}" "$B/lanes_allreduce_bound" --iters 5 "$@"
 }
 probe "threads, default" -- --ranks 2,4,8
+probe "threads, shared internal streams" LANES_STAGE_SHARED_STREAMS=1 -- --ranks 2,4,8
 probe "processes, default" -- --procs --ranks 2,4,8
-probe "threads, each call waited for" -- --ranks 4,8 --sync-each
-probe "threads, upload on the reduce stream" LANES_STAGE_OWN_UPLOAD_STREAM=0 -- --ranks 4,8
-probe "threads, 32 MiB chunks" LANES_STAGE_CHUNK_BYTES=32M -- --ranks 4,8
-probe "threads, 8 slots" LANES_STAGE_SLOTS=8 -- --ranks 4,8
-probe "processes, 32 MiB chunks" LANES_STAGE_CHUNK_BYTES=32M -- --procs --ranks 4,8
+probe "threads, shared internal streams, 32 MiB chunks" LANES_STAGE_SHARED_STREAMS=1 \
+  LANES_STAGE_CHUNK_BYTES=32M -- --ranks 4,8
+probe "threads, shared internal streams, 8 slots" LANES_STAGE_SHARED_STREAMS=1 LANES_STAGE_SLOTS=8 \
+  -- --ranks 4,8
+probe "threads, shared internal streams, 2 slots" LANES_STAGE_SHARED_STREAMS=1 LANES_STAGE_SLOTS=2 \
+  -- --ranks 4,8
+probe "threads, 2 slots" LANES_STAGE_SLOTS=2 -- --ranks 4,8
+probe "processes, 2 slots" LANES_STAGE_SLOTS=2 -- --procs --ranks 4,8
 # CUDA's default queue count, which a user who never read docs/env.md runs with.
-probe "threads, 8 hardware queues" CUDA_DEVICE_MAX_CONNECTIONS=8 -- --ranks 2,4
-probe "threads, 8 hardware queues, upload on the reduce stream" CUDA_DEVICE_MAX_CONNECTIONS=8 \
-  LANES_STAGE_OWN_UPLOAD_STREAM=0 -- --ranks 2,4
+probe "threads, 8 hardware queues" CUDA_DEVICE_MAX_CONNECTIONS=8 -- --ranks 2,4,8
+probe "threads, 8 hardware queues, shared internal streams" CUDA_DEVICE_MAX_CONNECTIONS=8 \
+  LANES_STAGE_SHARED_STREAMS=1 -- --ranks 2,4,8
 [ -n "${STAGING_COPY:-}" ] &&
   step 60 staging_copy.txt "copy engines into cudaHostAlloc / shm memory" -- "$B/lanes_micro_staging_copy"
 

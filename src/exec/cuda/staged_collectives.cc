@@ -11,6 +11,7 @@
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/staged_chunking.h"
+#include "exec/per_communicator.h"
 #include "exec/cuda/stream_join.h"
 #include "kernels/cuda/reduce.h"
 
@@ -93,20 +94,21 @@ int64_t hardwareQueues() {
   return queues > 0 ? queues : 8;
 }
 
-// Streams per rank: the user's, down, reduce, up, and the peer-segment upload
-// when there are queues for it (else that runs on the reduce stream).
-int streamsPerRank(bool separateUpload) { return separateUpload ? 5 : 4; }
+// The internal streams of one set (stage_streams.h): down, reduce, up, and
+// the peer-segment upload unless that runs on the reduce stream.
+int64_t internalStreams(bool separateUpload) { return separateUpload ? 4 : 3; }
 
 // Too few queues and streams of different ranks share them: submission
 // order keeps that safe (submit_ledger.h), but a wait at a queue's head holds
 // back the unrelated work behind it.
-void warnAboutQueues(lanesComm* comm, bool separateUpload) {
+void warnAboutQueues(lanesComm* comm, bool separateUpload, bool sharedStreams) {
   // Their streams share the context's hardware queues.
   const std::vector<int> sharing = ranksSharingMyContext(comm);
   if (sharing.size() < 2 || sharing.front() != comm->rank) return;  // once per process and GPU
   const int64_t queues = hardwareQueues();
   const auto ranks = static_cast<int64_t>(sharing.size());
-  const int64_t needed = ranks * streamsPerRank(separateUpload);
+  // Each rank's own stream, and one internal set per rank or one for all.
+  const int64_t needed = ranks + internalStreams(separateUpload) * (sharedStreams ? 1 : ranks);
   if (queues < needed)
     LANES_WARN(Init, comm->rank,
                "%d ranks of this process share GPU %d: their %lld streams exceed "
@@ -168,18 +170,25 @@ Status StagedCollectives::routePairs(lanesComm* comm, std::vector<Request>& requ
 
 Status StagedCollectives::createLocalResources() {
   LANES_RETURN_IF_ERROR(StreamMemops::get(&memops_));
-  for (cudaStream_t* s : {&down_, &reduce_, &up_})
-    LANES_CUDA_RETURN(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
   // Uploading the peers' segments on a stream of its own lets chunk g+1's
   // upload run while chunk g's result goes down. Also where the ranks of one
   // context then have more streams than hardware queues: 256 MiB with 8
   // thread ranks (40 streams, 32 queues) took 97.9 ms so and 106.0 ms with
   // the upload on the reduce stream (H200, session 7). LANES_STAGE_OWN_UPLOAD_STREAM=0
   // puts it there.
-  if (envBool("LANES_STAGE_OWN_UPLOAD_STREAM", true))
-    LANES_CUDA_RETURN(cudaStreamCreateWithFlags(&upload_, cudaStreamNonBlocking));
-  else
-    upload_ = reduce_;
+  const bool ownUpload = envBool("LANES_STAGE_OWN_UPLOAD_STREAM", true);
+  StageStreams* set = nullptr;
+  if (ranksSharingMyContext(comm_).size() > 1 && envBool("LANES_STAGE_SHARED_STREAMS", false)) {
+    sharedStreams_ = sharedPerCommunicator<SharedStageStreams>(comm_->bootstrap->id().commId);
+    LANES_RETURN_IF_ERROR(sharedStreams_->get(comm_->cudaDev, ownUpload, &set));
+  } else {
+    LANES_RETURN_IF_ERROR(StageStreams::create(ownUpload, &ownStreams_));
+    set = ownStreams_.get();
+  }
+  down_ = set->down;
+  upload_ = set->upload;
+  reduce_ = set->reduce;
+  up_ = set->up;
   for (cudaEvent_t* e : {&downDone_, &uploadDone_, &reduceDone_[0], &reduceDone_[1]})
     LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   return Status::ok();
@@ -189,9 +198,8 @@ void StagedCollectives::releaseLocalResources() {
   if (scratch_ != nullptr) cudaFree(scratch_);
   for (cudaEvent_t e : {downDone_, uploadDone_, reduceDone_[0], reduceDone_[1]})
     if (e != nullptr) cudaEventDestroy(e);
-  if (upload_ != nullptr && upload_ != reduce_) cudaStreamDestroy(upload_);
-  for (cudaStream_t s : {down_, reduce_, up_})
-    if (s != nullptr) cudaStreamDestroy(s);
+  ownStreams_.reset();
+  sharedStreams_.reset();  // the last rank holding them destroys them
   scratch_ = nullptr;
   downDone_ = uploadDone_ = reduceDone_[0] = reduceDone_[1] = nullptr;
   down_ = upload_ = reduce_ = up_ = nullptr;
@@ -355,16 +363,19 @@ Status StagedCollectives::setup() {
       if (ledger_) ledger_->poison(comm_->describe() + ": " + comm_->failureMessage);
     }
   }
-  warnAboutQueues(comm_, upload_ != reduce_);
+  warnAboutQueues(comm_, upload_ != reduce_, sharedStreams_ != nullptr);
   if (config.pairChunkBytes > 0) {
     pairSent_.assign(static_cast<size_t>(n), 0);
     pairReceived_.assign(static_cast<size_t>(n), 0);
   }
   enabled_ = true;
-  LANES_INFO(Init, comm_->rank, "device collectives: %s copy-engine path, chunk %zu %s x %d slots",
+  LANES_INFO(Init, comm_->rank,
+             "device collectives: %s copy-engine path, chunk %zu %s x %d slots, internal streams "
+             "%s",
              p2p_ ? "P2P (slots in GPU memory)" : "host-staged",
              config.chunkBytes >= kMiB ? config.chunkBytes / kMiB : config.chunkBytes / 1024,
-             config.chunkBytes >= kMiB ? "MiB" : "KiB", config.slots);
+             config.chunkBytes >= kMiB ? "MiB" : "KiB", config.slots,
+             sharedStreams_ ? "shared by this process's ranks on this GPU" : "of this rank");
   if (config.pairChunkBytes > 0)
     LANES_INFO(Init, comm_->rank,
                "device send/recv: copy-engine path, %d x %zu KiB pair slots per peer in %s",

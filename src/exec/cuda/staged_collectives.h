@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/request.h"
+#include "exec/cuda/stage_streams.h"
 #include "exec/cuda/staged_watchdog.h"
 #include "exec/cuda/stream_memops.h"
 #include "exec/device_path.h"
@@ -161,8 +162,12 @@ class StagedCollectives final : public DeviceContext {
   std::shared_ptr<SubmitLedger> ledger_;
   std::vector<bool> inProcess_;
   size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
+  // The internal streams: this rank's own set, or the set its communicator's
+  // thread ranks on this GPU share (stage_streams.h); the handles below are its.
+  std::unique_ptr<StageStreams> ownStreams_;
+  std::shared_ptr<SharedStageStreams> sharedStreams_;
   cudaStream_t down_ = nullptr, reduce_ = nullptr, up_ = nullptr;
-  cudaStream_t upload_ = nullptr;  // its own stream, or reduce_ (too few hardware queues)
+  cudaStream_t upload_ = nullptr;  // its own stream, or reduce_ (LANES_STAGE_OWN_UPLOAD_STREAM=0)
   // Re-recorded per chunk; reduceDone_ per scratch half (chunk parity).
   cudaEvent_t downDone_ = nullptr, uploadDone_ = nullptr, reduceDone_[2] = {nullptr, nullptr};
   void* scratch_ = nullptr;  // 2 halves x scratchSegments_ segments on the GPU
