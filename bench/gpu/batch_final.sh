@@ -42,8 +42,11 @@ done
 step 60 reduce_bandwidth.txt "reduce kernel vs D2D copy" -- "$B/lanes_reduce_bandwidth"
 
 # Figure 2: 256 MiB vs the bound, threads (the staged path, submission-ordered
-# since session 6) and processes; then 4 and 8 thread ranks each in a fresh process.
+# since session 6, one set of internal streams for all since session 7) and
+# processes; then 4 and 8 thread ranks each in a fresh process.
 step 90 bound.txt "bound, threads" -- "$B/lanes_allreduce_bound" --ranks 2,4,8
+step 40 bound.txt "bound, threads, a stream set per rank (before session 7)" -- \
+  env LANES_STAGE_SHARED_STREAMS=0 "$B/lanes_allreduce_bound" --ranks 4,8
 [ -z "${SKIP_PROCS_BOUND:-}" ] &&
   step 90 bound.txt "bound, processes" -- "$B/lanes_allreduce_bound" --procs --ranks 2,4,8
 [ -z "${SKIP_PROCS_BOUND:-}" ] && for n in 4 8; do
