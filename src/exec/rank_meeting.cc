@@ -1,6 +1,7 @@
 #include "exec/rank_meeting.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "exec/per_communicator.h"
 
@@ -51,9 +52,20 @@ Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const s
     met_.notify_all();
     return result_;
   }
-  const uint64_t round = round_;
+  const uint64_t round = round_.load();
+  // The peers usually arrive, and the act ends, within tens of µs (the act
+  // is a few CUDA calls per rank): look for the round's end without
+  // sleeping first, as a wake-up costs about as much. Bounded by time: on a
+  // loaded machine each yield can take a scheduler tick.
+  lock.unlock();
+  const auto spinUntil = std::min(deadline.at(), Clock::now() + kSpin);
+  for (int i = 0; Clock::now() < spinUntil; ++i) {
+    if (round_.load() != round || poisoned_.load()) break;
+    if (i >= 64) std::this_thread::yield();
+  }
+  lock.lock();
   Status leave;
-  while (round_ == round) {
+  while (round_.load() == round) {
     if (leave = failure(); !leave) break;
     if (aborted != nullptr && aborted->load()) {
       leave = Status(lanesInvalidUsage, what +
@@ -75,7 +87,7 @@ Status RankMeeting::meet(int rank, const void* offer, Deadline deadline, const s
     }
     met_.wait_until(lock, std::min(deadline.at(), Clock::now() + slice_));
   }
-  if (round_ != round) return result_;
+  if (round_.load() != round) return result_;
   // Leaving before the round completed: take the offer back (it dies with
   // this call), so no later arrival acts on it.
   offers_[static_cast<size_t>(rank)] = nullptr;

@@ -60,7 +60,9 @@ class RankMeeting {
   std::condition_variable met_;
   std::vector<const void*> offers_;  // null: not arrived in this round
   int arrived_ = 0;
-  uint64_t round_ = 0;
+  // Written under mutex_; read without it by the waiters' first spin.
+  std::atomic<uint64_t> round_{0};
+  static constexpr std::chrono::microseconds kSpin{100};
   Status result_;  // of the last completed round
   Status failed_;  // not OK: every meet fails with it (a timeout)
   // poison(): apart from mutex_, which an act holds.

@@ -1,11 +1,11 @@
 // The host-staged path's chunking (src/exec/cuda/staged_chunking.h): pure
 // arithmetic every rank must compute alike. The all-reduce's inbox layout
 // needs each chunk's nranks segments to fit one slot side by side.
-#include "exec/cuda/staged_chunking.h"
-
 #include <gtest/gtest.h>
 
 #include <cstddef>
+
+#include "exec/cuda/staged_chunking.h"
 
 namespace lanes::staged {
 namespace {
@@ -20,8 +20,8 @@ size_t segmentElems(size_t len, size_t nranks, size_t align) {
 TEST(AllReduceChunks, SegmentsOfEveryChunkFitOneSlot) {
   for (size_t elem : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
     const size_t align = 16 / elem;
-    for (size_t n : {size_t{2}, size_t{3}, size_t{5}, size_t{7}, size_t{8}, size_t{10},
-                     size_t{64}}) {
+    for (size_t n :
+         {size_t{2}, size_t{3}, size_t{5}, size_t{7}, size_t{8}, size_t{10}, size_t{64}}) {
       for (size_t slot : {size_t{64} << 10, size_t{1} << 20, kSlot}) {
         for (size_t count : {size_t{1}, size_t{4097}, (size_t{3} << 20) + 5,
                              (size_t{256} << 20) / elem, ((size_t{256} << 20) / elem) + 1}) {
@@ -56,7 +56,7 @@ TEST(AllReduceChunks, EqualChunksWithoutATinyTail) {
 }
 
 TEST(AllReduceChunks, ZeroAndTinyCounts) {
-  EXPECT_EQ(allReduceChunkElems(kSlot, 0, 4, 4, 4), 0u);  // the loop issues nothing
+  EXPECT_EQ(allReduceChunkElems(kSlot, 0, 4, 4, 4), 0u);   // the loop issues nothing
   EXPECT_EQ(allReduceChunkElems(kSlot, 1, 4, 4, 4), 16u);  // one chunk of one unit
 }
 

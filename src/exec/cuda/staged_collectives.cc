@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 
 #include "core/comm.h"
 #include "core/comm_topology.h"
@@ -11,8 +13,8 @@
 #include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/staged_chunking.h"
-#include "exec/per_communicator.h"
 #include "exec/cuda/stream_join.h"
+#include "exec/per_communicator.h"
 #include "kernels/cuda/reduce.h"
 
 namespace lanes {
@@ -176,24 +178,37 @@ Status StagedCollectives::createLocalResources() {
   // thread ranks (40 streams, 32 queues) took 97.9 ms so and 106.0 ms with
   // the upload on the reduce stream (H200, session 7). LANES_STAGE_OWN_UPLOAD_STREAM=0
   // puts it there.
-  const bool ownUpload = envBool("LANES_STAGE_OWN_UPLOAD_STREAM", true);
-  // Thread ranks of one GPU share one set (stage_streams.h): with a set each,
-  // 256 MiB took 40.7 ms (4 ranks) and 96.5 ms (8), with one 33.8 and 80.3 ms,
-  // where 4 and 8 processes took 35.0 and 87.1 ms (H200, session 7).
-  StageStreams* set = nullptr;
-  if (ranksSharingMyContext(comm_).size() > 1 && envBool("LANES_STAGE_SHARED_STREAMS", true)) {
-    sharedStreams_ = sharedPerCommunicator<SharedStageStreams>(comm_->bootstrap->id().commId);
-    LANES_RETURN_IF_ERROR(sharedStreams_->get(comm_->cudaDev, ownUpload, &set));
-  } else {
-    LANES_RETURN_IF_ERROR(StageStreams::create(ownUpload, &ownStreams_));
-    set = ownStreams_.get();
-  }
-  down_ = set->down;
-  upload_ = set->upload;
-  reduce_ = set->reduce;
-  up_ = set->up;
+  LANES_RETURN_IF_ERROR(
+      StageStreams::create(envBool("LANES_STAGE_OWN_UPLOAD_STREAM", true), &ownStreams_));
+  useStreams(*ownStreams_);
   for (cudaEvent_t* e : {&downDone_, &uploadDone_, &reduceDone_[0], &reduceDone_[1]})
     LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  return Status::ok();
+}
+
+void StagedCollectives::useStreams(const StageStreams& set) {
+  down_ = set.down;
+  upload_ = set.upload;
+  reduce_ = set.reduce;
+  up_ = set.up;
+}
+
+Status StagedCollectives::shareStreamsIfWanted() {
+  if (ranksSharingMyContext(comm_).size() < 2) return Status::ok();
+  // Thread ranks of one GPU share one set (stage_streams.h) where the slots
+  // are in host memory: with a set each, 256 MiB took 40.7 ms (4 ranks) and
+  // 96.5 ms (8), with one 33.8 and 80.3 ms, where 4 and 8 processes took 35.0
+  // and 87.1 ms (H200, session 7). LANES_STAGE_SHARED_STREAMS=auto (default)
+  // does that, 1 shares also with P2P slots, 0 never.
+  const std::optional<std::string> mode = envString("LANES_STAGE_SHARED_STREAMS");
+  const bool share =
+      !mode || *mode == "auto" ? !p2p_ : envBool("LANES_STAGE_SHARED_STREAMS", false);
+  if (!share) return Status::ok();
+  sharedStreams_ = sharedPerCommunicator<SharedStageStreams>(comm_->bootstrap->id().commId);
+  StageStreams* set = nullptr;
+  LANES_RETURN_IF_ERROR(sharedStreams_->get(comm_->cudaDev, upload_ != reduce_, &set));
+  useStreams(*set);
+  ownStreams_.reset();  // never used
   return Status::ok();
 }
 
@@ -337,7 +352,9 @@ Status StagedCollectives::setup() {
   }
 
   // 4. Thread ranks of this process: their counter hand-offs keep
-  //    submission order (submit_ledger.h).
+  //    submission order (submit_ledger.h), and where the slots are in host
+  //    memory their stages share one set of streams.
+  LANES_RETURN_IF_ERROR(shareStreamsIfWanted());  // route() fails the communicator
   {
     const auto& ranks = comm_->bootstrap->ranks();
     const RankInfo& self = ranks[static_cast<size_t>(comm_->rank)];
@@ -756,8 +773,8 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     LANES_CUDA_RETURN(cudaStreamWaitEvent(upload_, reduceDone_[half], 0));
     std::vector<const void*> srcs(static_cast<size_t>(n));
     if (myLen > 0)
-      LANES_RETURN_IF_ERROR(uploadPieces(slot, g, seg * elem, myLen * elem, myBegin * elem,
-                                         scratchHalf, &srcs));
+      LANES_RETURN_IF_ERROR(
+          uploadPieces(slot, g, seg * elem, myLen * elem, myBegin * elem, scratchHalf, &srcs));
     LANES_CUDA_RETURN(cudaEventRecord(uploadDone_, upload_));
 
     // B2 (reduce): my segment, from my device input and the uploaded ones; its

@@ -93,6 +93,11 @@ class StagedCollectives final : public DeviceContext {
   // status means the communicator failed (the ranks could not agree).
   Status setup();
   Status createLocalResources();
+  // Points down_, upload_, reduce_ and up_ at `set`.
+  void useStreams(const StageStreams& set);
+  // After the slots are placed: thread ranks of one GPU move to their shared
+  // set of streams (LANES_STAGE_SHARED_STREAMS).
+  Status shareStreamsIfWanted();
   Status enqueueOne(const Request& r);
   Status enqueueAllReduce(const Request& r);
   // staged_gather_scatter.cc: the same slots, counters and streams, other
