@@ -22,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -464,12 +465,33 @@ void warmUp(const std::vector<lanesComm_t>& comms, void* const* bufs) {
   for (auto& t : threads) t.join();
 }
 
-class StagedAllReduceThreads : public StagedThreads, public ::testing::WithParamInterface<int> {};
+// Thread ranks of one process on one GPU reach each other's GPU slots (P2P)
+// unless LANES_P2P_DISABLE=1 keeps the slots in host memory, where they share
+// one set of internal streams (stage_streams.h) and stage through inboxes.
+struct ThreadCase {
+  int nranks;
+  bool hostSlots;
+};
+void PrintTo(const ThreadCase& c, std::ostream* os) {
+  *os << c.nranks << " ranks, " << (c.hostSlots ? "host" : "default") << " slots";
+}
+class StagedAllReduceThreads : public StagedThreads,
+                               public ::testing::WithParamInterface<ThreadCase> {};
 
 TEST_P(StagedAllReduceThreads, MatchesExpectedBitIdenticalOnEveryRank) {
-  const int nranks = GetParam();
+  const int nranks = GetParam().nranks;
+  const bool hostSlots = GetParam().hostSlots;
+  std::optional<test::ScopedEnv> p2p;
+  if (hostSlots) p2p.emplace("LANES_P2P_DISABLE", "1");
   std::vector<lanesComm_t> comms = initAll(nranks);
   ASSERT_NE(comms[0], nullptr);
+  if (hostSlots && nranks > 1) {
+    // The path is set up at init; its slots and streams are what this case is about.
+    const auto* staged = dynamic_cast<const StagedCollectives*>(comms[0]->staged.get());
+    ASSERT_TRUE(staged != nullptr && staged->enabled()) << "the staged path is off";
+    EXPECT_FALSE(staged->usesP2p()) << "LANES_P2P_DISABLE=1, yet the slots are in GPU memory";
+    EXPECT_TRUE(staged->sharesStreams()) << "thread ranks with host slots share one stream set";
+  }
   std::vector<std::string> failures(static_cast<size_t>(nranks));
   std::vector<std::vector<std::vector<uint8_t>>> results(static_cast<size_t>(nranks));
   // Pinned before any rank runs a collective (see test::HostStaging).
@@ -499,8 +521,19 @@ TEST_P(StagedAllReduceThreads, MatchesExpectedBitIdenticalOnEveryRank) {
   for (lanesComm_t c : comms) EXPECT_EQ(lanesCommDestroy(c), lanesSuccess);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceThreads, ::testing::Values(1, 2, 3, 4, 8),
-                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+INSTANTIATE_TEST_SUITE_P(Ranks, StagedAllReduceThreads,
+                         ::testing::Values(ThreadCase{1, false}, ThreadCase{2, false},
+                                           ThreadCase{3, false}, ThreadCase{4, false},
+                                           ThreadCase{8, false}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.nranks) + "ranks";
+                         });
+INSTANTIATE_TEST_SUITE_P(HostSlots, StagedAllReduceThreads,
+                         ::testing::Values(ThreadCase{2, true}, ThreadCase{3, true},
+                                           ThreadCase{8, true}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.nranks) + "ranksHostSlots";
+                         });
 
 // Waits for `stream` by polling, so a stream parked forever fails the test.
 bool streamFinishes(cudaStream_t stream, int seconds) {

@@ -84,6 +84,9 @@ class StagedCollectives final : public DeviceContext {
   bool pairsUseP2p() const {
     return arena_ && arena_->layout().pairs() > 0 && !arena_->layout().pairHostData;
   }
+  // Whether this rank's stages run on the stream set its communicator's
+  // thread ranks on this GPU share (LANES_STAGE_SHARED_STREAMS).
+  bool sharesStreams() const { return sharedStreams_ != nullptr; }
   // Why the slots are not in GPU memory ("" when they are).
   const std::string& p2pWhy() const { return p2pWhy_; }
 
