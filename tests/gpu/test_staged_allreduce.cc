@@ -481,8 +481,9 @@ class StagedAllReduceThreads : public StagedThreads,
 TEST_P(StagedAllReduceThreads, MatchesExpectedBitIdenticalOnEveryRank) {
   const int nranks = GetParam().nranks;
   const bool hostSlots = GetParam().hostSlots;
-  std::optional<test::ScopedEnv> p2p;
+  std::optional<test::ScopedEnv> p2p, shared;
   if (hostSlots) p2p.emplace("LANES_P2P_DISABLE", "1");
+  if (hostSlots) shared.emplace("LANES_STAGE_SHARED_STREAMS", "auto");
   std::vector<lanesComm_t> comms = initAll(nranks);
   ASSERT_NE(comms[0], nullptr);
   if (hostSlots && nranks > 1) {

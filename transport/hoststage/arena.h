@@ -3,7 +3,9 @@
 // registered with CUDA, holding
 //   - a flags page: per rank three counters (ready, reduced, consumed), each
 //     on its own 64-byte line, written and awaited by GPU streams;
-//   - input slots: nranks x slots x chunkBytes (a rank stages its chunk here);
+//   - input slots: nranks x slots x chunkBytes (what a rank stages: its
+//     chunk, or for the reductions, rank s's slot is its inbox where every
+//     rank puts its piece of segment s);
 //   - result slots: slots x chunkBytes (each rank writes its reduced segment);
 //   - pair slots for send/recv: for every ordered pair (sender, receiver)
 //     kPairSlots x pairChunkBytes, with two counters per pair (sent, acked)

@@ -29,12 +29,14 @@ inline size_t pipelineChunkBytes(size_t slotBytes, size_t bytes) {
 // that fits a slot of `slotBytes`. A chunk's nranks segments of
 // ceil(len / nranks) elements rounded up to `align` then fit one slot side by
 // side, which the inbox layout of the host-staged all-reduce needs; equal
-// sizes keep a call from ending in a chunk of a few elements.
+// sizes keep a call from ending in a chunk of a few elements. 0 for a count
+// of 0. Needs nranks x align x elem <= slotBytes (the staged path's setup
+// refuses more ranks than that).
 inline size_t allReduceChunkElems(size_t slotBytes, size_t count, size_t elem, size_t nranks,
                                   size_t align) {
   const size_t unit = nranks * align;
   const size_t most = pipelineChunkBytes(slotBytes, count * elem) / elem / unit * unit;
-  if (most == 0) return unit;  // not reached: slots hold >= 64 KiB, a unit <= 1 KiB
+  if (most == 0) return unit;  // outside the precondition; never 0 (the caller loops on it)
   const size_t chunks = std::max<size_t>(1, ceilDiv(count, most));
   return roundUp(ceilDiv(count, chunks), unit);
 }

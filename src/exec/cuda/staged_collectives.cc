@@ -201,12 +201,21 @@ Status StagedCollectives::shareStreamsIfWanted() {
   // and 87.1 ms (H200, session 7). LANES_STAGE_SHARED_STREAMS=auto (default)
   // does that, 1 shares also with P2P slots, 0 never.
   const std::optional<std::string> mode = envString("LANES_STAGE_SHARED_STREAMS");
-  const bool share =
-      !mode || *mode == "auto" ? !p2p_ : envBool("LANES_STAGE_SHARED_STREAMS", false);
+  bool share = !p2p_;
+  if (mode && *mode != "auto" && *mode != "") {
+    if (*mode == "1" || *mode == "0")
+      share = *mode == "1";
+    else
+      LANES_WARN(Init, comm_->rank,
+                 "LANES_STAGE_SHARED_STREAMS=%s is not auto, 1 or 0; using auto (thread ranks "
+                 "of one GPU share the internal streams where the slots are in host memory)",
+                 mode->c_str());
+  }
   if (!share) return Status::ok();
-  sharedStreams_ = sharedPerCommunicator<SharedStageStreams>(comm_->bootstrap->id().commId);
+  auto shared = sharedPerCommunicator<SharedStageStreams>(comm_->bootstrap->id().commId);
   StageStreams* set = nullptr;
-  LANES_RETURN_IF_ERROR(sharedStreams_->get(comm_->cudaDev, upload_ != reduce_, &set));
+  LANES_RETURN_IF_ERROR(shared->get(comm_->cudaDev, upload_ != reduce_, &set));
+  sharedStreams_ = std::move(shared);
   useStreams(*set);
   ownStreams_.reset();  // never used
   return Status::ok();
@@ -240,11 +249,17 @@ Status StagedCollectives::setup() {
   Status local;
   if (envBool("LANES_STAGED_DISABLE", false)) {
     why = "LANES_STAGED_DISABLE=1";
+  } else if (static_cast<size_t>(n) * 16 > config.chunkBytes) {
+    // Every segment of a chunk is at least 16 bytes, and all must fit one slot.
+    why = std::to_string(n) + " ranks need slots of at least " + std::to_string(n * 16) +
+          " bytes (LANES_STAGE_CHUNK_BYTES)";
   } else {
     local = createLocalResources();
     if (local) {
       StageArenaLayout layout(n, config);
-      // A segment is at most ceil(chunk/n) elements rounded up to 16 bytes.
+      // Room per segment in each scratch half: a segment is at most
+      // ceil(chunk/n) elements rounded up to 16 bytes (the reductions place
+      // theirs `seg` bytes apart, which fits).
       scratchStride_ = roundUp(layout.chunkBytes / n + 32, 256);
       // Two halves (chunk parity), so one chunk's upload overlaps the previous
       // chunk's reduce. Each: n - 1 peer segments, plus a copy of my own for
@@ -457,7 +472,7 @@ StagedCollectives::~StagedCollectives() {
                "a stream still uses the host-staging arena; leaking it rather than freeing "
                "memory the GPU may touch");
     arena_->leak();
-    return;  // streams, events and scratch stay too
+    return;  // events and scratch stay too (the streams' destruction waits for their work)
   }
   releaseLocalResources();
 }

@@ -5,22 +5,26 @@
 // thread is in the path: the ranks' own streams move the bytes with the copy
 // engines and order themselves by counters in shared host memory
 // (cuStreamWriteValue32 / cuStreamWaitValue32). Per chunk g (slot g % K, the
-// chunk cut into nranks segments, segment r owned by rank r):
-//   A (down):   wait every rank's `consumed` >= g-K; D2H my input chunk, but
-//               for segment me, into my input slot; ready[me] = g.
-//   B1 (upload): wait every peer's `ready` >= g; H2D segment me of each
-//               peer's slot into scratch (two halves, by chunk parity).
+// chunk cut into nranks segments, segment r owned by rank r; with host slots
+// rank s's input slot is its inbox, holding every rank p's piece of segment s
+// at p's place):
+//   A (down):   wait every rank's `consumed` >= g-K; D2H each peer p's segment
+//               of my input into p's inbox (P2P: my chunk into my own slot);
+//               ready[me] = g.
+//   B1 (upload): wait every peer's `ready` >= g; H2D my inbox into scratch in
+//               two copies (P2P: my segment of each peer's slot), two halves
+//               by chunk parity.
 //   B2 (reduce): one reduce kernel (sources in rank order) writes my segment
 //               of recvbuf; D2H it into the result slot; reduced[me] = g.
 //   C (up):     wait every peer's `reduced` >= g; H2D the other segments of
 //               the result slot into recvbuf; consumed[me] = g.
-// A, B1, B2 and C are four internal streams (B1 shares B2's where ranks of
-// one process would exceed the context's hardware queues), so chunk g+1 goes
-// down and is uploaded while chunk g is reduced and chunk g-1 comes up; with
-// its own B1 no stream carries copies of both directions but B2, whose one
-// result copy follows its kernel. Every segment is reduced
-// once, by its owner, so every rank gets the same bits. docs/gpu_data_path.md has the picture, the
-// bytes on PCIe, and the failure handling.
+// A, B1, B2 and C are four internal streams (stage_streams.h; thread ranks of
+// one GPU with host slots share one set), so chunk g+1 goes down and is
+// uploaded while chunk g is reduced and chunk g-1 comes up; no stream carries
+// copies of both directions but B2, whose one result copy follows its
+// kernel. Every segment is reduced once, by its owner, so every rank gets the
+// same bits. docs/gpu_data_path.md has the picture, the bytes on PCIe, and
+// the failure handling.
 #pragma once
 
 #include <cuda_runtime.h>
