@@ -15,6 +15,7 @@
 #include "exec/cuda/staged_chunking.h"
 #include "exec/cuda/stream_join.h"
 #include "exec/per_communicator.h"
+#include "exec/stage_stream_policy.h"
 #include "kernels/cuda/reduce.h"
 
 namespace lanes {
@@ -194,23 +195,18 @@ void StagedCollectives::useStreams(const StageStreams& set) {
 }
 
 Status StagedCollectives::shareStreamsIfWanted() {
-  if (ranksSharingMyContext(comm_).size() < 2) return Status::ok();
   // Thread ranks of one GPU share one set (stage_streams.h) where the slots
   // are in host memory: with a set each, 256 MiB took 40.7 ms (4 ranks) and
   // 96.5 ms (8), with one 33.8 and 80.3 ms, where 4 and 8 processes took 35.0
-  // and 87.1 ms (H200, session 7). LANES_STAGE_SHARED_STREAMS=auto (default)
-  // does that, 1 shares also with P2P slots, 0 never.
-  const std::optional<std::string> mode = envString("LANES_STAGE_SHARED_STREAMS");
-  bool share = !p2p_;
-  if (mode && *mode != "auto" && *mode != "") {
-    if (*mode == "1" || *mode == "0")
-      share = *mode == "1";
-    else
-      LANES_WARN(Init, comm_->rank,
-                 "LANES_STAGE_SHARED_STREAMS=%s is not auto, 1 or 0; using auto (thread ranks "
-                 "of one GPU share the internal streams where the slots are in host memory)",
-                 mode->c_str());
-  }
+  // and 87.1 ms (H200, session 7).
+  const std::optional<std::string> value = envString("LANES_STAGE_SHARED_STREAMS");
+  const SharedStreamsMode mode = parseSharedStreamsMode(value ? value->c_str() : nullptr);
+  if (mode == SharedStreamsMode::Invalid)
+    LANES_WARN(Init, comm_->rank,
+               "LANES_STAGE_SHARED_STREAMS=%s is not auto, 1 or 0; using auto (thread ranks "
+               "of one GPU share the internal streams where the slots are in host memory)",
+               value->c_str());
+  const bool share = shareStageStreams(mode, p2p_ != nullptr, ranksSharingMyContext(comm_).size());
   if (!share) return Status::ok();
   auto shared = sharedPerCommunicator<SharedStageStreams>(comm_->bootstrap->id().commId);
   StageStreams* set = nullptr;
