@@ -248,14 +248,16 @@ Status enqueueDeviceBatches(std::map<lanesComm*, std::vector<Request>>& deviceOf
   }
   // Refused before anything is enqueued, so that no peer waits for a part
   // this rank will never issue.
-  for (const auto& [begin, end] : runs)
-    for (size_t k = begin; end - begin > 1 && k < end; ++k)
+  for (const auto& [begin, end] : runs) {
+    if (end - begin < 2) continue;  // enqueued by this thread itself
+    for (size_t k = begin; k < end; ++k)
       for (const Request& r : *batches[k].requests)
         if (streamIsPerThread(r.stream))
           return invalidUsage("one thread issues several ranks of " + batches[k].comm->describe() +
                               " in one group on cudaStreamPerThread, which names a different "
                               "stream on every thread: Lanes enqueues such ranks from a thread "
                               "each. Pass each rank's own stream.");
+  }
   for (const auto& [begin, end] : runs) {
     if (end - begin > 1)
       LANES_RETURN_IF_ERROR(enqueueSideBySide({batches.begin() + begin, batches.begin() + end}));
