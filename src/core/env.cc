@@ -7,13 +7,14 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "core/nccl_env.h"
 
 namespace lanes {
 
 std::optional<std::string> envString(const char* name) {
   const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
+  if (v != nullptr && *v != '\0') return std::string(v);
+  return ncclTwinValue(name);  // nullopt unless libnccl.so.2 turned the twins on
 }
 
 bool parseInt64(const std::string& text, int64_t* out) {

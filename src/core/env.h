@@ -10,8 +10,9 @@
 
 namespace lanes {
 
-// The variable's value, or nullopt when unset or empty. Where `ncclAlias` is
-// given and LANES_x is unset, NCCL_x is read instead.
+// The variable's value, or nullopt when unset or empty. Under libnccl.so.2 an
+// unset LANES_x takes its NCCL twin's value (core/nccl_env.h). Every reader
+// below goes through this one.
 std::optional<std::string> envString(const char* name);
 // Integer value or `fallback`; a value that is not an integer is logged as a
 // warning and the fallback used.

@@ -9,6 +9,9 @@
 #include <mutex>
 #include <string>
 
+#include "core/env.h"
+#include "core/nccl_env.h"
+
 namespace lanes {
 namespace {
 
@@ -60,12 +63,18 @@ LogConfig gConfig;     // under gLogMutex
 // What logEnabled reads without the lock (a reload may run meanwhile).
 std::atomic<int> gLevel{0};
 std::atomic<unsigned> gMask{0};
-std::atomic<bool> gLoaded{false};
+// Generations, not a flag: a logConfigStale() that lands while a reload reads
+// the environment must still cause the next one.
+std::atomic<unsigned> gWantedGen{1};
+std::atomic<unsigned> gLoadedGen{0};
 
 void loadLocked() {
+  unsigned gen = gWantedGen.load(std::memory_order_acquire);
   LogConfig c;
   gethostname(c.host, sizeof(c.host) - 1);
-  if (const char* d = std::getenv("LANES_DEBUG")) {
+  // envString: under libnccl.so.2 an unset LANES_DEBUG* takes its NCCL twin.
+  if (auto level = envString("LANES_DEBUG")) {
+    const char* d = level->c_str();
     if (strcasecmp(d, "NONE") == 0)
       c.level = LogLevel::None;
     else if (strcasecmp(d, "WARN") == 0)
@@ -75,8 +84,8 @@ void loadLocked() {
     else if (strcasecmp(d, "TRACE") == 0)
       c.level = LogLevel::Trace;
   }
-  if (const char* s = std::getenv("LANES_DEBUG_SUBSYS"); s && *s) {
-    std::string list(s);
+  if (auto subsys = envString("LANES_DEBUG_SUBSYS")) {
+    std::string list = *subsys;
     bool exclude = list[0] == '^';
     if (exclude) list.erase(0, 1);
     unsigned mask = 0;
@@ -91,8 +100,8 @@ void loadLocked() {
   }
   if (gConfig.out != stderr && gConfig.out != nullptr) fclose(gConfig.out);
   c.out = stderr;
-  if (const char* f = std::getenv("LANES_DEBUG_FILE"); f && *f) {
-    std::string path = expandPath(f, c.host);
+  if (auto file = envString("LANES_DEBUG_FILE")) {
+    std::string path = expandPath(file->c_str(), c.host);
     if (FILE* fp = fopen(path.c_str(), "a")) {
       setvbuf(fp, nullptr, _IOLBF, 0);
       c.out = fp;
@@ -101,7 +110,11 @@ void loadLocked() {
   gConfig = c;
   gLevel.store(static_cast<int>(c.level), std::memory_order_relaxed);
   gMask.store(c.mask, std::memory_order_relaxed);
-  gLoaded.store(true, std::memory_order_release);
+  gLoadedGen.store(gen, std::memory_order_release);
+}
+
+bool stale() {
+  return gLoadedGen.load(std::memory_order_acquire) != gWantedGen.load(std::memory_order_acquire);
 }
 
 }  // namespace
@@ -111,12 +124,14 @@ void logReloadConfig() {
   loadLocked();
 }
 
+void logConfigStale() { gWantedGen.fetch_add(1, std::memory_order_acq_rel); }
+
 bool logEnabled(LogLevel level, LogSubsys subsys) {
-  if (!gLoaded.load(std::memory_order_acquire)) {
+  if (stale()) {
     // Load once: threads that all saw "not loaded" must not reload the config
     // under another thread already reading it (a data race TSan reports).
     std::lock_guard<std::mutex> lock(gLogMutex);
-    if (!gLoaded.load(std::memory_order_relaxed)) loadLocked();
+    if (stale()) loadLocked();
   }
   return static_cast<int>(level) <= gLevel.load(std::memory_order_relaxed) &&
          (gMask.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys)) != 0;
@@ -129,7 +144,9 @@ void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...
   va_start(ap, fmt);
   vsnprintf(body, sizeof(body), fmt, ap);
   va_end(ap);
-  const char* tag = level == LogLevel::Warn ? "WARN" : level == LogLevel::Info ? "INFO" : "TRACE";
+  static const char* const kTags[2][4] = {{"", "WARN", "INFO", "TRACE"},
+                                          {"", "NCCL WARN", "NCCL INFO", "NCCL TRACE"}};
+  const char* tag = kTags[ncclEnvironmentEnabled() ? 1 : 0][static_cast<int>(level)];
   std::lock_guard<std::mutex> lock(gLogMutex);
   if (rank >= 0)
     fprintf(gConfig.out, "%s:%d:%d [lanes] %s %s\n", gConfig.host, getpid(), rank, tag, body);

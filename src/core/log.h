@@ -1,6 +1,8 @@
 // Logging: LANES_DEBUG=WARN|INFO|TRACE, LANES_DEBUG_SUBSYS=INIT,COLL,...
 // (or ^INIT to exclude), LANES_DEBUG_FILE with %h (host) and %p (pid).
 // Lines start with host:pid:rank so interleaved output of many ranks sorts out.
+// Under libnccl.so.2 (core/nccl_env.h) the NCCL_DEBUG* twins count too, and
+// the level reads "NCCL WARN" etc., so a grep written for NCCL finds the lines.
 #pragma once
 
 #include <cstdarg>
@@ -26,6 +28,9 @@ void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...
     __attribute__((format(printf, 4, 5)));
 // Re-reads the LANES_DEBUG* variables (tests change them between cases).
 void logReloadConfig();
+// Makes the next log call re-read them. Unlike logReloadConfig, safe from a
+// library constructor that may run before this file's statics are set up.
+void logConfigStale();
 
 }  // namespace lanes
 
