@@ -147,6 +147,26 @@ lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist)
 lanesResult_t lanesCommInitFromEnv(lanesComm_t* comm, lanesConfig_t* config);
 lanesResult_t lanesCommSplit(lanesComm_t comm, int color, int key, lanesComm_t* newcomm,
                              lanesConfig_t* config);
+/* Like lanesCommInitRankConfig with several ids (the same nId ids in the same
+ * order on every rank). Lanes' bootstrap needs one root: commIds[0] serves the
+ * rendezvous, the others are checked and left unused. */
+lanesResult_t lanesCommInitRankScalable(lanesComm_t* newcomm, int nranks, int myrank, int nId,
+                                        lanesUniqueId* commIds, lanesConfig_t* config);
+
+/* lanesCommShrink flags. ABORT first stops the parent's operations still
+ * waiting (as after a peer's death), then shrinks. */
+#define LANES_SHRINK_DEFAULT 0x00
+#define LANES_SHRINK_ABORT 0x01
+/* The ranks of `comm` not in excludeRanksList (every one of them calls this
+ * with the same list) form *newcomm, keeping their relative order. Works on a
+ * communicator that failed because an excluded rank died. config NULL: the
+ * parent's options. */
+lanesResult_t lanesCommShrink(lanesComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                              lanesComm_t* newcomm, lanesConfig_t* config, int shrinkFlags);
+/* Stops this rank's operations in flight on `comm` without failing its peers;
+ * afterwards only destroy, abort, split and shrink are allowed. revokeFlags
+ * must be 0. */
+lanesResult_t lanesCommRevoke(lanesComm_t comm, int revokeFlags);
 lanesResult_t lanesCommFinalize(lanesComm_t comm);
 lanesResult_t lanesCommDestroy(lanesComm_t comm);
 lanesResult_t lanesCommAbort(lanesComm_t comm);
@@ -192,7 +212,37 @@ lanesResult_t lanesRecv(void* recvbuff, size_t count, lanesDataType_t datatype, 
                         lanesComm_t comm, cudaStream_t stream);
 
 lanesResult_t lanesGroupStart(void);
+/* Runs the group. Communicators created inside it (lanesCommInitRank*) are
+ * joined here: it returns once all of them are ready or one failed. */
 lanesResult_t lanesGroupEnd(void);
+
+/* What lanesGroupSimulateEnd predicts. Start from LANES_SIM_INFO_INITIALIZER. */
+typedef struct {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime; /* microseconds the group would take */
+} lanesSimInfo_t;
+#define LANES_SIM_INFO_MAGIC 0x4c53494du /* "LSIM" */
+#define LANES_SIM_INFO_INITIALIZER \
+  { sizeof(lanesSimInfo_t), LANES_SIM_INFO_MAGIC, LANES_VERSION_CODE, -1.0f }
+/* Ends the group like lanesGroupEnd, but runs none of its operations: fills
+ * simInfo with the time Lanes' cost model predicts for them on this rank. */
+lanesResult_t lanesGroupSimulateEnd(lanesSimInfo_t* simInfo);
+
+/* Device memory of the current GPU that Lanes' paths can share between
+ * processes (CUDA IPC). */
+lanesResult_t lanesMemAlloc(void** ptr, size_t size);
+lanesResult_t lanesMemFree(void* ptr);
+
+/* Buffer registration: always correct to call, never required. The handle
+ * names the buffer until deregistered (or the communicator is destroyed). */
+lanesResult_t lanesCommRegister(const lanesComm_t comm, void* buff, size_t size, void** handle);
+lanesResult_t lanesCommDeregister(const lanesComm_t comm, void* handle);
+typedef struct lanesWindow* lanesWindow_t;
+lanesResult_t lanesCommWindowRegister(lanesComm_t comm, void* buff, size_t size, lanesWindow_t* win,
+                                      int winFlags);
+lanesResult_t lanesCommWindowDeregister(lanesComm_t comm, lanesWindow_t win);
 
 /* Only for the enum declarations above; it does not leak into the user's code. */
 #undef LNS_ENUM_OF_INT

@@ -48,6 +48,10 @@ Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
 Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
                              const uint64_t* commId, lanesUniqueId* out);
 
+// Stops the root of `id` if this process runs it and no rank has joined it
+// yet, quietly (lanesCommInitRankScalable uses only the first of its ids).
+void retireLocalRoot(const UniqueIdData& id);
+
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;

@@ -6,7 +6,11 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <atomic>
 #include <future>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -19,6 +23,20 @@ namespace lanes {
 namespace {
 
 constexpr size_t kMaxPendingConnections = 4096;
+// How often a root waiting for its first rank looks whether it was retired.
+constexpr int kRetireCheckMs = 200;
+
+// Roots running in this process by commId, so lanesCommInitRankScalable can
+// stop the ones whose id it does not use (process-wide by nature, like the
+// root threads themselves).
+struct LocalRoots {
+  std::mutex mutex;
+  std::map<uint64_t, std::weak_ptr<std::atomic<bool>>> retired;
+};
+LocalRoots& localRoots() {
+  static LocalRoots r;
+  return r;
+}
 
 struct Pending {
   Socket sock;
@@ -35,7 +53,10 @@ struct Arrived {
 class RootServer {
  public:
   RootServer(Socket listener, const UniqueIdData& id, double timeoutSeconds)
-      : listener_(std::move(listener)), id_(id), timeoutSeconds_(timeoutSeconds) {}
+      : listener_(std::move(listener)), id_(id), timeoutSeconds_(timeoutSeconds) {
+    std::lock_guard<std::mutex> lock(localRoots().mutex);
+    localRoots().retired[id.commId] = retired_;
+  }
 
   // Ready once the thread first blocks in poll(), past its start-up
   // allocations (see createUniqueIdAndRoot).
@@ -45,9 +66,12 @@ class RootServer {
     Deadline overall = Deadline::after(timeoutSeconds_);
     while (nranks_ < 0 || count_ < nranks_) {
       if (overall.expired()) return giveUp();
+      // Retired before any rank came: the id was one of several and unused.
+      if (retired_->load() && nranks_ < 0) return forget();
       pollOnce(overall);
     }
     sendTables(overall);
+    forget();
   }
 
  private:
@@ -57,7 +81,7 @@ class RootServer {
     // leave it out for a while instead of spinning on it.
     const bool listen = acceptPause_.expired();
     fds.push_back({listen ? listener_.fd() : -1, POLLIN, 0});
-    int waitMs = overall.remainingMs();
+    int waitMs = std::min(overall.remainingMs(), kRetireCheckMs);
     if (!listen) waitMs = std::min(waitMs, std::max(1, acceptPause_.remainingMs()));
     for (const Pending& p : pending_) {
       fds.push_back({p.sock.fd(), POLLIN, 0});
@@ -189,7 +213,13 @@ class RootServer {
     LANES_INFO(Bootstrap, -1, "bootstrap root: all %d ranks arrived; rank table sent", nranks_);
   }
 
+  void forget() {
+    std::lock_guard<std::mutex> lock(localRoots().mutex);
+    localRoots().retired.erase(id_.commId);
+  }
+
   void giveUp() {
+    forget();
     std::string missing;
     int nmissing = 0;
     for (int r = 0; r < nranks_; ++r) {
@@ -222,6 +252,7 @@ class RootServer {
   std::vector<Pending> pending_;
   std::vector<std::optional<Arrived>> arrived_;
   std::promise<void> parked_;
+  std::shared_ptr<std::atomic<bool>> retired_ = std::make_shared<std::atomic<bool>>(false);
   bool signalledParked_ = false;
   std::string acceptError_;  // the last accept failure, for giveUp
   Deadline acceptPause_ = Deadline::after(0);
@@ -275,6 +306,13 @@ Status createUniqueIdAndRoot(const std::string& bindAddr, const uint8_t* secret,
     LANES_WARN(Bootstrap, -1, "bootstrap root thread did not start within 5 s; continuing");
   LANES_INFO(Bootstrap, -1, "bootstrap root started at %s", addr.toString().c_str());
   return Status::ok();
+}
+
+void retireLocalRoot(const UniqueIdData& id) {
+  std::lock_guard<std::mutex> lock(localRoots().mutex);
+  auto it = localRoots().retired.find(id.commId);
+  if (it == localRoots().retired.end()) return;
+  if (auto flag = it->second.lock()) flag->store(true);
 }
 
 }  // namespace lanes

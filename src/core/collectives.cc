@@ -3,6 +3,7 @@
 #include "core/comm_registry.h"
 #include "core/errors.h"
 #include "core/group.h"
+#include "core/init.h"
 #include "exec/device_path.h"
 
 using namespace lanes;
@@ -111,6 +112,7 @@ Status checkMemory(const char* fn, lanesComm* comm, const void* send, size_t sen
 lanesResult_t collective(const CollCall& c, lanesComm_t comm, cudaStream_t stream) {
   CommRef ref(comm);
   if (!ref) return report(nullptr, notLive(c.fn));
+  if (Status st = awaitInit(comm); !st) return report(comm, st);
   Status status = [&]() -> Status {
     LANES_RETURN_IF_ERROR(checkDatatype(c.type));
     RedOp op;
@@ -153,6 +155,7 @@ lanesResult_t pointToPoint(const char* fn, bool isSend, const void* sendbuf, voi
                            cudaStream_t stream) {
   CommRef ref(comm);
   if (!ref) return report(nullptr, notLive(fn));
+  if (Status st = awaitInit(comm); !st) return report(comm, st);
   Status status = [&]() -> Status {
     LANES_RETURN_IF_ERROR(checkDatatype(type));
     LANES_RETURN_IF_ERROR(checkRank("peer", peer, comm->nranks));

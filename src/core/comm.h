@@ -2,17 +2,20 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "core/comm_topology.h"
 #include "core/datatype.h"
 #include "core/progress.h"
+#include "core/registration.h"
 #include "core/status.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
@@ -64,6 +67,23 @@ struct lanesComm {
   std::mutex opsMutex;
   std::vector<lanes::RedOp> userOps;
   std::vector<bool> userOpLive;
+
+  // Creation that runs in the background (a non-blocking config, or an init
+  // inside a group): lanesInProgress until it ends, then lanesSuccess or the
+  // error it ended with (core/async_init.h).
+  std::atomic<int> initState{lanesSuccess};
+  std::thread initThread;
+  std::mutex initMutex;
+  std::condition_variable initDone;
+  lanes::Status initStatus;  // under initMutex
+
+  // Buffers and windows registered on this communicator (core/registration.h).
+  std::mutex registrationsMutex;
+  std::vector<std::unique_ptr<lanes::Registration>> registrations;
+
+  uint64_t shrinkSeq = 0;
+  // lanesCommRevoke ran: operations fail; destroy, abort, split and shrink remain.
+  std::atomic<bool> revoked{false};
 
   // Failure state, written by the bootstrap monitor thread or by abort.
   std::atomic<bool> aborted{false};

@@ -13,6 +13,7 @@ thread_local std::string tlsLastError;
 
 lanesResult_t report(lanesComm_t comm, const Status& status) {
   if (status.isOk()) return lanesSuccess;
+  if (status.code() == lanesInProgress) return lanesInProgress;  // not an error
   tlsLastError = status.message();
   int rank = -1;
   if (comm != nullptr) {

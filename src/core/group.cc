@@ -1,6 +1,11 @@
 #include "core/group.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "core/errors.h"
+#include "core/init.h"
+#include "planner/cost_model.h"
 
 namespace lanes {
 namespace {
@@ -9,6 +14,31 @@ struct GroupState {
   std::vector<Request> pending;
 };
 thread_local GroupState tlsGroup;
+
+// The slowest hop this rank's part of `r` crosses, for the cost model.
+HopClass hopOf(const Request& r) {
+  if (r.onDevice) return HopClass::DeviceStaged;
+  HopClass hop = HopClass::SharedMemory;
+  for (const Connection* c : r.comm->table)
+    if (c != nullptr && std::strcmp(c->transportName(), "shm") != 0) hop = HopClass::Socket;
+  return hop;
+}
+
+double predictSeconds(const Request& r) {
+  CostQuery q;
+  q.pointToPoint = r.isP2p;
+  q.coll = r.args.coll;
+  q.bytes = std::max(r.sendBytes, r.recvBytes);
+  q.nranks = r.comm->nranks;
+  q.hop = hopOf(r);
+  return lanes::predictSeconds(q);
+}
+
+std::vector<Request> takePending() {
+  std::vector<Request> work = std::move(tlsGroup.pending);
+  tlsGroup.pending.clear();
+  return work;
+}
 }  // namespace
 
 bool inGroup() { return tlsGroup.depth > 0; }
@@ -38,11 +68,28 @@ lanesResult_t lanesGroupEnd(void) {
   if (tlsGroup.depth == 0)
     return report(nullptr, invalidUsage("lanesGroupEnd called without a matching lanesGroupStart"));
   if (--tlsGroup.depth > 0) return lanesSuccess;
-  std::vector<Request> work = std::move(tlsGroup.pending);
-  tlsGroup.pending.clear();
-  Status status = executeRequests(work);
+  std::vector<Request> work = takePending();
+  Status status = awaitGroupInits();
+  if (status) status = executeRequests(work);
   lanesComm_t comm = work.empty() ? nullptr : work.front().comm;
   return report(comm, status);
+}
+
+lanesResult_t lanesGroupSimulateEnd(lanesSimInfo_t* simInfo) {
+  if (simInfo == nullptr) return report(nullptr, invalidArgument("simInfo is NULL"));
+  if (simInfo->magic != LANES_SIM_INFO_MAGIC || simInfo->size < sizeof(lanesSimInfo_t))
+    return report(nullptr, invalidArgument("simInfo was not initialised with "
+                                           "LANES_SIM_INFO_INITIALIZER (bad magic or size)"));
+  if (tlsGroup.depth == 0)
+    return report(nullptr,
+                  invalidUsage("lanesGroupSimulateEnd called without a matching lanesGroupStart"));
+  if (--tlsGroup.depth > 0) return lanesSuccess;
+  std::vector<Request> work = takePending();
+  Status status = awaitGroupInits();
+  double seconds = 0;
+  for (const Request& r : work) seconds += predictSeconds(r);
+  simInfo->estimatedTime = static_cast<float>(seconds * 1e6);
+  return report(work.empty() ? nullptr : work.front().comm, status);
 }
 
 }  // extern "C"

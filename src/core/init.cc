@@ -9,8 +9,10 @@
 #include "core/comm_topology.h"
 #include "core/env.h"
 #include "core/errors.h"
+#include "core/group.h"
 #include "core/host_id.h"
 #include "core/log.h"
+#include "core/nccl_env.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
 
@@ -123,70 +125,142 @@ void logTopology(const lanesComm* comm) {
 
 }  // namespace
 
-Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions& options,
-                lanesComm_t* out) {
+namespace {
+
+Status checkInitArgs(const lanesUniqueId& id, int nranks, int rank, UniqueIdData* idData) {
   if (nranks < 1)
     return invalidArgument("nranks must be at least 1, got " + std::to_string(nranks));
   if (rank < 0 || rank >= nranks)
     return invalidArgument("rank " + std::to_string(rank) + " is outside [0, " +
                            std::to_string(nranks) + ")");
-  UniqueIdData idData;
-  LANES_RETURN_IF_ERROR(decodeUniqueId(id, &idData));
+  return decodeUniqueId(id, idData);
+}
 
+std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& options) {
   auto comm = std::make_unique<lanesComm>();
   comm->rank = rank;
   comm->nranks = nranks;
   comm->options = options;
   comm->lanes = static_cast<int>(std::max<int64_t>(2, envInt("LANES_NLANES", 2)));
   comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
+  return comm;
+}
 
+// Everything after the object exists: join the bootstrap, connect, set up the
+// device paths. On failure the bootstrap is shut down again.
+Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
+  logNcclEnvironmentOnce(comm->rank);
   RankInfo self;
-  self.rank = rank;
+  self.rank = comm->rank;
   self.hostHash = hostHash();
   self.pid = getpid();
   self.cudaDev = comm->cudaDev;
   std::string host = hostName();
   std::strncpy(self.hostname, host.c_str(), sizeof(self.hostname) - 1);
 
+  const CommOptions& options = comm->options;
   Deadline deadline = Deadline::after(std::max(options.timeoutSeconds, bootstrapTimeoutSeconds()));
-  LANES_RETURN_IF_ERROR(Bootstrap::create(idData, nranks, self, deadline, &comm->bootstrap));
+  LANES_RETURN_IF_ERROR(Bootstrap::create(idData, comm->nranks, self, deadline, &comm->bootstrap));
   // On an early return the monitor thread could still call the handler below
-  // while `comm` is being destroyed: stop the bootstrap first (no-op once
-  // comm is released to the caller).
+  // while `comm` is being destroyed: stop the bootstrap first.
   struct StopBootstrapOnError {
-    std::unique_ptr<lanesComm>& c;
+    lanesComm* c;
+    bool done = false;
     ~StopBootstrapOnError() {
-      if (c && c->bootstrap) c->bootstrap->shutdown();
+      if (!done && c->bootstrap) c->bootstrap->shutdown();
     }
   } stopOnError{comm};
-  lanesComm* raw = comm.get();
-  comm->bootstrap->setFailureHandler([raw](int deadRank, const std::string& why) {
-    raw->fail(lanesRemoteError,
-              why +
-                  ". Every rank of this communicator is affected; destroy it "
-                  "(lanesCommAbort) and restart the job or recreate the communicator among "
-                  "the survivors.",
-              deadRank, why);
+  comm->bootstrap->setFailureHandler([comm](int deadRank, const std::string& why) {
+    comm->fail(lanesRemoteError,
+               why +
+                   ". Every rank of this communicator is affected; destroy it "
+                   "(lanesCommAbort) and restart the job or recreate the communicator among "
+                   "the survivors (lanesCommShrink).",
+               deadRank, why);
   });
-  attachWatchdog(comm.get());  // answer peers' progress queries; LANES_CHECK_MISMATCH
-  Status status = connectPeers(comm.get(), options.timeoutSeconds);
+  attachWatchdog(comm);  // answer peers' progress queries; LANES_CHECK_MISMATCH
+  Status status = connectPeers(comm, options.timeoutSeconds);
   if (!status) {
-    comm->bootstrap->spreadFailure(
-        rank,
-        "rank " + std::to_string(rank) + " could not connect its transports: " + status.message());
+    comm->bootstrap->spreadFailure(comm->rank,
+                                   "rank " + std::to_string(comm->rank) +
+                                       " could not connect its transports: " + status.message());
     return status;
   }
   // Nobody may use a connection before every rank finished connecting.
   LANES_RETURN_IF_ERROR(comm->bootstrap->barrier(Deadline::after(options.timeoutSeconds)));
-  LANES_RETURN_IF_ERROR(exchangePlacement(comm.get()));  // topology: once per process
+  LANES_RETURN_IF_ERROR(exchangePlacement(comm));  // topology: once per process
   bool allHaveGpus = true;
   for (const RankInfo& r : comm->bootstrap->ranks()) allHaveGpus = allHaveGpus && r.cudaDev >= 0;
   if (allHaveGpus && !envBool("LANES_DEVICE_LAZY_SETUP", false))
-    LANES_RETURN_IF_ERROR(prepareDevicePaths(comm.get()));
-  logTopology(comm.get());
+    LANES_RETURN_IF_ERROR(prepareDevicePaths(comm));
+  logTopology(comm);
+  stopOnError.done = true;
+  return Status::ok();
+}
+
+// Calls of this thread's open group that created communicators: the group's
+// end waits for them (NCCL's rule: init inside a group completes at its end).
+thread_local std::vector<lanesComm_t> tlsGroupInits;
+
+}  // namespace
+
+Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions& options,
+                lanesComm_t* out) {
+  UniqueIdData idData;
+  LANES_RETURN_IF_ERROR(checkInitArgs(id, nranks, rank, &idData));
+  if (!options.blocking || inGroup()) return startInit(idData, nranks, rank, options, out);
+  auto comm = newComm(nranks, rank, options);
+  LANES_RETURN_IF_ERROR(setUpComm(comm.get(), idData));
   *out = comm.release();
   registerComm(*out);
   return Status::ok();
+}
+
+Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOptions& options,
+                 lanesComm_t* out) {
+  std::unique_ptr<lanesComm> owned = newComm(nranks, rank, options);
+  lanesComm* comm = owned.release();
+  comm->initState.store(lanesInProgress);
+  registerComm(comm);
+  if (inGroup()) tlsGroupInits.push_back(comm);
+  comm->initThread = std::thread([comm, idData] {
+    Status st = setCudaDevice(comm->cudaDev);
+    if (st) st = setUpComm(comm, idData);
+    if (!st) {
+      std::lock_guard<std::mutex> lock(comm->errorMutex);
+      comm->lastError = st.message();
+    }
+    std::lock_guard<std::mutex> lock(comm->initMutex);
+    comm->initStatus = st;
+    comm->initState.store(st.code());
+    comm->initDone.notify_all();
+  });
+  *out = comm;
+  return options.blocking ? Status::ok() : Status(lanesInProgress, "");
+}
+
+Status awaitInit(lanesComm* comm) {
+  if (comm->initState.load() == lanesSuccess) return Status::ok();
+  std::unique_lock<std::mutex> lock(comm->initMutex);
+  // Bounded: the init's own waits end by the bootstrap and operation timeouts.
+  comm->initDone.wait(lock, [comm] { return comm->initState.load() != lanesInProgress; });
+  if (comm->initStatus) return Status::ok();
+  return Status(
+      comm->initStatus.code(),
+      "communicator " + comm->describe() + " could not be created: " + comm->initStatus.message());
+}
+
+Status awaitGroupInits() {
+  std::vector<lanesComm_t> comms = std::move(tlsGroupInits);
+  tlsGroupInits.clear();
+  Status first;
+  for (lanesComm_t c : comms) {
+    CommRef ref(c);
+    if (!ref) continue;  // aborted meanwhile
+    Status st = awaitInit(c);
+    if (!st && first) first = st;
+  }
+  return first;
 }
 
 }  // namespace lanes
@@ -214,6 +288,29 @@ lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUnique
   Status status = parseConfig(config, &options);
   if (status) status = initComm(commId, nranks, rank, options, comm);
   return report(nullptr, status);
+}
+
+lanesResult_t lanesCommInitRankScalable(lanesComm_t* newcomm, int nranks, int myrank, int nId,
+                                        lanesUniqueId* commIds, lanesConfig_t* config) {
+  if (newcomm == nullptr)
+    return report(nullptr, invalidArgument("newcomm (the output pointer) is NULL"));
+  *newcomm = nullptr;
+  if (nId < 1)
+    return report(nullptr, invalidArgument("lanesCommInitRankScalable: nId must be at least 1, "
+                                           "got " +
+                                           std::to_string(nId)));
+  if (commIds == nullptr)
+    return report(nullptr, invalidArgument("lanesCommInitRankScalable: commIds is NULL"));
+  // Every id must be one Lanes made; the first root serves the whole rendezvous.
+  for (int i = 0; i < nId; ++i) {
+    UniqueIdData data;
+    Status st = decodeUniqueId(commIds[i], &data);
+    if (!st)
+      return report(nullptr, Status(st.code(), "lanesCommInitRankScalable: commIds[" +
+                                                   std::to_string(i) + "]: " + st.message()));
+    if (i > 0) retireLocalRoot(data);
+  }
+  return lanesCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
 }
 
 lanesResult_t lanesCommInitRank(lanesComm_t* comm, int nranks, lanesUniqueId commId, int rank) {

@@ -1,13 +1,24 @@
-// Communicator creation, shared by lanesCommInitRank*, InitAll, InitFromEnv and Split.
+// Communicator creation, shared by lanesCommInitRank*, InitAll, InitFromEnv,
+// Split and Shrink.
 #pragma once
 
+#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "core/status.h"
 
 namespace lanes {
 
 Status parseConfig(const lanesConfig_t* config, CommOptions* out);
+// Creates the communicator. With options.blocking false, or inside a group,
+// the work runs on a thread of its own and *out is usable at once (queries;
+// other calls wait for it): the result is lanesInProgress when non-blocking.
 Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions& options,
                 lanesComm_t* out);
+Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOptions& options,
+                 lanesComm_t* out);
+// Waits until a communicator created in the background is ready or failed.
+Status awaitInit(lanesComm* comm);
+// At the end of a group: waits for the communicators this thread created in it.
+Status awaitGroupInits();
 
 }  // namespace lanes

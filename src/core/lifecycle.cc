@@ -4,6 +4,7 @@
 #include "core/comm.h"
 #include "core/comm_registry.h"
 #include "core/errors.h"
+#include "core/init.h"
 #include "core/log.h"
 
 using namespace lanes;
@@ -18,6 +19,7 @@ Status notLive(const char* what) {
 // Frees a retired communicator: stops the monitor, closes every connection.
 void release(lanesComm_t comm, bool graceful) {
   std::unique_ptr<lanesComm> owned(comm);
+  if (owned->initThread.joinable()) owned->initThread.join();  // ended: awaitInit returned
   // The device proxy drives the connections: stop it first.
   owned->device.reset();
   {
@@ -39,6 +41,7 @@ extern "C" {
 lanesResult_t lanesCommFinalize(lanesComm_t comm) {
   CommRef ref(comm);
   if (!ref) return report(nullptr, notLive("lanesCommFinalize"));
+  if (Status st = awaitInit(comm); !st) return report(comm, st);
   // Host-memory operations complete before their call returns, so nothing is
   // pending here; a failed communicator reports its failure.
   Status status = comm->checkAbort();
@@ -51,7 +54,8 @@ lanesResult_t lanesCommDestroy(lanesComm_t comm) {
     // Read the state under a reference, so a concurrent destroy cannot free it meanwhile.
     CommRef ref(comm);
     if (!ref) return report(nullptr, notLive("lanesCommDestroy"));
-    healthy = comm->asyncError.load() == lanesSuccess && !comm->aborted.load();
+    healthy = awaitInit(comm).isOk() && comm->asyncError.load() == lanesSuccess &&
+              !comm->aborted.load() && !comm->revoked.load();
   }
   if (!retireComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
   LANES_INFO(Init, comm->rank, "comm %p destroyed", static_cast<void*>(comm));
@@ -64,6 +68,9 @@ lanesResult_t lanesCommAbort(lanesComm_t comm) {
     CommRef ref(comm);
     if (!ref) return report(nullptr, notLive("lanesCommAbort"));
     comm->aborted.store(true);
+    // A creation still running ends by its own timeouts; wait for it, so the
+    // bootstrap it is making is not used half-made.
+    (void)awaitInit(comm);
     if (comm->bootstrap) {
       // Pass on the root cause when there is one, so every survivor names the
       // rank that died rather than the one that gave up because of it.
@@ -89,7 +96,10 @@ lanesResult_t lanesCommGetAsyncError(lanesComm_t comm, lanesResult_t* asyncError
   CommRef ref(comm);
   if (!ref) return report(nullptr, notLive("lanesCommGetAsyncError"));
   if (asyncError == nullptr) return report(comm, invalidArgument("asyncError is NULL"));
-  *asyncError = static_cast<lanesResult_t>(comm->asyncError.load());
+  // Creation in the background first (lanesInProgress until it ends), then
+  // failures of the work.
+  int init = comm->initState.load();
+  *asyncError = static_cast<lanesResult_t>(init != lanesSuccess ? init : comm->asyncError.load());
   return lanesSuccess;
 }
 

@@ -35,6 +35,10 @@ Status setCudaDevice(int device);
 // Synchronous copy of `bytes` from host or device memory into host memory.
 Status copyToHost(void* dst, const void* src, size_t bytes);
 
+// Device memory of the current GPU that CUDA IPC can export (lanesMemAlloc).
+Status deviceAlloc(void** ptr, size_t bytes);
+Status deviceFree(void* ptr);
+
 // Host memory (pageable, pinned or unknown) or device memory of which GPU.
 Status classifyBuffer(const void* ptr, BufferInfo* out);
 

@@ -62,4 +62,24 @@ Status classifyBuffer(const void* ptr, BufferInfo* out) {
   return Status::ok();
 }
 
+Status deviceAlloc(void** ptr, size_t bytes) {
+  if (!cudaUsable())
+    return cudaError(
+        "lanesMemAlloc: no CUDA device is visible to this process (check "
+        "CUDA_VISIBLE_DEVICES and the driver); host buffers need no allocation "
+        "through Lanes");
+  // cudaMalloc memory can be exported with CUDA IPC, which the P2P slots use.
+  LANES_CUDA_RETURN(cudaMalloc(ptr, bytes));
+  return Status::ok();
+}
+
+Status deviceFree(void* ptr) {
+  BufferInfo info;
+  LANES_RETURN_IF_ERROR(classifyBuffer(ptr, &info));
+  if (info.space != MemSpace::Device)
+    return invalidArgument("lanesMemFree: the pointer is not device memory from lanesMemAlloc");
+  LANES_CUDA_RETURN(cudaFree(ptr));
+  return Status::ok();
+}
+
 }  // namespace lanes

@@ -30,4 +30,12 @@ Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t) {
   return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");
 }
 
+Status deviceAlloc(void**, size_t) {
+  return cudaError(
+      "lanesMemAlloc: this Lanes build has no CUDA support (built without the CUDA "
+      "toolkit or with LANES_ENABLE_CUDA=OFF)");
+}
+
+Status deviceFree(void*) { return cudaError("lanesMemFree: this Lanes build has no CUDA support"); }
+
 }  // namespace lanes
