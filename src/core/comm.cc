@@ -26,6 +26,12 @@ lanes::Status lanesComm::checkAbort() {
                          "communicator " + describe() +
                              " was aborted (lanesCommAbort) while the "
                              "operation waited; destroy it and create a new one");
+  // Before asyncError: a revoke is what the user asked for, and names what is left to do.
+  if (revoked.load(std::memory_order_acquire))
+    return lanes::Status(lanesInvalidUsage,
+                         "communicator " + describe() +
+                             " was revoked (lanesCommRevoke); only destroy, abort, split and "
+                             "shrink remain");
   int err = asyncError.load(std::memory_order_acquire);
   if (err != lanesSuccess) {
     std::lock_guard<std::mutex> lock(failureMutex);

@@ -1,12 +1,57 @@
 // lanesCommSplit: ranks with equal colour form a new communicator, ordered
 // by key (then by old rank). The lowest new rank of each colour creates a
 // fresh unique id and hands it to its members over the parent's control mesh.
+#include "core/split.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "core/comm_registry.h"
 #include "core/errors.h"
 #include "core/init.h"
+
+namespace lanes {
+
+Status shareNewCommId(lanesComm* parent, const std::vector<int>& members, int me, uint32_t tag,
+                      uint64_t agreement, Deadline deadline, const std::string& what,
+                      lanesUniqueId* id) {
+  struct Message {
+    lanesUniqueId id;
+    uint64_t agreement;
+  } msg{};
+  if (me == 0) {
+    LANES_RETURN_IF_ERROR(createUniqueIdAndRoot("", nullptr, &msg.id));
+    msg.agreement = agreement;
+    for (size_t i = 1; i < members.size(); ++i) {
+      Status st = parent->bootstrap->send(members[i], tag, &msg, sizeof(msg));
+      if (!st)
+        return Status(st.code(), what + ": could not hand the new communicator's id to rank " +
+                                     std::to_string(members[i]) + ": " + st.message());
+    }
+    *id = msg.id;
+    return Status::ok();
+  }
+  const int sender = members[0];
+  std::vector<uint8_t> bytes;
+  Status st = parent->bootstrap->recv(sender, tag, &bytes, deadline);
+  if (!st)
+    return Status(st.code(), what + ": rank " + std::to_string(sender) +
+                                 ", which creates the new communicator, did not hand out its "
+                                 "id: " +
+                                 st.message());
+  if (bytes.size() != sizeof(msg))
+    return internalError(what + ": received a malformed id from rank " + std::to_string(sender));
+  std::memcpy(&msg, bytes.data(), sizeof(msg));
+  if (msg.agreement != agreement)
+    return invalidUsage(what + ": rank " + std::to_string(sender) + " and rank " +
+                        std::to_string(parent->rank) +
+                        " asked for different communicators (the ranks passed different "
+                        "arguments)");
+  *id = msg.id;
+  return Status::ok();
+}
+
+}  // namespace lanes
 
 using namespace lanes;
 
@@ -25,7 +70,9 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
   if (color < 0 && color != LANES_SPLIT_NOCOLOR)
     return invalidArgument("lanesCommSplit: color " + std::to_string(color) +
                            " is negative; use a colour >= 0 or LANES_SPLIT_NOCOLOR");
-  LANES_RETURN_IF_ERROR(comm->checkAbort());
+  LANES_RETURN_IF_ERROR(awaitInit(comm));  // a non-blocking parent may still be joining its mesh
+  // A revoked communicator may still split: only its bootstrap mesh is needed.
+  if (!comm->revoked.load()) LANES_RETURN_IF_ERROR(comm->checkAbort());
   CommOptions options = comm->options;
   if (config != nullptr) LANES_RETURN_IF_ERROR(parseConfig(config, &options));
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);
@@ -35,28 +82,20 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
   uint32_t tag = kSplitTagBase + static_cast<uint32_t>(comm->splitSeq++ & 0xff);
   if (color == LANES_SPLIT_NOCOLOR) return Status::ok();
 
-  std::vector<SplitEntry> members;
+  std::vector<SplitEntry> entries;
   for (const SplitEntry& e : all)
-    if (e.color == color) members.push_back(e);
-  std::sort(members.begin(), members.end(), [](const SplitEntry& a, const SplitEntry& b) {
+    if (e.color == color) entries.push_back(e);
+  std::sort(entries.begin(), entries.end(), [](const SplitEntry& a, const SplitEntry& b) {
     return a.key != b.key ? a.key < b.key : a.rank < b.rank;
   });
-  int newRank = 0;
-  while (members[newRank].rank != comm->rank) ++newRank;
+  std::vector<int> members;
+  for (const SplitEntry& e : entries) members.push_back(e.rank);
+  const int newRank =
+      static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
 
   lanesUniqueId id;
-  if (newRank == 0) {
-    LANES_RETURN_IF_ERROR(createUniqueIdAndRoot("", nullptr, &id));
-    for (size_t i = 1; i < members.size(); ++i)
-      LANES_RETURN_IF_ERROR(comm->bootstrap->send(members[i].rank, tag, &id, sizeof(id)));
-  } else {
-    std::vector<uint8_t> bytes;
-    LANES_RETURN_IF_ERROR(comm->bootstrap->recv(members[0].rank, tag, &bytes, deadline));
-    if (bytes.size() != sizeof(id))
-      return internalError("lanesCommSplit: received a malformed id from rank " +
-                           std::to_string(members[0].rank));
-    std::memcpy(&id, bytes.data(), sizeof(id));
-  }
+  LANES_RETURN_IF_ERROR(shareNewCommId(comm, members, newRank, tag, static_cast<uint64_t>(color),
+                                       deadline, "lanesCommSplit", &id));
   return initComm(id, static_cast<int>(members.size()), newRank, options, newcomm);
 }
 

@@ -1,0 +1,45 @@
+// lanesCommRevoke: this rank stops using a communicator. Its operations still
+// waiting return, later ones are refused (checkAbort), yet the communicator
+// has not failed: no asyncError, no notice to peers, and its control mesh
+// stays up for split and shrink.
+#include "core/comm_registry.h"
+#include "core/errors.h"
+#include "core/init.h"
+
+using namespace lanes;
+
+namespace {
+
+Status revoke(lanesComm* comm, int flags) {
+  if (flags != 0)
+    return invalidArgument("lanesCommRevoke: revokeFlags is " + std::to_string(flags) +
+                           "; it must be 0 (no flags are defined)");
+  LANES_RETURN_IF_ERROR(awaitInit(comm));  // its connections are made by then
+  if (comm->revoked.exchange(true)) return Status::ok();
+  {
+    // As in fail(): the hooks release device streams parked on flags. They
+    // quote failureMessage, which checkAbort() and lanesGetLastError only
+    // read once asyncError is set, so saying "revoked" there changes nothing else.
+    std::lock_guard<std::mutex> lock(comm->failureMutex);
+    if (comm->asyncError.load() == lanesSuccess)
+      comm->failureMessage = "communicator " + comm->describe() + " was revoked (lanesCommRevoke)";
+    for (auto& hook : comm->onFailure)
+      if (hook) hook();
+  }
+  // Closed ports fail at once, so a wait that polls its port rather than
+  // checkAbort() returns too.
+  std::lock_guard<std::mutex> lock(comm->connectionsMutex);
+  for (auto& c : comm->connections)
+    if (c) c->close();
+  return Status::ok();
+}
+
+}  // namespace
+
+extern "C" lanesResult_t lanesCommRevoke(lanesComm_t comm, int revokeFlags) {
+  CommRef ref(comm);
+  if (!ref)
+    return report(nullptr, invalidArgument("lanesCommRevoke: comm is NULL, was already "
+                                           "destroyed, or is not a Lanes communicator"));
+  return report(comm, revoke(comm, revokeFlags));
+}
