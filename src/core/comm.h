@@ -76,6 +76,9 @@ struct lanesComm {
   std::mutex initMutex;
   std::condition_variable initDone;
   lanes::Status initStatus;  // under initMutex
+  // Aborted while the init ran: the init thread frees the communicator when
+  // its own waits end (under initMutex).
+  bool abandoned = false;
 
   // Buffers and windows registered on this communicator (core/registration.h).
   std::mutex registrationsMutex;

@@ -5,6 +5,7 @@
 #include "core/comm.h"
 #include "core/comm_registry.h"
 #include "core/log.h"
+#include "core/nccl_env.h"
 
 namespace lanes {
 namespace {
@@ -24,7 +25,9 @@ lanesResult_t report(lanesComm_t comm, const Status& status) {
       rank = comm->rank;
     }
   }
-  LANES_WARN(Coll, rank, "%s: %s", lanesGetErrorString(status.code()), status.message().c_str());
+  LANES_WARN(Coll, rank, "%s",
+             ncclSpelling(std::string(lanesGetErrorString(status.code())) + ": " + status.message())
+                 .c_str());
   return status.code();
 }
 
@@ -42,9 +45,15 @@ const char* lastErrorText(lanesComm_t comm) {
       std::lock_guard<std::mutex> lock(comm->failureMutex);
       copy = comm->failureMessage;
     }
-    if (!copy.empty()) return copy.c_str();
+    if (!copy.empty()) {
+      copy = ncclSpelling(std::move(copy));
+      return copy.c_str();
+    }
   }
-  return tlsLastError.empty() ? "no error" : tlsLastError.c_str();
+  if (tlsLastError.empty()) return "no error";
+  thread_local std::string spelled;
+  spelled = ncclSpelling(tlsLastError);
+  return spelled.c_str();
 }
 
 }  // namespace lanes

@@ -76,16 +76,18 @@ lanesResult_t lanesGroupEnd(void) {
 }
 
 lanesResult_t lanesGroupSimulateEnd(lanesSimInfo_t* simInfo) {
+  if (tlsGroup.depth == 0)
+    return report(nullptr,
+                  invalidUsage("lanesGroupSimulateEnd called without a matching lanesGroupStart"));
+  // The group ends whatever follows, as lanesGroupEnd would: a refused simInfo
+  // must not leave later calls queued in a group nobody closes.
+  const bool outermost = --tlsGroup.depth == 0;
+  std::vector<Request> work = outermost ? takePending() : std::vector<Request>{};
+  Status status = outermost ? awaitGroupInits() : Status::ok();
   if (simInfo == nullptr) return report(nullptr, invalidArgument("simInfo is NULL"));
   if (simInfo->magic != LANES_SIM_INFO_MAGIC || simInfo->size < sizeof(lanesSimInfo_t))
     return report(nullptr, invalidArgument("simInfo was not initialised with "
                                            "LANES_SIM_INFO_INITIALIZER (bad magic or size)"));
-  if (tlsGroup.depth == 0)
-    return report(nullptr,
-                  invalidUsage("lanesGroupSimulateEnd called without a matching lanesGroupStart"));
-  if (--tlsGroup.depth > 0) return lanesSuccess;
-  std::vector<Request> work = takePending();
-  Status status = awaitGroupInits();
   double seconds = 0;
   for (const Request& r : work) seconds += predictSeconds(r);
   simInfo->estimatedTime = static_cast<float>(seconds * 1e6);

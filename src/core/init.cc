@@ -178,6 +178,7 @@ Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
                    "the survivors (lanesCommShrink).",
                deadRank, why);
   });
+  LANES_RETURN_IF_ERROR(comm->checkAbort());  // aborted while the bootstrap formed
   attachWatchdog(comm);  // answer peers' progress queries; LANES_CHECK_MISMATCH
   Status status = connectPeers(comm, options.timeoutSeconds);
   if (!status) {
@@ -230,10 +231,18 @@ Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOpt
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = st.message();
     }
-    std::lock_guard<std::mutex> lock(comm->initMutex);
+    std::unique_lock<std::mutex> lock(comm->initMutex);
     comm->initStatus = st;
     comm->initState.store(st.code());
     comm->initDone.notify_all();
+    if (!comm->abandoned) return;
+    lock.unlock();
+    // lanesCommAbort came meanwhile and left the rest to this thread.
+    if (st)
+      comm->bootstrap->spreadFailure(comm->rank, "rank " + std::to_string(comm->rank) +
+                                                     " aborted its communicator (lanesCommAbort) "
+                                                     "while it was being created");
+    releaseComm(comm, false);
   });
   *out = comm;
   return options.blocking ? Status::ok() : Status(lanesInProgress, "");
@@ -242,8 +251,13 @@ Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOpt
 Status awaitInit(lanesComm* comm) {
   if (comm->initState.load() == lanesSuccess) return Status::ok();
   std::unique_lock<std::mutex> lock(comm->initMutex);
-  // Bounded: the init's own waits end by the bootstrap and operation timeouts.
-  comm->initDone.wait(lock, [comm] { return comm->initState.load() != lanesInProgress; });
+  // Bounded: the init's own waits end by the bootstrap and operation timeouts;
+  // an abort (lanesCommAbort notifies) ends this wait at once.
+  comm->initDone.wait(
+      lock, [comm] { return comm->initState.load() != lanesInProgress || comm->aborted.load(); });
+  if (comm->initState.load() == lanesInProgress)
+    return invalidUsage("communicator " + comm->describe() +
+                        " was aborted (lanesCommAbort) while it was being created");
   if (comm->initStatus) return Status::ok();
   return Status(
       comm->initStatus.code(),

@@ -20,5 +20,9 @@ Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOpt
 Status awaitInit(lanesComm* comm);
 // At the end of a group: waits for the communicators this thread created in it.
 Status awaitGroupInits();
+// Frees a communicator already retired from the registry (core/lifecycle.cc):
+// stops its device paths, closes its connections (abruptly unless graceful),
+// shuts its bootstrap down.
+void releaseComm(lanesComm* comm, bool graceful);
 
 }  // namespace lanes

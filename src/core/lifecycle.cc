@@ -16,8 +16,10 @@ Status notLive(const char* what) {
                          ": comm is NULL, was already destroyed, or is not a Lanes communicator");
 }
 
+}  // namespace
+
 // Frees a retired communicator: stops the monitor, closes every connection.
-void release(lanesComm_t comm, bool graceful) {
+void lanes::releaseComm(lanesComm* comm, bool graceful) {
   std::unique_ptr<lanesComm> owned(comm);
   if (owned->initThread.joinable()) owned->initThread.join();  // ended: awaitInit returned
   // The device proxy drives the connections: stop it first.
@@ -34,8 +36,6 @@ void release(lanesComm_t comm, bool graceful) {
   owned->magic = 0;
 }
 
-}  // namespace
-
 extern "C" {
 
 lanesResult_t lanesCommFinalize(lanesComm_t comm) {
@@ -49,6 +49,7 @@ lanesResult_t lanesCommFinalize(lanesComm_t comm) {
 }
 
 lanesResult_t lanesCommDestroy(lanesComm_t comm) {
+  if (comm == nullptr) return lanesSuccess;  // as NCCL, and as free(NULL)
   bool healthy = false;
   {
     // Read the state under a reference, so a concurrent destroy cannot free it meanwhile.
@@ -59,19 +60,21 @@ lanesResult_t lanesCommDestroy(lanesComm_t comm) {
   }
   if (!retireComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
   LANES_INFO(Init, comm->rank, "comm %p destroyed", static_cast<void*>(comm));
-  release(comm, healthy);
+  releaseComm(comm, healthy);
   return lanesSuccess;
 }
 
 lanesResult_t lanesCommAbort(lanesComm_t comm) {
+  if (comm == nullptr) return lanesSuccess;  // as NCCL
   {
     CommRef ref(comm);
     if (!ref) return report(nullptr, notLive("lanesCommAbort"));
     comm->aborted.store(true);
-    // A creation still running ends by its own timeouts; wait for it, so the
-    // bootstrap it is making is not used half-made.
-    (void)awaitInit(comm);
-    if (comm->bootstrap) {
+    {
+      std::lock_guard<std::mutex> lock(comm->initMutex);
+      comm->initDone.notify_all();  // calls waiting for the init return now
+    }
+    if (comm->initState.load() != lanesInProgress && comm->bootstrap) {
       // Pass on the root cause when there is one, so every survivor names the
       // rank that died rather than the one that gave up because of it.
       std::lock_guard<std::mutex> lock(comm->failureMutex);
@@ -88,7 +91,17 @@ lanesResult_t lanesCommAbort(lanesComm_t comm) {
   }
   // Calls blocked in this communicator see the abort and return; then free it.
   if (!retireComm(comm)) return lanesSuccess;  // another thread won the race
-  release(comm, false);
+  {
+    // The init thread may still wait on the bootstrap: it frees the
+    // communicator when that ends, so the abort returns now.
+    std::lock_guard<std::mutex> lock(comm->initMutex);
+    if (comm->initState.load() == lanesInProgress) {
+      comm->abandoned = true;
+      comm->initThread.detach();
+      return lanesSuccess;
+    }
+  }
+  releaseComm(comm, false);
   return lanesSuccess;
 }
 

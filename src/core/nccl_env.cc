@@ -234,4 +234,25 @@ void logNcclEnvironmentOnce(int rank) {
   for (const std::string& line : ncclEnvironmentReport()) LANES_INFO(Env, rank, "%s", line.c_str());
 }
 
+std::string ncclSpelling(std::string message) {
+  if (!ncclEnvironmentEnabled()) return message;
+  std::string out;
+  out.reserve(message.size());
+  for (size_t i = 0; i < message.size();) {
+    const bool wordStart = i == 0 || !(std::isalnum(static_cast<unsigned char>(message[i - 1])) ||
+                                       message[i - 1] == '_');
+    if (wordStart && message.compare(i, 5, "lanes") == 0 && i + 5 < message.size() &&
+        std::isupper(static_cast<unsigned char>(message[i + 5]))) {
+      out += "nccl";
+      i += 5;
+    } else if (wordStart && message.compare(i, 11, "LANES_DEBUG") == 0) {
+      out += "NCCL_DEBUG";
+      i += 11;
+    } else {
+      out += message[i++];
+    }
+  }
+  return out;
+}
+
 }  // namespace lanes

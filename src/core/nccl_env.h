@@ -34,4 +34,9 @@ std::vector<std::string> ncclEnvironmentReport();
 // communicator init.
 void logNcclEnvironmentOnce(int rank);
 
+// A message as an NCCL user reads it while the twins are on: Lanes' API names
+// (lanesCommAbort, lanesInvalidUsage, lanesConfig_t) become NCCL's, and
+// LANES_DEBUG its twin NCCL_DEBUG. Unchanged while the twins are off.
+std::string ncclSpelling(std::string message);
+
 }  // namespace lanes

@@ -84,9 +84,10 @@ TEST_F(ApiArgs, NullCommIsRejectedEverywhere) {
   EXPECT_EQ(lanesCommCuDevice(nullptr, &v), lanesInvalidArgument);
   lanesResult_t async;
   EXPECT_EQ(lanesCommGetAsyncError(nullptr, &async), lanesInvalidArgument);
-  EXPECT_EQ(lanesCommDestroy(nullptr), lanesInvalidArgument);
   EXPECT_EQ(lanesCommFinalize(nullptr), lanesInvalidArgument);
-  EXPECT_EQ(lanesCommAbort(nullptr), lanesInvalidArgument);
+  // As NCCL: destroying or aborting NULL is a no-op, like free(NULL).
+  EXPECT_EQ(lanesCommDestroy(nullptr), lanesSuccess);
+  EXPECT_EQ(lanesCommAbort(nullptr), lanesSuccess);
   lanesComm_t sub = nullptr;
   EXPECT_EQ(lanesCommSplit(nullptr, 0, 0, &sub, nullptr), lanesInvalidArgument);
   EXPECT_TRUE(lastErrorMentions(nullptr, "comm"));

@@ -287,3 +287,20 @@ TEST_F(NcclEnv, EnvironmentIsLoggedOnce) {
 
 }  // namespace
 }  // namespace lanes
+
+namespace lanes {
+namespace {
+
+TEST_F(NcclEnv, MessagesUseNcclNamesOnlyWhileEnabled) {
+  const std::string raw =
+      "lanesCommAbort: comm is NULL; start from lanesConfig_t (run with LANES_DEBUG=WARN), "
+      "LANES_TIMEOUT, mylanesThing, lanes ranks";
+  EXPECT_EQ(ncclSpelling(raw), raw);
+  setNcclEnvironmentForTest(true);
+  EXPECT_EQ(ncclSpelling(raw),
+            "ncclCommAbort: comm is NULL; start from ncclConfig_t (run with NCCL_DEBUG=WARN), "
+            "LANES_TIMEOUT, mylanesThing, lanes ranks");
+}
+
+}  // namespace
+}  // namespace lanes
