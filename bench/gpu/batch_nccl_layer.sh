@@ -1,6 +1,6 @@
 #!/bin/bash
 # The NCCL drop-in (libnccl.so.2) on the GPU machine, in one call:
-#   1. the build, then the layer's tests: the C ABI programs and PyTorch through
+#   1. the build, then the layer's tests: the C ABI programs, lanesMemAlloc and PyTorch through
 #      the layer (2 and 4 processes on GPU 0);
 #   2. ncclAllReduce through the layer beside lanesAllReduce called directly, on
 #      the same path, 2 processes on GPU 0, 8 B and 256 MiB, three rounds each
@@ -25,8 +25,8 @@ if [ "${GPU_SUITE:-0}" = 1 ]; then
   step 520 ctest_gpu.txt "ctest -L gpu" -- env -u LANES_TIMEOUT \
     ctest --test-dir "$b" -L gpu -j6 --timeout 400 --output-on-failure
 else
-  step 240 ctest_layer.txt "ctest -R NcclAbi (ABI programs and PyTorch)" -- env -u LANES_TIMEOUT \
-    ctest --test-dir "$b" -R NcclAbi -j4 --timeout 230 --output-on-failure
+  step 300 ctest_layer.txt "ctest -R NcclAbi|MemAllocGpu (ABI programs, PyTorch, lanesMemAlloc)" -- env -u LANES_TIMEOUT \
+    ctest --test-dir "$b" -R "NcclAbi|MemAllocGpu" -j4 --timeout 280 --output-on-failure
   for round in 1 2 3; do
     step 40 layer.txt "8 B, 2 processes, round $round" -- env LANES_PERF_NCCL_LIB="$L" \
       "$B/lanes-run" -n 2 "$B/lanes_all_reduce_perf" --compare nccl --memory device \
