@@ -482,6 +482,7 @@ void scenario_abort(const abi_rank_t* r) {
   }
 }
 
+#ifdef NCCL_REVOKE_DEFAULT /* ncclCommRevoke came with NCCL 2.28.9's header */
 /* ---- ncclCommRevoke ---- */
 
 void scenario_revoke(const abi_rank_t* r) {
@@ -556,6 +557,8 @@ void scenario_revoke(const abi_rank_t* r) {
   NCCL_EXPECT(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, NULL), ncclInvalidUsage, comm);
   NCCL_OK(ncclCommDestroy(comm), NULL);
 }
+
+#endif
 
 /* ---- ncclGroupSimulateEnd ---- */
 

@@ -743,7 +743,9 @@ static const scenario_t kScenarios[] = {
     {"shrink-after-kill", 3, 1, 50, 1u << 1, scenario_shrink_after_kill,
      "SIGKILL of a rank, the survivors' errors, ncclCommShrink(NCCL_SHRINK_ABORT)"},
     {"abort", 2, 1, 50, 0, scenario_abort, "ncclCommAbort from another thread unblocks ncclRecv"},
+#ifdef NCCL_REVOKE_DEFAULT
     {"revoke", 2, 2, 50, 0, scenario_revoke, "ncclCommRevoke"},
+#endif
     {"simulate", 2, 1, 50, 0, scenario_simulate, "ncclGroupSimulateEnd"},
     {"register", 2, 1, 50, 0, scenario_register,
      "ncclCommRegister/Deregister, ncclCommWindowRegister/Deregister"},
