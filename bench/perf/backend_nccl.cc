@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "perf/element.h"
@@ -96,7 +97,8 @@ class NcclBackend final : public CollBackend {
   }
   const char* name() const override { return "nccl"; }
   std::string describe() const override {
-    return "NCCL " + ncclVersionString(*lib_) + " (" + lib_->name + ")";
+    return "NCCL " + ncclVersionString(*lib_) + " (" + lib_->name +
+           (ncclIsLanesLayer(*lib_) ? ", Lanes' drop-in)" : ")");
   }
   Status allReduce(const void* s, void* r, size_t n, lanesDataType_t t, lanesRedOp_t op,
                    cudaStream_t st) override {
@@ -175,6 +177,11 @@ std::string ncclVersionString(const NcclLibrary& lib) {
   int major = v >= 10000 ? v / 10000 : v / 1000;
   int minor = v >= 10000 ? (v / 100) % 100 : (v / 100) % 10;
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(v % 100);
+}
+
+bool ncclIsLanesLayer(const NcclLibrary& lib) {
+  const char* internal = lib.getErrorString ? lib.getErrorString(3) : nullptr;  // ncclInternalError
+  return internal != nullptr && std::strstr(internal, "Lanes") != nullptr;
 }
 
 Status ncclNewId(const NcclLibrary& lib, NcclId* out) {

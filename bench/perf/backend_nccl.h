@@ -19,6 +19,9 @@ class NcclLibrary;  // the dlopen handle and the resolved entry points
 Status openNccl(std::shared_ptr<const NcclLibrary>* out);
 // "2.28.9", from ncclGetVersion.
 std::string ncclVersionString(const NcclLibrary& lib);
+// Whether the library is Lanes' own libnccl.so.2 (its ncclGetErrorString names
+// Lanes), which unlike NCCL lets several ranks share a GPU.
+bool ncclIsLanesLayer(const NcclLibrary& lib);
 
 // ncclUniqueId's bytes (NCCL_UNIQUE_ID_BYTES), passed around by the driver
 // over the Lanes communicator the way every other rank-0 fact is.

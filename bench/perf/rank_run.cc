@@ -163,9 +163,17 @@ int RankRun::setupBackends() {
   const bool nccl = a_.backend == Backend::Nccl || a_.compare;
   if (a_.backend == Backend::Lanes) backends_.push_back(makeLanesBackend(comm_));
   if (!nccl) return 0;
+  std::shared_ptr<const NcclLibrary> lib;
+  Status opened = openNccl(&lib);
+  if (sumAll(opened ? 0 : 1) > 0) {
+    if (!opened)
+      std::fprintf(stderr, "%s: rank %d: %s\n", setup_.tool.c_str(), rank_,
+                   opened.message().c_str());
+    return 1;
+  }
   // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): say so
-  // before it does, naming the ranks.
-  for (int r = 0; r < nranks_; ++r) {
+  // before it does, naming the ranks. Lanes' drop-in allows it.
+  for (int r = 0; r < nranks_ && !ncclIsLanesLayer(*lib); ++r) {
     for (int q = 0; q < r; ++q) {
       if (places_[q].hostHash != places_[r].hostHash || places_[q].gpu != places_[r].gpu) continue;
       std::string why = "NCCL refuses two ranks on one GPU, and ranks " + std::to_string(q) +
@@ -185,14 +193,6 @@ int RankRun::setupBackends() {
         std::fprintf(stderr, "%s: --backend nccl: %s\n", setup_.tool.c_str(), why.c_str());
       return 2;
     }
-  }
-  std::shared_ptr<const NcclLibrary> lib;
-  Status opened = openNccl(&lib);
-  if (sumAll(opened ? 0 : 1) > 0) {
-    if (!opened)
-      std::fprintf(stderr, "%s: rank %d: %s\n", setup_.tool.c_str(), rank_,
-                   opened.message().c_str());
-    return 1;
   }
   // Rank 0's id (with a flag saying it got one) to every rank.
   NcclId id;

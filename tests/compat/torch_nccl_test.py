@@ -491,15 +491,33 @@ def reduce_op(ctx: Ctx, name: str):
     raise ValueError(name)
 
 
+def premul_factor_applied(ctx: Ctx, dtype) -> float:
+    """The factor NCCL applies for PREMUL_SUM on `dtype` when PyTorch passes it.
+
+    ProcessGroupNCCL hands ncclRedOpCreatePreMulSum a float32 scalar for
+    bfloat16 tensors (unpackPreMulSum<float, ncclBfloat16>), and NCCL reads
+    the scalar's size of the datatype from it: two bytes, the float's low
+    half on a little-endian host. Lanes reads the scalar as NCCL does, so the
+    factor really applied is that bfloat16 (0 for 2.0); other dtypes get
+    PREMUL_FACTOR itself.
+    """
+    torch = ctx.torch
+    if dtype != torch.bfloat16:
+        return PREMUL_FACTOR
+    bits = torch.tensor([PREMUL_FACTOR], dtype=torch.float32).view(torch.int16)
+    return float(bits[0:1].view(torch.bfloat16).item())
+
+
 def local_reduce(ctx: Ctx, name: str, inputs):
     """Exact reduction of `inputs` in float64 (int64 for integer dtypes)."""
     torch = ctx.torch
     wide = torch.float64 if inputs[0].is_floating_point() else torch.int64
+    factor = premul_factor_applied(ctx, inputs[0].dtype)
     acc = None
     for x in inputs:
         x = x.to(wide)
         if name == "premul_sum":
-            x = x * PREMUL_FACTOR
+            x = x * factor
         if acc is None:
             acc = x.clone()
         elif name == "max":
