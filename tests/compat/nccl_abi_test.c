@@ -17,7 +17,15 @@
 
 /* ---- shared helpers ---- */
 
-int abi_have_gpu(void) { return access("/dev/nvidiactl", F_OK) == 0; }
+/* A GPU this process may use: the driver's device node, unless
+ * CUDA_VISIBLE_DEVICES hides every GPU (CTest sets it empty for these tests). */
+int abi_have_gpu(void) {
+  const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+  if (visible != NULL && (visible[0] == '\0' || strncmp(visible, "-1", 2) == 0 ||
+                          strcmp(visible, "none") == 0 || strcmp(visible, "NoDevFiles") == 0))
+    return 0;
+  return access("/dev/nvidiactl", F_OK) == 0;
+}
 
 void abi_check_comm_shape(ncclComm_t comm, int nranks, int rank, const char* what) {
   int count = -7, me = -7, dev = -7;
