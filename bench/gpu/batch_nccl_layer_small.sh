@@ -3,7 +3,10 @@
 # libnccl.so.2 beside lanesAllReduce called directly (lanes_all_reduce_perf
 # --compare nccl), five rounds each of 1 rank, 2 thread ranks (the
 # shared-context path, ~18 us) and 2 processes (the proxy, ~200 us) on GPU 0;
-# and the C ABI programs on this machine. Results: $OUT/abi.txt, $OUT/small.txt.
+# then 2 processes again with one library per run (--backend lanes and
+# --backend nccl alternating, five each), since a --compare run keeps both
+# communicators, and their proxy threads, alive in every process; and the C ABI
+# programs on this machine. Results: $OUT/abi.txt, $OUT/small.txt.
 #
 #   OUT=dir bash bench/gpu/batch_nccl_layer_small.sh      # from the repository root
 set -u
@@ -25,3 +28,10 @@ for round in 1 2 3 4 5; do
   echo "=== 2 processes, round $round"
   perf "$B/lanes-run" -n 2 "$B/lanes_all_reduce_perf" -n 3000 -w 300
 done 2>&1 | tee "$OUT/small.txt"
+for round in 1 2 3 4 5; do
+  for backend in lanes nccl; do
+    echo "=== 2 processes, --backend $backend, round $round"
+    env LANES_PERF_NCCL_LIB="$L" "$B/lanes-run" -n 2 "$B/lanes_all_reduce_perf" --backend $backend \
+      --memory device -b 8 -e 8 -n 3000 -w 300 2>&1 | grep float
+  done
+done 2>&1 | tee -a "$OUT/small.txt"
