@@ -163,9 +163,10 @@ lanesResult_t lanesCommInitRankScalable(lanesComm_t* newcomm, int nranks, int my
  * parent's options. */
 lanesResult_t lanesCommShrink(lanesComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               lanesComm_t* newcomm, lanesConfig_t* config, int shrinkFlags);
-/* Stops this rank's operations in flight on `comm` without failing its peers;
- * afterwards only destroy, abort, split and shrink are allowed. revokeFlags
- * must be 0. */
+/* Stops this rank's operations in flight on `comm`; afterwards only destroy,
+ * abort, split and shrink are allowed. It tells no peer and fails no peer's
+ * communicator, but a peer's operation with this rank fails once its
+ * connections close: every rank is expected to revoke. revokeFlags must be 0. */
 lanesResult_t lanesCommRevoke(lanesComm_t comm, int revokeFlags);
 lanesResult_t lanesCommFinalize(lanesComm_t comm);
 lanesResult_t lanesCommDestroy(lanesComm_t comm);
@@ -227,11 +228,12 @@ typedef struct {
 #define LANES_SIM_INFO_INITIALIZER \
   { sizeof(lanesSimInfo_t), LANES_SIM_INFO_MAGIC, LANES_VERSION_CODE, -1.0f }
 /* Ends the group like lanesGroupEnd, but runs none of its operations: fills
- * simInfo with the time Lanes' cost model predicts for them on this rank. */
+ * simInfo with the time Lanes' cost model predicts for them on this rank.
+ * With simInfo NULL it is lanesGroupEnd (as NCCL). */
 lanesResult_t lanesGroupSimulateEnd(lanesSimInfo_t* simInfo);
 
-/* Device memory of the current GPU that Lanes' paths can share between
- * processes (CUDA IPC). */
+/* Device memory of the current GPU for buffers of Lanes' calls (cudaMalloc
+ * memory; every device path takes it). */
 lanesResult_t lanesMemAlloc(void** ptr, size_t size);
 lanesResult_t lanesMemFree(void* ptr);
 

@@ -80,6 +80,7 @@ ncclResult_t ncclGroupEnd() { return toNccl(lanesGroupEnd()); }
 
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   constexpr unsigned kNcclSimInfoMagic = 0x74685283;
+  if (simInfo == nullptr) return ncclGroupEnd();  // as NCCL: nothing to fill, so run it
   const bool valid = simInfo != nullptr && simInfo->magic == kNcclSimInfoMagic &&
                      simInfo->size >= sizeof(ncclSimInfo_t);
   // The group ends whether or not simInfo is usable, as in NCCL.
@@ -87,8 +88,8 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   lanesResult_t r = lanesGroupSimulateEnd(&info);
   if (r != lanesSuccess) return toNccl(r);
   if (!valid)
-    return toNccl(report(nullptr, invalidArgument("ncclGroupSimulateEnd: simInfo is NULL or was "
-                                                  "not initialised with "
+    return toNccl(report(nullptr, invalidArgument("ncclGroupSimulateEnd: simInfo was not "
+                                                  "initialised with "
                                                   "NCCL_SIM_INFO_INITIALIZER")));
   simInfo->estimatedTime = info.estimatedTime;
   return ncclSuccess;

@@ -18,6 +18,20 @@ __attribute__((constructor)) void loadAsNccl() { enableNcclEnvironment(); }
 
 ncclResult_t refuse(lanesComm_t comm, const Status& st) { return toNccl(report(comm, st)); }
 
+// Rank 0 of a communicator whose id ncclGetUniqueId derived from NCCL_COMM_ID
+// serves its rendezvous.
+Status startPinnedRoot(const lanesUniqueId& id, int rank) {
+  const char* pinned = std::getenv("NCCL_COMM_ID");
+  if (pinned == nullptr || rank != 0) return Status::ok();
+  lanesUniqueId derived;
+  if (!pinnedUniqueId(pinned, false, &derived) || std::memcmp(&derived, &id, sizeof(id)) != 0)
+    return Status::ok();  // an id made otherwise: its root runs where it was made
+  lanesUniqueId started;
+  Status st = pinnedUniqueId(pinned, true, &started);
+  if (!st) return Status(st.code(), std::string("NCCL_COMM_ID=") + pinned + ": " + st.message());
+  return Status::ok();
+}
+
 }  // namespace
 
 #pragma GCC visibility push(default)
@@ -33,10 +47,12 @@ ncclResult_t ncclGetVersion(int* version) {
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   if (uniqueId == nullptr)
     return refuse(nullptr, invalidArgument("ncclGetUniqueId: uniqueId is NULL"));
-  // NCCL_COMM_ID pins the bootstrap root's address, as in NCCL.
-  const char* pinned = std::getenv("NCCL_COMM_ID");
   lanesUniqueId id;
-  Status st = createUniqueIdAndRoot(pinned != nullptr ? pinned : "", nullptr, &id);
+  // NCCL_COMM_ID pins the root's address, as in NCCL: every process derives
+  // the same id, and rank 0 starts the root when it joins.
+  const char* pinned = std::getenv("NCCL_COMM_ID");
+  Status st = pinned != nullptr ? pinnedUniqueId(pinned, false, &id)
+                                : createUniqueIdAndRoot("", nullptr, &id);
   if (!st)
     return refuse(nullptr, pinned == nullptr ? st
                                              : Status(st.code(), std::string("NCCL_COMM_ID=") +
@@ -52,6 +68,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   if (Status st = toLanesConfig(config, &cfg); !st) return refuse(nullptr, st);
   lanesUniqueId id;
   std::memcpy(&id, &commId, sizeof(id));
+  if (Status st = startPinnedRoot(id, rank); !st) return refuse(nullptr, st);
   return toNccl(lanesCommInitRankConfig(reinterpret_cast<lanesComm_t*>(comm), nranks, id, rank,
                                         config != nullptr ? &cfg : nullptr));
 }
@@ -117,19 +134,25 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
 }
 
 const char* ncclGetErrorString(ncclResult_t result) {
+  // As lanesGetErrorString: the NCCL_DEBUG hint only where that level is off.
+  const bool warnOn = logLevelOn(LogLevel::Warn);
+  const bool infoOn = logLevelOn(LogLevel::Info);
   switch (result) {
     case ncclSuccess:
       return "no error";
     case ncclUnhandledCudaError:
-      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+      return infoOn ? "unhandled cuda error"
+                    : "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
     case ncclSystemError:
-      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+      return infoOn ? "unhandled system error"
+                    : "unhandled system error (run with NCCL_DEBUG=INFO for details)";
     case ncclInternalError:
       return "internal error - please report this issue to the Lanes developers";
     case ncclInvalidArgument:
-      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+      return warnOn ? "invalid argument"
+                    : "invalid argument (run with NCCL_DEBUG=WARN for details)";
     case ncclInvalidUsage:
-      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+      return warnOn ? "invalid usage" : "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError:
       return "remote process exited or there was a network error";
     case ncclInProgress:

@@ -10,11 +10,6 @@ using namespace lanes;
 
 namespace {
 
-Status notLive(const char* fn) {
-  return invalidArgument(std::string(fn) +
-                         ": comm is NULL, was already destroyed, or is not a Lanes communicator");
-}
-
 struct CollCall {
   const char* fn;
   CollType coll;

@@ -11,10 +11,18 @@ void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRan
     failedRank = deadRank;
     failureCause = cause;
     asyncError.store(code);
-    for (auto& hook : onFailure)
-      if (hook) hook();
+    runFailureHooksLocked();
   }
   LANES_INFO(Init, rank, "communicator failed: %s", message.c_str());
+  closeConnections();
+}
+
+void lanesComm::runFailureHooksLocked() {
+  for (auto& hook : onFailure)
+    if (hook) hook();
+}
+
+void lanesComm::closeConnections() {
   std::lock_guard<std::mutex> lock(connectionsMutex);
   for (auto& c : connections)
     if (c) c->close();

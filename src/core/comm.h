@@ -70,7 +70,7 @@ struct lanesComm {
 
   // Creation that runs in the background (a non-blocking config, or an init
   // inside a group): lanesInProgress until it ends, then lanesSuccess or the
-  // error it ended with (core/async_init.h).
+  // error it ended with (core/init.h).
   std::atomic<int> initState{lanesSuccess};
   std::thread initThread;
   std::mutex initMutex;
@@ -84,12 +84,12 @@ struct lanesComm {
   std::mutex registrationsMutex;
   std::vector<std::unique_ptr<lanes::Registration>> registrations;
 
-  uint64_t shrinkSeq = 0;
   // lanesCommRevoke ran: operations fail; destroy, abort, split and shrink remain.
   std::atomic<bool> revoked{false};
 
   // Failure state, written by the bootstrap monitor thread or by abort.
   std::atomic<bool> aborted{false};
+  std::atomic<bool> abortSpread{false};  // the peers were told of this rank's abort
   std::atomic<int> asyncError{lanesSuccess};
   std::mutex failureMutex;
   // Held while `connections` is filled (init), closed by fail() (any thread:
@@ -122,6 +122,11 @@ struct lanesComm {
   // Records the first fatal failure and wakes every port.
   void fail(lanesResult_t code, const std::string& message, int deadRank = -1,
             const std::string& cause = "");
+  // The onFailure hooks (caller holds failureMutex): device streams parked on
+  // flags are released.
+  void runFailureHooksLocked();
+  // Closes every connection, so a wait that polls its port returns at once.
+  void closeConnections();
   // What a waiting op should return now, or OK.
   lanes::Status checkAbort();
   std::string describe() const;  // "rank 2 of 4 (comm name)"

@@ -31,6 +31,11 @@ lanesResult_t report(lanesComm_t comm, const Status& status) {
   return status.code();
 }
 
+Status notLive(const char* fn) {
+  return invalidArgument(std::string(fn) +
+                         ": comm is NULL, was already destroyed, or is not a Lanes communicator");
+}
+
 const char* lastErrorText(lanesComm_t comm) {
   CommRef ref(comm);
   if (comm != nullptr && ref) {

@@ -11,5 +11,7 @@ namespace lanes {
 // is null) and returns its code. OK passes through untouched.
 lanesResult_t report(lanesComm_t comm, const Status& status);
 const char* lastErrorText(lanesComm_t comm);
+// The error of a call `fn` given a handle that is not a live communicator.
+Status notLive(const char* fn);
 
 }  // namespace lanes

@@ -81,10 +81,10 @@ lanesResult_t lanesGroupSimulateEnd(lanesSimInfo_t* simInfo) {
                   invalidUsage("lanesGroupSimulateEnd called without a matching lanesGroupStart"));
   // The group ends whatever follows, as lanesGroupEnd would: a refused simInfo
   // must not leave later calls queued in a group nobody closes.
+  if (simInfo == nullptr) return lanesGroupEnd();  // as NCCL: nothing to fill, so run it
   const bool outermost = --tlsGroup.depth == 0;
   std::vector<Request> work = outermost ? takePending() : std::vector<Request>{};
   Status status = outermost ? awaitGroupInits() : Status::ok();
-  if (simInfo == nullptr) return report(nullptr, invalidArgument("simInfo is NULL"));
   if (simInfo->magic != LANES_SIM_INFO_MAGIC || simInfo->size < sizeof(lanesSimInfo_t))
     return report(nullptr, invalidArgument("simInfo was not initialised with "
                                            "LANES_SIM_INFO_INITIALIZER (bad magic or size)"));

@@ -141,7 +141,8 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
   comm->rank = rank;
   comm->nranks = nranks;
   comm->options = options;
-  comm->lanes = static_cast<int>(std::max<int64_t>(2, envInt("LANES_NLANES", 2)));
+  // Lane 0 carries send/recv, the others collectives: at least 2 (docs/env.md).
+  comm->lanes = static_cast<int>(envInt("LANES_NLANES", 2, 2, 64));
   comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
   return comm;
 }
@@ -149,6 +150,7 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
 // Everything after the object exists: join the bootstrap, connect, set up the
 // device paths. On failure the bootstrap is shut down again.
 Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
+  logVersionOnce(comm->rank);
   logNcclEnvironmentOnce(comm->rank);
   RankInfo self;
   self.rank = comm->rank;
@@ -237,11 +239,8 @@ Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOpt
     comm->initDone.notify_all();
     if (!comm->abandoned) return;
     lock.unlock();
-    // lanesCommAbort came meanwhile and left the rest to this thread.
-    if (st)
-      comm->bootstrap->spreadFailure(comm->rank, "rank " + std::to_string(comm->rank) +
-                                                     " aborted its communicator (lanesCommAbort) "
-                                                     "while it was being created");
+    // lanesCommAbort (or a destroy) came meanwhile and left the rest to this thread.
+    if (comm->aborted.load()) spreadAbort(comm);
     releaseComm(comm, false);
   });
   *out = comm;
@@ -316,13 +315,15 @@ lanesResult_t lanesCommInitRankScalable(lanesComm_t* newcomm, int nranks, int my
   if (commIds == nullptr)
     return report(nullptr, invalidArgument("lanesCommInitRankScalable: commIds is NULL"));
   // Every id must be one Lanes made; the first root serves the whole rendezvous.
+  UniqueIdData first;
   for (int i = 0; i < nId; ++i) {
     UniqueIdData data;
     Status st = decodeUniqueId(commIds[i], &data);
+    if (i == 0) first = data;
     if (!st)
       return report(nullptr, Status(st.code(), "lanesCommInitRankScalable: commIds[" +
                                                    std::to_string(i) + "]: " + st.message()));
-    if (i > 0) retireLocalRoot(data);
+    if (i > 0 && data.commId != first.commId) retireLocalRoot(data);  // a repeat is the one in use
   }
   return lanesCommInitRankConfig(newcomm, nranks, commIds[0], myrank, config);
 }

@@ -24,5 +24,10 @@ Status awaitGroupInits();
 // stops its device paths, closes its connections (abruptly unless graceful),
 // shuts its bootstrap down.
 void releaseComm(lanesComm* comm, bool graceful);
+// As releaseComm, unless its init still runs: then the init thread frees it
+// when its own waits end, and this returns at once.
+void releaseOrAbandon(lanesComm* comm, bool graceful);
+// Tells the peers once that this rank aborts (with the root cause if known).
+void spreadAbort(lanesComm* comm);
 
 }  // namespace lanes

@@ -9,19 +9,39 @@
 
 using namespace lanes;
 
-namespace {
-
-Status notLive(const char* what) {
-  return invalidArgument(std::string(what) +
-                         ": comm is NULL, was already destroyed, or is not a Lanes communicator");
+// Tells the peers, once, that this rank aborts: the root cause when there is
+// one, so every survivor names the rank that died rather than the one that
+// gave up because of it.
+void lanes::spreadAbort(lanesComm* comm) {
+  if (!comm->bootstrap || comm->abortSpread.exchange(true)) return;
+  std::lock_guard<std::mutex> lock(comm->failureMutex);
+  if (comm->failedRank >= 0 && comm->failedRank != comm->rank)
+    comm->bootstrap->spreadFailure(comm->failedRank, comm->failureCause);
+  else
+    comm->bootstrap->spreadFailure(comm->rank, "rank " + std::to_string(comm->rank) +
+                                                   " aborted its communicator (lanesCommAbort)");
 }
 
-}  // namespace
+void lanes::releaseOrAbandon(lanesComm* comm, bool graceful) {
+  {
+    // The init thread may still wait on the bootstrap: it frees the
+    // communicator when that ends, so the caller returns now.
+    std::lock_guard<std::mutex> lock(comm->initMutex);
+    if (comm->initState.load() == lanesInProgress) {
+      comm->abandoned = true;
+      comm->initThread.detach();
+      return;
+    }
+  }
+  if (comm->aborted.load()) spreadAbort(comm);  // the init may have ended after the abort looked
+  releaseComm(comm, graceful);
+}
 
 // Frees a retired communicator: stops the monitor, closes every connection.
 void lanes::releaseComm(lanesComm* comm, bool graceful) {
   std::unique_ptr<lanesComm> owned(comm);
-  if (owned->initThread.joinable()) owned->initThread.join();  // ended: awaitInit returned
+  // The init ended (releaseOrAbandon, or the abandoned init thread itself).
+  if (owned->initThread.joinable()) owned->initThread.join();
   // The device proxy drives the connections: stop it first.
   owned->device.reset();
   {
@@ -60,7 +80,7 @@ lanesResult_t lanesCommDestroy(lanesComm_t comm) {
   }
   if (!retireComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
   LANES_INFO(Init, comm->rank, "comm %p destroyed", static_cast<void*>(comm));
-  releaseComm(comm, healthy);
+  releaseOrAbandon(comm, healthy);
   return lanesSuccess;
 }
 
@@ -74,34 +94,13 @@ lanesResult_t lanesCommAbort(lanesComm_t comm) {
       std::lock_guard<std::mutex> lock(comm->initMutex);
       comm->initDone.notify_all();  // calls waiting for the init return now
     }
-    if (comm->initState.load() != lanesInProgress && comm->bootstrap) {
-      // Pass on the root cause when there is one, so every survivor names the
-      // rank that died rather than the one that gave up because of it.
-      std::lock_guard<std::mutex> lock(comm->failureMutex);
-      if (comm->failedRank >= 0 && comm->failedRank != comm->rank)
-        comm->bootstrap->spreadFailure(comm->failedRank, comm->failureCause);
-      else
-        comm->bootstrap->spreadFailure(
-            comm->rank,
-            "rank " + std::to_string(comm->rank) + " aborted its communicator (lanesCommAbort)");
-    }
-    std::lock_guard<std::mutex> lock(comm->connectionsMutex);
-    for (auto& c : comm->connections)
-      if (c) c->close();
+    // A bootstrap still being made by the init thread is spread on by it.
+    if (comm->initState.load() != lanesInProgress) spreadAbort(comm);
+    comm->closeConnections();
   }
   // Calls blocked in this communicator see the abort and return; then free it.
   if (!retireComm(comm)) return lanesSuccess;  // another thread won the race
-  {
-    // The init thread may still wait on the bootstrap: it frees the
-    // communicator when that ends, so the abort returns now.
-    std::lock_guard<std::mutex> lock(comm->initMutex);
-    if (comm->initState.load() == lanesInProgress) {
-      comm->abandoned = true;
-      comm->initThread.detach();
-      return lanesSuccess;
-    }
-  }
-  releaseComm(comm, false);
+  releaseOrAbandon(comm, false);
   return lanesSuccess;
 }
 
@@ -141,25 +140,32 @@ lanesResult_t lanesCommUserRank(const lanesComm_t comm, int* rank) {
 }
 
 const char* lanesGetErrorString(lanesResult_t result) {
+  // "run with LANES_DEBUG=X for details" only where level X is off: otherwise
+  // the details are in the log already (report() logs each error at WARN).
+  const bool warnOn = logLevelOn(LogLevel::Warn);
+  const bool infoOn = logLevelOn(LogLevel::Info);
   switch (result) {
     case lanesSuccess:
       return "no error";
     case lanesUnhandledCudaError:
-      return "unhandled cuda error (run with LANES_DEBUG=INFO for details)";
+      return infoOn ? "unhandled cuda error"
+                    : "unhandled cuda error (run with LANES_DEBUG=INFO for details)";
     case lanesSystemError:
-      return "unhandled system error (run with LANES_DEBUG=INFO for details)";
+      return infoOn ? "unhandled system error"
+                    : "unhandled system error (run with LANES_DEBUG=INFO for details)";
     case lanesInternalError:
       return "internal error - please report this issue to the Lanes developers";
     case lanesInvalidArgument:
-      return "invalid argument (run with LANES_DEBUG=WARN for details)";
+      return warnOn ? "invalid argument"
+                    : "invalid argument (run with LANES_DEBUG=WARN for details)";
     case lanesInvalidUsage:
-      return "invalid usage (run with LANES_DEBUG=WARN for details)";
+      return warnOn ? "invalid usage" : "invalid usage (run with LANES_DEBUG=WARN for details)";
     case lanesRemoteError:
       return "remote process exited or there was a network error";
     case lanesInProgress:
       return "operation in progress";
-    case lanesTimeout:
-      return "operation timed out (LANES_TIMEOUT)";
+    case lanesTimeout:  // the message names the limit: LANES_TIMEOUT or LANES_BOOTSTRAP_TIMEOUT
+      return "operation timed out";
     default:
       return "unknown result code";
   }

@@ -150,7 +150,7 @@ constexpr Twin kTwins[] = {
     {"NCCL_ALGO", "LANES_ALGO", algo, nullptr},
     {"NCCL_PROTO", "LANES_LL_DISABLE", proto, nullptr},
     {"NCCL_IB_DISABLE", nullptr, nullptr, "Lanes has no InfiniBand transport"},
-    {"NCCL_COMM_ID", nullptr, nullptr, "ncclGetUniqueId starts the bootstrap root there"},
+    {"NCCL_COMM_ID", nullptr, nullptr, "the bootstrap root's address; rank 0 starts it"},
 };
 
 const char* setValue(const char* name) {

@@ -15,11 +15,6 @@ using namespace lanes;
 
 namespace {
 
-Status notLive(const char* fn) {
-  return invalidArgument(std::string(fn) +
-                         ": comm is NULL, was already destroyed, or is not a Lanes communicator");
-}
-
 Status add(lanesComm* comm, const char* fn, Registration::Kind kind, void* buff, size_t size,
            int flags, void** handle) {
   if (handle == nullptr) return invalidArgument(std::string(fn) + ": the handle pointer is NULL");

@@ -1,7 +1,8 @@
 // lanesCommRevoke: this rank stops using a communicator. Its operations still
 // waiting return, later ones are refused (checkAbort), yet the communicator
 // has not failed: no asyncError, no notice to peers, and its control mesh
-// stays up for split and shrink.
+// stays up for split and shrink. Its data connections close, so a peer's
+// operation with this rank fails too: every rank is expected to revoke.
 #include "core/comm_registry.h"
 #include "core/errors.h"
 #include "core/init.h"
@@ -23,14 +24,9 @@ Status revoke(lanesComm* comm, int flags) {
     std::lock_guard<std::mutex> lock(comm->failureMutex);
     if (comm->asyncError.load() == lanesSuccess)
       comm->failureMessage = "communicator " + comm->describe() + " was revoked (lanesCommRevoke)";
-    for (auto& hook : comm->onFailure)
-      if (hook) hook();
+    comm->runFailureHooksLocked();
   }
-  // Closed ports fail at once, so a wait that polls its port rather than
-  // checkAbort() returns too.
-  std::lock_guard<std::mutex> lock(comm->connectionsMutex);
-  for (auto& c : comm->connections)
-    if (c) c->close();
+  comm->closeConnections();
   return Status::ok();
 }
 
@@ -38,8 +34,6 @@ Status revoke(lanesComm* comm, int flags) {
 
 extern "C" lanesResult_t lanesCommRevoke(lanesComm_t comm, int revokeFlags) {
   CommRef ref(comm);
-  if (!ref)
-    return report(nullptr, invalidArgument("lanesCommRevoke: comm is NULL, was already "
-                                           "destroyed, or is not a Lanes communicator"));
+  if (!ref) return report(nullptr, notLive("lanesCommRevoke"));
   return report(comm, revoke(comm, revokeFlags));
 }

@@ -14,7 +14,10 @@
 using namespace lanes;
 
 namespace {
-constexpr uint32_t kShrinkTagBase = 0x53484b00u;  // "SHK" + sequence; split uses "SPL"
+// One tag for every shrink of a communicator: only the survivors of each call
+// it, so a count per rank would drift between them; the mailbox keeps each
+// peer's messages of a tag in order, and the fingerprint catches a mismatch.
+constexpr uint32_t kShrinkTag = 0x53484b00u;  // "SHK"; split uses "SPL"
 
 Status checkExcludeList(const lanesComm* comm, const int* list, int count) {
   // As NCCL: a shrink that excludes nobody is refused (lanesCommSplit copies).
@@ -85,7 +88,7 @@ Status shrink(lanesComm* comm, const int* list, int count, lanesComm_t* newcomm,
   const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), comm->rank) -
                                        survivors.begin());
 
-  const uint32_t tag = kShrinkTagBase + static_cast<uint32_t>(comm->shrinkSeq++ & 0xff);
+  const uint32_t tag = kShrinkTag;
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);
   lanesUniqueId id;
   LANES_RETURN_IF_ERROR(shareNewCommId(comm, survivors, newRank, tag, fingerprint(survivors),
@@ -99,9 +102,7 @@ extern "C" lanesResult_t lanesCommShrink(lanesComm_t comm, int* excludeRanksList
                                          int excludeRanksCount, lanesComm_t* newcomm,
                                          lanesConfig_t* config, int shrinkFlags) {
   CommRef ref(comm);
-  if (!ref)
-    return report(nullptr, invalidArgument("lanesCommShrink: comm is NULL, was already "
-                                           "destroyed, or is not a Lanes communicator"));
+  if (!ref) return report(nullptr, notLive("lanesCommShrink"));
   return report(comm,
                 shrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
 }

@@ -104,8 +104,6 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
 extern "C" lanesResult_t lanesCommSplit(lanesComm_t comm, int color, int key, lanesComm_t* newcomm,
                                         lanesConfig_t* config) {
   CommRef ref(comm);
-  if (!ref)
-    return report(nullptr, invalidArgument("lanesCommSplit: comm is NULL, was already destroyed, "
-                                           "or is not a Lanes communicator"));
+  if (!ref) return report(nullptr, notLive("lanesCommSplit"));
   return report(comm, split(comm, color, key, newcomm, config));
 }

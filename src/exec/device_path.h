@@ -35,7 +35,8 @@ Status setCudaDevice(int device);
 // Synchronous copy of `bytes` from host or device memory into host memory.
 Status copyToHost(void* dst, const void* src, size_t bytes);
 
-// Device memory of the current GPU that CUDA IPC can export (lanesMemAlloc).
+// Device memory of the current GPU for user buffers (lanesMemAlloc): plain
+// cudaMalloc memory, which every device path takes.
 Status deviceAlloc(void** ptr, size_t bytes);
 Status deviceFree(void* ptr);
 

@@ -1029,3 +1029,30 @@ void scenario_errors(const abi_rank_t* r) {
   abi_free(c.b, 4096 * (size_t)c.n);
   NCCL_OK(ncclCommDestroy(c.comm), NULL);
 }
+
+/* ---- NCCL_COMM_ID ---- */
+
+/* Every rank derives the id from NCCL_COMM_ID on its own, as NCCL allows, and
+ * rank 0 starts the root when it joins. The port comes from the parent's pid,
+ * so the ranks agree on it without talking. */
+void scenario_comm_id(const abi_rank_t* r) {
+  char addr[64];
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", 20000 + (int)(getppid() % 20000));
+  setenv("NCCL_COMM_ID", addr, 1);
+  ncclUniqueId id;
+  NCCL_REQUIRE(ncclGetUniqueId(&id), NULL);
+  ncclComm_t comm = NULL;
+  NCCL_REQUIRE(ncclCommInitRank(&comm, r->nranks, id, r->rank), NULL);
+  abi_check_comm_shape(comm, r->nranks, r->rank, "NCCL_COMM_ID");
+  char* all = malloc(sizeof id.internal * (size_t)r->nranks);
+  REQUIRE(all != NULL, "out of memory");
+  if (NCCL_OK(ncclAllGather(id.internal, all, sizeof id.internal, ncclChar, comm, NULL), comm))
+    for (int k = 0; k < r->nranks; ++k)
+      CHECK(memcmp(all + k * sizeof id.internal, id.internal, sizeof id.internal) == 0,
+            "rank %d derived another id from NCCL_COMM_ID=%s than rank %d", k, addr, r->rank);
+  free(all);
+  int members[ABI_MAX_RANKS];
+  for (int k = 0; k < r->nranks; ++k) members[k] = k;
+  abi_allreduce_ok(comm, members, r->nranks, r->rank, 17, "all-reduce under NCCL_COMM_ID");
+  NCCL_OK(ncclCommDestroy(comm), NULL);
+}

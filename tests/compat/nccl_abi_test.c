@@ -761,6 +761,8 @@ static const scenario_t kScenarios[] = {
      "version, error strings, count/rank/device, ncclMemAlloc, ncclDevComm*, finalize"},
     {"errors", 2, 1, 50, 0, scenario_errors,
      "NULL/destroyed comm, bad datatype/op/root/peer, NULL buffers, bad config"},
+    {"comm-id", 3, 0, 50, 0, scenario_comm_id,
+     "NCCL_COMM_ID: ids derived alike by every rank, the root started by rank 0"},
 };
 
 int main(int argc, char** argv) {

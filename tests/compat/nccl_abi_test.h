@@ -52,5 +52,6 @@ void scenario_simulate(const abi_rank_t* r);
 void scenario_register(const abi_rank_t* r);
 void scenario_queries(const abi_rank_t* r);
 void scenario_errors(const abi_rank_t* r);
+void scenario_comm_id(const abi_rank_t* r);
 
 #endif /* LANES_TESTS_COMPAT_NCCL_ABI_TEST_H_ */

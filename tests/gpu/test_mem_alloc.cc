@@ -1,5 +1,5 @@
 // lanesMemAlloc (ncclMemAlloc in the NCCL layer): device memory of the current
-// GPU that every device path takes, between processes (CUDA IPC) and threads.
+// GPU that the device paths take, for ranks as processes and as threads.
 #include <vector>
 
 #include "tests/gpu/gpu_harness.h"

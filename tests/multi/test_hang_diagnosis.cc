@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/multi/harness.h"
@@ -30,7 +31,16 @@ lanesComm_t initWithTimeout(int rank, int n, const lanesUniqueId& id, int timeou
   config.timeoutSeconds = timeout;
   config.blocking = blocking;
   lanesComm_t comm = nullptr;
-  RANK_CHECK_LANES(lanesCommInitRankConfig(&comm, n, id, rank, &config), nullptr);
+  lanesResult_t res = lanesCommInitRankConfig(&comm, n, id, rank, &config);
+  // Non-blocking: the init runs in the background until GetAsyncError says so.
+  if (blocking == 0 && res == lanesInProgress) {
+    auto start = Clock::now();
+    while (res == lanesInProgress && since(start) < kMarginSeconds) {
+      RANK_CHECK_LANES(lanesCommGetAsyncError(comm, &res), comm);
+      if (res == lanesInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  RANK_CHECK_LANES(res, comm);
   return comm;
 }
 

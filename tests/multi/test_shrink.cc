@@ -317,11 +317,15 @@ TEST(Shrink, DifferentExcludeListsAreReported) {
 TEST(Revoke, WakesBlockedRecvThenSplitAndShrinkWork) {
   RunOptions options;
   options.env = {kLongTimeout};
+  // Ranks 1 and 2 revoke only after rank 0 did: their closed connections
+  // would otherwise end rank 0's receive before its own revoke could.
+  SharedCounter rank0Revoked;
   runForked(
       3,
-      [](int rank, int n, const lanesUniqueId& id) {
+      [&rank0Revoked](int rank, int n, const lanesUniqueId& id) {
         CommGuard comm(initComm(rank, n, id));
         lanesComm_t c = comm.get();
+        if (rank != 0) RANK_CHECK(rank0Revoked.waitFor(1, 60), "rank 0 never revoked");
         if (rank == 0) {
           std::atomic<bool> waiting{false};
           lanesResult_t res = lanesSuccess;
@@ -337,8 +341,11 @@ TEST(Revoke, WakesBlockedRecvThenSplitAndShrinkWork) {
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
           RANK_CHECK_LANES(lanesCommRevoke(c, 0), c);
           receiver.join();
+          rank0Revoked.arrive();
           RANK_CHECK(res != lanesSuccess, "the receive succeeded though nobody sent");
           RANK_CHECK(took < kPromptSeconds, "the revoked receive returned after %.1f s", took);
+          RANK_CHECK(std::strstr(lanesGetLastError(c), "revoked") != nullptr,
+                     "the receive did not end because of the revoke: %s", lanesGetLastError(c));
         }
         RANK_CHECK_LANES(lanesCommRevoke(c, 0), c);  // rank 0: a second time
         int32_t one = 1, sum = 0;

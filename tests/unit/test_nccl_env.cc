@@ -228,7 +228,7 @@ TEST_F(NcclEnv, ReportListsHonouredAndIgnoredVariables) {
             "NCCL_SOCKET_IFNAME=eth0 -> LANES_SOCKET_IFNAME; "
             "NCCL_PROTO=LL,Simple ignored (allows LL: nothing to change); "
             "NCCL_IB_DISABLE=1 (Lanes has no InfiniBand transport); "
-            "NCCL_COMM_ID=10.0.0.1:4000 (ncclGetUniqueId starts the bootstrap root there)");
+            "NCCL_COMM_ID=10.0.0.1:4000 (the bootstrap root's address; rank 0 starts it)");
   EXPECT_EQ(lines[1],
             "NCCL variables that mean nothing to Lanes and are ignored: NCCL_MIN_NCHANNELS=4, "
             "NCCL_NVLS_ENABLE=0");

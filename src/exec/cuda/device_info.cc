@@ -68,7 +68,7 @@ Status deviceAlloc(void** ptr, size_t bytes) {
         "lanesMemAlloc: no CUDA device is visible to this process (check "
         "CUDA_VISIBLE_DEVICES and the driver); host buffers need no allocation "
         "through Lanes");
-  // cudaMalloc memory can be exported with CUDA IPC, which the P2P slots use.
+  // Plain cudaMalloc memory: every device path takes it, and CUDA IPC can export it.
   LANES_CUDA_RETURN(cudaMalloc(ptr, bytes));
   return Status::ok();
 }

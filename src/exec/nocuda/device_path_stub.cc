@@ -36,6 +36,9 @@ Status deviceAlloc(void**, size_t) {
       "toolkit or with LANES_ENABLE_CUDA=OFF)");
 }
 
-Status deviceFree(void*) { return cudaError("lanesMemFree: this Lanes build has no CUDA support"); }
+// Nothing this build allocates is device memory, as a CUDA build without a GPU sees it.
+Status deviceFree(void*) {
+  return invalidArgument("lanesMemFree: the pointer is not device memory from lanesMemAlloc");
+}
 
 }  // namespace lanes
