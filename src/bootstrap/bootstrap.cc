@@ -2,6 +2,7 @@
 // send/recv, allGather/barrier, failure spreading, progress, shutdown.
 #include "bootstrap/bootstrap.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "bootstrap/mesh_bootstrap.h"
@@ -19,6 +20,19 @@ std::vector<std::string> rankNames(const std::vector<RankInfo>& ranks) {
   return out;
 }
 
+// A bootstrap wait that expired names the variable that sets it: the result
+// is lanesTimeout, whose generic text names LANES_TIMEOUT, the wrong knob
+// here. (The root's own message names it already.)
+Status nameBootstrapExpiry(Status st, double seconds) {
+  if (st.code() != lanesTimeout ||
+      st.message().find("LANES_BOOTSTRAP_TIMEOUT") != std::string::npos)
+    return st;
+  char waited[32];
+  std::snprintf(waited, sizeof(waited), "%.0f", seconds);
+  return timeoutError(st.message() + "; the bootstrap gave up after " + waited +
+                      " s (LANES_BOOTSTRAP_TIMEOUT)");
+}
+
 }  // namespace
 
 Status Bootstrap::create(const UniqueIdData& id, int nranks, const RankInfo& self,
@@ -31,12 +45,15 @@ Status Bootstrap::create(const UniqueIdData& id, int nranks, const RankInfo& sel
     return invalidArgument("rank " + std::to_string(self.rank) + " is outside 0.." +
                            std::to_string(nranks - 1) + " for a communicator of " +
                            std::to_string(nranks) + " ranks");
+  const double budget = deadline.remainingMs() / 1000.0;
   Socket listener;
   std::vector<RankInfo> ranks;
   std::vector<SocketAddress> listens;
-  LANES_RETURN_IF_ERROR(joinRoot(id, nranks, self, deadline, &listener, &ranks, &listens));
+  Status st = joinRoot(id, nranks, self, deadline, &listener, &ranks, &listens);
+  if (!st.isOk()) return nameBootstrapExpiry(st, budget);
   std::vector<Socket> peers;
-  LANES_RETURN_IF_ERROR(buildMesh(id, self.rank, ranks, listens, listener, deadline, &peers));
+  st = buildMesh(id, self.rank, ranks, listens, listener, deadline, &peers);
+  if (!st.isOk()) return nameBootstrapExpiry(st, budget);
   auto b = std::make_unique<MeshBootstrap>(id, self.rank, std::move(ranks), std::move(peers));
   LANES_RETURN_IF_ERROR(b->start());
   LANES_INFO(Bootstrap, self.rank, "control mesh of %d ranks is up", nranks);

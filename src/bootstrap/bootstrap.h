@@ -93,7 +93,9 @@ class Bootstrap {
   using ProgressSource = std::function<std::vector<uint8_t>()>;
   virtual void setProgressSource(ProgressSource /*source*/) {}
   // Asks each of `peers` for its progress; answers arrive by `deadline` or
-  // stay empty (a dead, departed or unresponsive peer). Never blocks longer.
+  // stay empty (a dead, departed or unresponsive peer). Never blocks longer,
+  // and once one peer answered, the rest get at most half a second more: a
+  // live monitor thread answers in milliseconds, a stopped process never.
   virtual std::vector<std::vector<uint8_t>> queryProgress(const std::vector<int>& peers,
                                                           Deadline /*deadline*/) {
     return std::vector<std::vector<uint8_t>>(peers.size());
@@ -124,5 +126,8 @@ Status launchSecretAndCommId(const LaunchEnv& env, uint8_t secret[32], uint64_t*
 // Rank 0 creates the id (root at env.rootAddr); every rank derives the same
 // id from the environment, so no id needs to be passed around.
 Status uniqueIdFromLaunchEnv(const LaunchEnv& env, lanesUniqueId* out);
+// The id of a root at the fixed `rootAddr` (host:port), the same in every
+// process of the job; with startRoot, this process also starts that root.
+Status pinnedUniqueId(const std::string& rootAddr, bool startRoot, lanesUniqueId* out);
 
 }  // namespace lanes

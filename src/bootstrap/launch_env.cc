@@ -133,8 +133,10 @@ Status launchSecretAndCommId(const LaunchEnv& env, uint8_t secret[32], uint64_t*
     auto h = sha256("lanes-bootstrap-secret|" + env.rootAddr + "|" + job);
     std::memcpy(secret, h.data(), 32);
   }
-  auto c =
-      sha256("lanes-comm-id|" + env.rootAddr + "|" + std::to_string(env.worldSize) + "|" + job);
+  // Not the world size: ranks started with different sizes must still meet
+  // at the root, which tells them they disagree (an id per size would have
+  // them dropped there as strangers, and wait for the timeout).
+  auto c = sha256("lanes-comm-id|" + env.rootAddr + "|" + job);
   std::memcpy(commId, c.data(), sizeof(*commId));
   return Status::ok();
 }

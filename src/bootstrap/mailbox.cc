@@ -57,6 +57,30 @@ Status Mailbox::pop(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline
   }
 }
 
+Status Mailbox::popAny(const std::vector<int>& peers, uint32_t tag, int* from,
+                       std::vector<uint8_t>* data, Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    bool anyAlive = false;
+    for (int peer : peers) {
+      auto it = queues_.find({peer, tag});
+      if (it != queues_.end() && !it->second.empty()) {
+        *data = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) queues_.erase(it);
+        *from = peer;
+        return Status::ok();
+      }
+      anyAlive = anyAlive || peerErrorLocked(peer).isOk();
+    }
+    if (closed_) return invalidUsage(closedWhy_);
+    if (!anyAlive) return remoteError("none of the peers asked can answer any more");
+    if (deadline.expired()) return timeoutError("no answer in time");
+    auto cap = Clock::now() + std::chrono::seconds(1);
+    cv_.wait_until(lock, std::min(cap, deadline.at()));
+  }
+}
+
 bool Mailbox::markDead(int peer, const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -29,6 +29,11 @@ class Mailbox {
   Status pop(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline,
              const std::string& what);
 
+  // Takes the first message with `tag` from any of `peers` and says whose it
+  // is; fails at the deadline, or at once when none of them can send any more.
+  Status popAny(const std::vector<int>& peers, uint32_t tag, int* from, std::vector<uint8_t>* data,
+                Deadline deadline);
+
   // Returns true the first time `peer` is marked dead (callers report once).
   bool markDead(int peer, const std::string& why);
   void markLeft(int peer);

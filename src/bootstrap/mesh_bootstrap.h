@@ -18,6 +18,8 @@ namespace lanes {
 
 // Tags at or above this are the bootstrap's own (allGather, barrier).
 inline constexpr uint32_t kReservedTagBase = 0x80000000u;
+// How long a progress query waits for the other peers once one answered.
+inline constexpr double kStragglerSeconds = 0.5;
 
 // An eventfd that wakes the monitor's poll; closed on destruction.
 class WakeFd {

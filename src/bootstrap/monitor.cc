@@ -5,6 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "bootstrap/mesh_bootstrap.h"
@@ -168,16 +169,25 @@ std::vector<std::vector<uint8_t>> MeshBootstrap::queryProgress(const std::vector
                                                                Deadline deadline) {
   std::vector<std::vector<uint8_t>> out(peers.size());
   const uint32_t id = querySeq_.fetch_add(1);
-  std::vector<bool> asked(peers.size(), false);
-  for (size_t i = 0; i < peers.size(); ++i) {
-    int p = peers[i];
+  std::vector<int> waiting;
+  for (int p : peers) {
     if (p < 0 || p >= nranks() || p == rank_) continue;
-    asked[i] = sendTo(p, wire::kProgressQuery, id, nullptr, 0, deadline).isOk();
+    if (sendTo(p, wire::kProgressQuery, id, nullptr, 0, deadline).isOk()) waiting.push_back(p);
   }
-  for (size_t i = 0; i < peers.size(); ++i) {
-    if (!asked[i]) continue;
-    // A failed pop (deadline, peer gone) leaves the answer empty; the caller says so.
-    (void)replies_.pop(peers[i], id, &out[i], deadline, "a progress report");
+  Deadline wait = deadline;
+  while (!waiting.empty()) {
+    int from = -1;
+    std::vector<uint8_t> answer;
+    // A failed pop (deadline, every peer gone) leaves the rest empty; the caller says so.
+    if (!replies_.popAny(waiting, id, &from, &answer, wait).isOk()) break;
+    for (size_t i = 0; i < peers.size(); ++i)
+      if (peers[i] == from) out[i] = answer;
+    waiting.erase(std::find(waiting.begin(), waiting.end(), from));
+    // Monitor threads answer within milliseconds: once one has, a peer
+    // silent for kStragglerSeconds more is stalled, and waiting out the
+    // whole deadline for it would only delay the diagnosis.
+    Deadline grace = Deadline::after(kStragglerSeconds);
+    wait = grace.at() < deadline.at() ? grace : deadline;
   }
   return out;
 }

@@ -66,17 +66,23 @@ Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadli
   std::vector<uint8_t> payload;
   st = recvFrame(conn, &type, &tag, &payload,
                  std::max(wire::maxTableBytes(nranks), wire::kMaxErrorBytes), deadline);
-  if (!st.isOk())
-    return Status(st.code(),
-                  who + " did not get the rank table from the bootstrap root at " +
-                      root.toString() + ": " + st.message() +
-                      (st.code() == lanesTimeout
-                           ? " (not every rank arrived: check that all " + std::to_string(nranks) +
-                                 " ranks started with the same unique id)"
-                           : ""));
+  if (!st.isOk()) {
+    std::string hint;
+    if (st.code() == lanesTimeout)
+      hint = " (not every rank arrived: check that all " + std::to_string(nranks) +
+             " ranks started with the same unique id)";
+    else if (st.code() == lanesRemoteError)
+      hint =
+          " (the process running the root, rank 0 under a launcher, exited or gave up: its "
+          "own error says why)";
+    return Status(st.code(), who + " did not get the rank table from the bootstrap root at " +
+                                 root.toString() + ": " + st.message() + hint);
+  }
   if (type == wire::kError) {
     Status err = wire::decodeError(payload);
-    return Status(err.code(), who + " was refused by the bootstrap root: " + err.message());
+    // The root's sentence names every rank concerned (also this one when it
+    // arrived first and a later rank made the rendezvous fail).
+    return Status(err.code(), who + " could not join the communicator: " + err.message());
   }
   if (type != wire::kTable)
     return internalError(who + " got an unexpected frame of type " + std::to_string(type) +
@@ -218,9 +224,9 @@ Status buildMesh(const UniqueIdData& id, int rank, const std::vector<RankInfo>& 
       // Out of descriptors (or another local failure): waiting cannot help,
       // and the connection left in the backlog would spin this loop.
       if (!accepted.isOk() && accepted.code() != lanesTimeout)
-        return Status(accepted.code(), "rank " + std::to_string(rank) +
-                                           " could not accept a control connection: " +
-                                           accepted.message());
+        return Status(accepted.code(),
+                      "rank " + std::to_string(rank) +
+                          " could not accept a control connection: " + accepted.message());
       if (!accepted.isOk()) break;
       if (pending.size() >= kMaxPendingConnections) {
         LANES_WARN(Bootstrap, rank, "too many unidentified control connections; dropped %s",

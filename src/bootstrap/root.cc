@@ -2,7 +2,7 @@
 // rank connects, proves it knows the id's secret and says who it is; once all
 // ranks arrived the root hands each the table of everyone, then exits.
 // Strangers (garbage, wrong secret, silence) are dropped without disturbing
-// the real ranks.
+// the real ranks; ranks that disagree on the rank count all learn so at once.
 #include <poll.h>
 
 #include <algorithm>
@@ -65,7 +65,9 @@ class RootServer {
   void run() {
     Deadline overall = Deadline::after(timeoutSeconds_);
     while (nranks_ < 0 || count_ < nranks_) {
-      if (overall.expired()) return giveUp();
+      // A failed rendezvous stays up until its timeout only to tell late
+      // ranks why; then it ends quietly (everyone was told already).
+      if (overall.expired()) return failed_.isOk() ? giveUp() : forget();
       // Retired before any rank came: the id was one of several and unused.
       if (retired_->load() && nranks_ < 0) return forget();
       pollOnce(overall);
@@ -150,6 +152,22 @@ class RootServer {
     pending_.erase(pending_.begin() + static_cast<long>(i));
   }
 
+  // No rendezvous can succeed once two ranks disagree on the rank count:
+  // every rank that arrived learns why now rather than at the timeout, and
+  // so does every rank still to come (failed_).
+  void failRendezvous(size_t i, const Status& why) {
+    failed_ = why;
+    refuse(i, why);
+    auto payload = wire::encodeError(why);
+    for (auto& a : arrived_) {
+      if (a)
+        (void)sendFrame(a->sock, wire::kError, 0, payload.data(), payload.size(),
+                        Deadline::after(1.0));
+      a.reset();
+    }
+    count_ = 0;
+  }
+
   void serve(size_t i) {
     Pending& p = pending_[i];
     bool complete = false;
@@ -169,12 +187,15 @@ class RootServer {
       return refuse(
           i, invalidArgument("rank " + std::to_string(h.rank) + " of " + std::to_string(h.nranks) +
                              " is not a valid rank: ranks run from 0 to nranks-1"));
-    if (nranks_ >= 0 && h.nranks != nranks_)
-      return refuse(i,
-                    invalidUsage("rank " + std::to_string(h.rank) + " says the communicator has " +
-                                 std::to_string(h.nranks) + " ranks but rank " +
-                                 std::to_string(firstRank_) + " said " + std::to_string(nranks_) +
-                                 ": every rank must pass the same nranks"));
+    if (nranks_ >= 0 && h.nranks != nranks_) {
+      Status why = invalidUsage(
+          "rank " + std::to_string(h.rank) + " was started with " + std::to_string(h.nranks) +
+          " ranks, rank " + std::to_string(firstRank_) + " with " + std::to_string(nranks_) +
+          ": every rank must be started with the same number of ranks (nranks, or the "
+          "launcher's world size)");
+      return failed_.isOk() ? failRendezvous(i, why) : refuse(i, why);
+    }
+    if (!failed_.isOk()) return refuse(i, failed_);
     if (nranks_ < 0) {
       nranks_ = h.nranks;
       firstRank_ = h.rank;
@@ -255,6 +276,7 @@ class RootServer {
   std::shared_ptr<std::atomic<bool>> retired_ = std::make_shared<std::atomic<bool>>(false);
   bool signalledParked_ = false;
   std::string acceptError_;  // the last accept failure, for giveUp
+  Status failed_;            // why the rendezvous failed (ranks disagree); OK until then
   Deadline acceptPause_ = Deadline::after(0);
   int nranks_ = -1;
   int firstRank_ = -1;

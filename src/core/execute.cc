@@ -142,34 +142,37 @@ Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
 
 // The error a failed run reports: a recorded peer failure names the rank
 // that died, which beats whatever neighbour the executor was waiting on; a
-// timeout names what every peer is doing (core/watchdog.h).
+// timeout names what every peer is doing (core/watchdog.h); and a live rank
+// that never called the collective is named ahead of either.
 Status explainFailure(lanesComm* comm, const Status& status, const HangInfo& hang) {
   Status recorded = comm->checkAbort();
   if (recorded.isOk() && status.code() == lanesRemoteError) {
-    // A closed connection is often the echo of a failure elsewhere: a peer
-    // that learned of a dead rank closes its connections. The bootstrap's
-    // notice naming the dead rank is normally milliseconds behind; wait for
-    // it briefly so the error names the rank that died, not the messenger.
+    // A closed connection is often the echo of a failure elsewhere. A peer
+    // that timed out in this operation closed its connections: then this
+    // rank reports the timeout too, diagnosed. Asked first, so that it is
+    // reported as promptly as the peer's own.
+    Status timedOut = explainClosedByTimeout(comm, hang, status);
+    if (!timedOut.isOk()) {
+      comm->fail(timedOut.code(), timedOut.message());
+      return timedOut;
+    }
+    // Or a peer died: the bootstrap's notice naming it is normally
+    // milliseconds behind; wait for it briefly so the error names the rank
+    // that died, not the messenger.
     Deadline grace = Deadline::after(2.0);
     Backoff backoff;
     while (recorded.isOk() && !grace.expired()) {
       backoff.pause();
       recorded = comm->checkAbort();
     }
-    // Nobody died: a peer that timed out in this operation closed its
-    // connections. Then this rank reports the timeout too, diagnosed.
-    if (recorded.isOk()) {
-      Status timedOut = explainClosedByTimeout(comm, hang, status);
-      if (!timedOut.isOk()) {
-        comm->fail(timedOut.code(), timedOut.message());
-        return timedOut;
-      }
-    }
   }
   if (!recorded.isOk() && status.code() != lanesInvalidUsage &&
       status.code() != lanesInvalidArgument) {
-    return Status(recorded.code(),
-                  recorded.message() + " (while running: " + status.message() + ")");
+    Status failure(recorded.code(),
+                   recorded.message() + " (while running: " + status.message() + ")");
+    // (Not after an abort or revoke: the user ended the wait.)
+    return recorded.code() == lanesRemoteError ? nameRanksNeverCalled(comm, hang, failure)
+                                               : failure;
   }
   if (status.code() == lanesTimeout) {
     Status diagnosed = diagnoseTimeout(comm, hang, status);
@@ -177,8 +180,11 @@ Status explainFailure(lanesComm* comm, const Status& status, const HangInfo& han
     return diagnosed;
   }
   if (status.code() == lanesRemoteError) {
+    // A peer left (or its connection broke) with nobody reported dead.
+    Status named = nameRanksNeverCalled(comm, hang, status);
     // The streams of this communicator are out of step now; later calls must fail too.
-    comm->fail(status.code(), status.message());
+    comm->fail(named.code(), named.message());
+    return named;
   }
   return status;
 }

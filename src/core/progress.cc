@@ -1,12 +1,13 @@
 #include "core/progress.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lanes/lanes.h"
 
 namespace lanes {
 namespace {
-constexpr size_t kReportBytes = 8 + 8 + 1 + kSignatureBytes + 4 + 4 + 4;
+constexpr size_t kReportBytes = 8 + 8 + 1 + kSignatureBytes + 4 + 4 + 4 + 4;
 }
 
 std::vector<uint8_t> ProgressReport::encode() const {
@@ -20,6 +21,7 @@ std::vector<uint8_t> ProgressReport::encode() const {
   std::memcpy(p + 17 + kSignatureBytes, &currentOps, 4);
   std::memcpy(p + 21 + kSignatureBytes, &asyncError, 4);
   std::memcpy(p + 25 + kSignatureBytes, &rank, 4);
+  std::memcpy(p + 29 + kSignatureBytes, &stateMs, 4);
   return out;
 }
 
@@ -39,6 +41,7 @@ bool ProgressReport::decode(const std::vector<uint8_t>& bytes, ProgressReport* o
   std::memcpy(&r.currentOps, p + 17 + kSignatureBytes, 4);
   std::memcpy(&r.asyncError, p + 21 + kSignatureBytes, 4);
   std::memcpy(&r.rank, p + 25 + kSignatureBytes, 4);
+  std::memcpy(&r.stateMs, p + 29 + kSignatureBytes, 4);
   *out = r;
   return true;
 }
@@ -79,6 +82,8 @@ void ProgressTracker::begin(int64_t seq, const OpSignature& first, uint32_t ops)
   state_.currentOp = first;
   state_.currentOps = ops;
   state_.state = ProgressReport::State::Running;
+  since_ = run_.began = Clock::now();
+  run_.ended = {};
 }
 
 void ProgressTracker::end(int64_t seq, bool completed) {
@@ -89,11 +94,20 @@ void ProgressTracker::end(int64_t seq, bool completed) {
   } else {
     state_.state = ProgressReport::State::Failed;
   }
+  since_ = run_.ended = Clock::now();
 }
 
 ProgressReport ProgressTracker::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return state_;
+  ProgressReport r = state_;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since_).count();
+  r.stateMs = static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX));
+  return r;
+}
+
+ProgressTracker::Run ProgressTracker::lastRun() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return run_;
 }
 
 }  // namespace lanes

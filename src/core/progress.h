@@ -4,6 +4,7 @@
 // rank diagnosing a hang learns what every other rank is doing.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -25,6 +26,9 @@ struct ProgressReport {
   uint32_t currentOps = 0;  // calls in its group
   int32_t asyncError = 0;   // the communicator's lanesResult_t failure, 0 if healthy
   int32_t rank = -1;
+  // How long `state` has lasted (ms): tells a rank that never called an
+  // operation (idle since before the asker began it) from one about to.
+  uint32_t stateMs = 0;
 
   std::vector<uint8_t> encode() const;
   static bool decode(const std::vector<uint8_t>& bytes, ProgressReport* out);
@@ -40,13 +44,21 @@ struct ProgressReport {
 // Cheap to update (one uncontended lock per change); safe to read from any thread.
 class ProgressTracker {
  public:
+  using Clock = std::chrono::steady_clock;
   void begin(int64_t seq, const OpSignature& first, uint32_t ops);
   void end(int64_t seq, bool completed);
   ProgressReport snapshot() const;
+  // When the operation running (or the last one) began and, once over, ended.
+  struct Run {
+    Clock::time_point began, ended;
+  };
+  Run lastRun() const;
 
  private:
   mutable std::mutex mutex_;
   ProgressReport state_;
+  Clock::time_point since_ = Clock::now();  // when state_.state last changed
+  Run run_;
 };
 
 // Hang-diagnosis state of a communicator (lanesComm::watch).

@@ -34,8 +34,11 @@ struct HangInfo {
 // rank r; a report with rank -1 means "no answer"; this rank's own entry is
 // ignored). `lead` opens the sentence, e.g. "allreduce #42 (...) timed out
 // after 300 s on rank 0 of 4". Pure, for tests.
+// Causes come first: ranks that did not answer (stalled), then ranks not in
+// the operation, then `event` (what else happened), then the peers waiting
+// in it too.
 std::string describeHang(const std::string& lead, int self, const HangInfo& hang,
-                         const std::vector<ProgressReport>& reports);
+                         const std::vector<ProgressReport>& reports, const std::string& event = "");
 
 // Asks every peer for its progress, bounded by a couple of seconds.
 std::vector<ProgressReport> queryPeers(lanesComm* comm);
@@ -48,5 +51,10 @@ Status diagnoseTimeout(lanesComm* comm, const HangInfo& hang, const Status& exec
 // closed it because it timed out in this operation, this rank fails with
 // lanesTimeout and the same kind of diagnosis (returned); otherwise OK.
 Status explainClosedByTimeout(lanesComm* comm, const HangInfo& hang, const Status& closedError);
+
+// `failure` (a peer died or left) ended a collective that waited at least a
+// second: live ranks that never called it are the root cause, named first,
+// ahead of `failure`'s own sentence. Returns `failure` when there are none.
+Status nameRanksNeverCalled(lanesComm* comm, const HangInfo& hang, const Status& failure);
 
 }  // namespace lanes
