@@ -333,16 +333,33 @@ def plot(reports, paths, args):
     plt.close(fig)
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
 def reexec_with_system_python():
     """A pyenv/venv python3 first on PATH often lacks Debian's python3-matplotlib;
-    the system interpreter has it. Tried once (LANES_PLOT_REEXEC guards the loop)."""
-    system = "/usr/bin/python3"
-    if os.environ.get("LANES_PLOT_REEXEC") or not os.access(system, os.X_OK):
+    the system interpreter has it. Tried once: LANES_PLOT_REEXEC, set to the
+    first interpreter, guards the loop and lets the failure name both."""
+    if os.environ.get("LANES_PLOT_REEXEC") or not os.access(SYSTEM_PYTHON, os.X_OK):
         return
-    if os.path.realpath(sys.executable) == os.path.realpath(system):
+    if os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON):
         return
-    os.environ["LANES_PLOT_REEXEC"] = "1"
-    os.execv(system, [system, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+    os.environ["LANES_PLOT_REEXEC"] = sys.executable or "python3"
+    os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(sys.argv[0])] + sys.argv[1:])
+
+
+def no_matplotlib():
+    """Names every interpreter tried, so the user knows which one to fix."""
+    tried = []
+    for py in (os.environ.get("LANES_PLOT_REEXEC"), sys.executable):
+        if py and py not in tried:
+            tried.append(py)
+    how = "Debian: apt-get install python3-matplotlib"
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        how = f"there is no {SYSTEM_PYTHON}; {tried[0]} -m pip install matplotlib"
+    elif os.path.realpath(tried[0]) != os.path.realpath(SYSTEM_PYTHON):
+        how += f", or {tried[0]} -m pip install matplotlib"
+    fail(f"no Python with matplotlib: tried {' and '.join(tried)} ({how})", code=1)
 
 
 def main(argv=None):
@@ -373,7 +390,7 @@ def main(argv=None):
             fail(f"{path}: {e}")
     if importlib.util.find_spec("matplotlib") is None:
         reexec_with_system_python()
-        fail("matplotlib is not installed (Debian: apt-get install python3-matplotlib)", code=1)
+        no_matplotlib()
     for report, path in zip(reports, args.files):
         if not report["complete"]:
             rows = report["rows"]

@@ -1,9 +1,13 @@
 // Per-process topology and the per-communicator placement exchange.
 #include "core/comm_topology.h"
 
+#include <sched.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "core/comm.h"
@@ -18,6 +22,42 @@ const topo::Topology& processTopology() {
   static topo::Topology topology;
   std::call_once(once, [] { topology = topo::systemTopology(); });
   return topology;
+}
+
+bool inCpuList(const std::string& list, int cpu) {
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    const std::string item = list.substr(at, comma - at);
+    const size_t dash = item.find('-');
+    char* end = nullptr;
+    const long first = std::strtol(item.c_str(), &end, 10);
+    const long last =
+        dash == std::string::npos ? first : std::strtol(item.c_str() + dash + 1, &end, 10);
+    if (end != item.c_str() && cpu >= first && cpu <= last) return true;
+    at = comma + 1;
+  }
+  return false;
+}
+
+int hostNumaNode(const topo::Topology& t, const cpu_set_t* allowed, int current) {
+  std::vector<int> numa;
+  for (size_t i = 0; i < t.nodes.size(); ++i)
+    if (t.nodes[i].kind == topo::NodeKind::Numa) numa.push_back(static_cast<int>(i));
+  if (numa.size() == 1) return numa.front();
+  if (allowed != nullptr && CPU_COUNT(allowed) > 0) {
+    for (int n : numa) {
+      bool holdsAll = true;
+      for (int cpu = 0; cpu < CPU_SETSIZE && holdsAll; ++cpu)
+        holdsAll = !CPU_ISSET(cpu, allowed) || inCpuList(t.nodes[n].name, cpu);
+      if (holdsAll) return n;
+    }
+  }
+  if (current >= 0)
+    for (int n : numa)
+      if (inCpuList(t.nodes[n].name, current)) return n;
+  return -1;
 }
 
 namespace {
@@ -70,6 +110,17 @@ Status exchangePlacement(lanesComm* comm) {
   self.rank = comm->rank;
   self.cudaDev = comm->cudaDev;
   self.hostHash = comm->bootstrap->ranks()[comm->rank].hostHash;
+  if (comm->cudaDev < 0) {
+    // Without a GPU the rank's memory is where its CPUs are.
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    const bool known = sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
+    const int node = hostNumaNode(t, known ? &allowed : nullptr, sched_getcpu());
+    if (node >= 0) {
+      self.numa = t.nodes[node].osIndex;
+      self.package = t.packageOf(node);
+    }
+  }
   for (const topo::Gpu& g : t.gpus) {
     if (g.cudaIndex < 0 || g.cudaIndex != comm->cudaDev) continue;
     self.numa = g.numa;

@@ -4,7 +4,10 @@
 // process (topology/discovery.h) and shared by every communicator in it.
 #pragma once
 
+#include <sched.h>
+
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -17,8 +20,8 @@ namespace lanes {
 struct RankPlacement {
   int32_t rank = -1;
   int32_t cudaDev = -1;
-  int32_t numa = -1;     // NUMA node of the rank's GPU, -1 unknown
-  int32_t package = -1;  // CPU package of the rank's GPU, -1 unknown
+  int32_t numa = -1;     // NUMA node of the rank's GPU (without one: its CPUs'), -1 unknown
+  int32_t package = -1;  // CPU package of that node, -1 unknown
   int32_t linkGen = 0, linkWidth = 0;
   uint64_t hostHash = 0;
   char busId[16] = {};  // "0000:19:00.0", empty without a GPU
@@ -31,8 +34,18 @@ struct Topology;
 // first call; later calls return the same object.
 const topo::Topology& processTopology();
 
-// Fills comm->placement for every rank (collective over the bootstrap).
+// Fills comm->placement for every rank (collective over the bootstrap). A
+// rank without a GPU gets the NUMA node and package of its CPUs (below).
 Status exchangePlacement(lanesComm* comm);
+
+// Whether `cpu` is in a Linux CPU list ("0-3,8,10-11").
+bool inCpuList(const std::string& list, int cpu);
+// The NUMA node (index into t.nodes, -1 unknown) of a rank without a GPU, by
+// the model's CPU list of each node, as lanes-topo prints them: the only
+// node; else the one holding every CPU in `allowed` (the affinity mask, may
+// be null); else the one holding `current`, the CPU it runs on now (first
+// touch puts what it allocates at init there).
+int hostNumaNode(const topo::Topology& t, const cpu_set_t* allowed, int current);
 
 // Whether ranks of two processes run on one GPU (same host and PCI bus id).
 // Their CUDA contexts take turns on it in time slices of about 2 ms, so any

@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstdlib>
 
+#include "core/env.h"
+
 namespace lanes {
 
 int Deadline::remainingMs() const {
@@ -34,10 +36,8 @@ void Backoff::pause() {
 }
 
 unsigned spinLimitFor(int localRanks) {
-  static const long configured = [] {
-    const char* v = std::getenv("LANES_SPIN_ITERATIONS");
-    return v != nullptr && *v != '\0' ? std::strtol(v, nullptr, 10) : -1L;
-  }();
+  // -1 (unset): chosen by the cores below.
+  static const int64_t configured = envInt("LANES_SPIN_ITERATIONS", -1, 0, UINT_MAX);
   if (configured >= 0) return static_cast<unsigned>(configured);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   return localRanks <= cores ? 4000u : 64u;

@@ -3,14 +3,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/env.h"
 #include "core/nccl_env.h"
+#include "core/status.h"
+#include "lanes/lanes.h"
 
 namespace lanes {
 namespace {
@@ -68,7 +72,14 @@ std::atomic<unsigned> gMask{0};
 std::atomic<unsigned> gWantedGen{1};
 std::atomic<unsigned> gLoadedGen{0};
 
-void loadLocked() {
+// A bad LANES_DEBUG* value, found while the log lock is held: logged by the
+// caller once the lock is released (logging takes that lock).
+struct BadValue {
+  const char* name;
+  std::string value, problem, used;
+};
+
+void loadLocked(std::vector<BadValue>* bad) {
   unsigned gen = gWantedGen.load(std::memory_order_acquire);
   LogConfig c;
   gethostname(c.host, sizeof(c.host) - 1);
@@ -83,20 +94,34 @@ void loadLocked() {
       c.level = LogLevel::Info;
     else if (strcasecmp(d, "TRACE") == 0)
       c.level = LogLevel::Trace;
+    else
+      bad->push_back({"LANES_DEBUG", *level, "is not NONE, WARN, INFO or TRACE", "WARN"});
   }
   if (auto subsys = envString("LANES_DEBUG_SUBSYS")) {
     std::string list = *subsys;
     bool exclude = list[0] == '^';
     if (exclude) list.erase(0, 1);
     unsigned mask = 0;
+    std::string known, unknown;
     size_t start = 0;
     while (start <= list.size()) {
       size_t comma = list.find(',', start);
       if (comma == std::string::npos) comma = list.size();
-      mask |= subsysBit(list.substr(start, comma - start));
+      const std::string name = list.substr(start, comma - start);
+      const unsigned bit = subsysBit(name);
+      std::string& into = bit != 0 ? known : unknown;
+      if (!name.empty()) into += (into.empty() ? "" : ",") + name;
+      mask |= bit;
       start = comma + 1;
     }
     c.mask = exclude ? ~mask : mask;
+    if (!unknown.empty())
+      bad->push_back({"LANES_DEBUG_SUBSYS", *subsys,
+                      "names " + unknown +
+                          ", not a subsystem (INIT, BOOTSTRAP, TRANSPORT, COLL, PLAN, TOPO, ENV, "
+                          "ALL)",
+                      known.empty() ? (exclude ? "ALL" : "none (no subsystem logs)")
+                                    : (exclude ? "^" : "") + known});
   }
   if (gConfig.out != stderr && gConfig.out != nullptr) fclose(gConfig.out);
   c.out = stderr;
@@ -105,6 +130,12 @@ void loadLocked() {
     if (FILE* fp = fopen(path.c_str(), "a")) {
       setvbuf(fp, nullptr, _IOLBF, 0);
       c.out = fp;
+    } else {
+      const int err = errno;
+      bad->push_back({"LANES_DEBUG_FILE", *file,
+                      "cannot be opened for appending (" + (path == *file ? "" : path + ": ") +
+                          errnoText(err) + ")",
+                      "stderr"});
     }
   }
   gConfig = c;
@@ -117,25 +148,65 @@ bool stale() {
   return gLoadedGen.load(std::memory_order_acquire) != gWantedGen.load(std::memory_order_acquire);
 }
 
+void warnAbout(const std::vector<BadValue>& bad) {
+  for (const BadValue& b : bad) envWarnOnce(b.name, b.value, b.problem, b.used);
+}
+
+void ensureLoaded() {
+  if (!stale()) return;
+  std::vector<BadValue> bad;
+  {
+    // Load once: threads that all saw "not loaded" must not reload the
+    // config under another thread already reading it (a data race TSan reports).
+    std::lock_guard<std::mutex> lock(gLogMutex);
+    if (stale()) loadLocked(&bad);
+  }
+  warnAbout(bad);
+}
+
+std::atomic<bool> gVersionLogged{false};
+
 }  // namespace
 
 void logReloadConfig() {
-  std::lock_guard<std::mutex> lock(gLogMutex);
-  loadLocked();
+  std::vector<BadValue> bad;
+  {
+    std::lock_guard<std::mutex> lock(gLogMutex);
+    loadLocked(&bad);
+  }
+  warnAbout(bad);
 }
 
 void logConfigStale() { gWantedGen.fetch_add(1, std::memory_order_acq_rel); }
 
 bool logEnabled(LogLevel level, LogSubsys subsys) {
-  if (stale()) {
-    // Load once: threads that all saw "not loaded" must not reload the config
-    // under another thread already reading it (a data race TSan reports).
-    std::lock_guard<std::mutex> lock(gLogMutex);
-    if (stale()) loadLocked();
-  }
+  ensureLoaded();
+  // WARN lines show whatever LANES_DEBUG_SUBSYS says, as NCCL's do: a
+  // warning about the list itself must not be hidden by the list.
   return static_cast<int>(level) <= gLevel.load(std::memory_order_relaxed) &&
-         (gMask.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys)) != 0;
+         (level == LogLevel::Warn ||
+          (gMask.load(std::memory_order_relaxed) & static_cast<unsigned>(subsys)) != 0);
 }
+
+bool logLevelOn(LogLevel level) {
+  ensureLoaded();
+  return static_cast<int>(level) <= gLevel.load(std::memory_order_relaxed);
+}
+
+void logVersionOnce(int rank) {
+  // As NCCL's "NCCL version 2.x.y": which library answered, once per process.
+  // Only counted once printed, so a later communicator with INFO on shows it.
+  if (!logEnabled(LogLevel::Info, LogSubsys::Init) || gVersionLogged.exchange(true)) return;
+  LANES_INFO(Init, rank, "Lanes version %d.%d.%d (%s)", LANES_MAJOR, LANES_MINOR, LANES_PATCH,
+#ifdef LANES_HAVE_CUDA
+             "built with CUDA"
+#else
+             "built without CUDA: host memory only"
+#endif
+  );
+}
+
+void setVersionLoggedForTest(bool logged) { gVersionLogged.store(logged); }
 
 void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...) {
   if (!logEnabled(level, subsys)) return;

@@ -26,7 +26,16 @@ bool logEnabled(LogLevel level, LogSubsys subsys);
 // rank < 0 prints "-" in the rank field.
 void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
-// Re-reads the LANES_DEBUG* variables (tests change them between cases).
+// Whether lines of `level` are printed (for some subsystem): the error
+// strings hint at LANES_DEBUG=WARN only where it is not on already.
+bool logLevelOn(LogLevel level);
+// "Lanes version X.Y.Z" at INFO, the first time a communicator is set up
+// with INFO on in the process (NCCL logs "NCCL version" so).
+void logVersionOnce(int rank);
+// Unit tests share one process: lets the next logVersionOnce print again.
+void setVersionLoggedForTest(bool logged);
+// Re-reads the LANES_DEBUG* variables (tests change them between cases). A
+// bad value among them is warned about (envWarnOnce), after the reload.
 void logReloadConfig();
 // Makes the next log call re-read them. Unlike logReloadConfig, safe from a
 // library constructor that may run before this file's statics are set up.

@@ -8,23 +8,17 @@
 namespace lanes {
 namespace {
 
-// A size variable as the device paths read it; silent here (they warn once
-// about a value that is not a size, this runs per benchmark row).
-size_t sizeFromEnv(const char* name, size_t fallback) {
-  uint64_t v = fallback;
-  if (auto text = envString(name); text && !parseSize(*text, &v)) v = fallback;
-  return static_cast<size_t>(v);
-}
-
+// Size variables as the device paths read them (a bad value is warned about
+// once per process, whoever reads it first; this runs per benchmark row).
 // LL's limits as src/exec/cuda/ll_allreduce.h states them: 16 KiB per rank
 // by default (LANES_LL_MAX_BYTES), never above 256 KiB.
 size_t llMaxBytes() {
-  return std::min(sizeFromEnv("LANES_LL_MAX_BYTES", size_t{16} << 10), size_t{256} << 10);
+  return static_cast<size_t>(envSize("LANES_LL_MAX_BYTES", size_t{16} << 10, 0, size_t{256} << 10));
 }
 
 // The shared-context path's limit (src/exec/cuda/context_allreduce.h).
 size_t sharedContextMaxBytes() {
-  return sizeFromEnv("LANES_SHARED_CONTEXT_MAX_BYTES", size_t{256} << 10);
+  return static_cast<size_t>(envSize("LANES_SHARED_CONTEXT_MAX_BYTES", size_t{256} << 10));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 AlgoChoice defaultChoice(CollType coll, size_t bytes, int nranks) {
   // Below this size latency dominates: log2(n) rounds beat 2(n-1) ring steps.
-  static const size_t smallBytes = static_cast<size_t>(envInt("LANES_SMALL_MSG_BYTES", 64 * 1024));
+  static const size_t smallBytes = static_cast<size_t>(envSize("LANES_SMALL_MSG_BYTES", 64 * 1024));
   switch (coll) {
     case CollType::AllReduce:
       // With 2 ranks one exchange replaces the ring's two dependent hops.
@@ -43,14 +43,9 @@ AlgoChoice chooseAlgorithm(CollType coll, size_t bytes, int nranks) {
   if (auto forced = envString("LANES_ALGO")) {
     AlgoId algo;
     if (!parseAlgoName(forced->c_str(), &algo)) {
-      static bool warned = false;
-      if (!warned) {
-        LANES_WARN(Plan, -1,
-                   "LANES_ALGO=%s is not an algorithm (ring, recursive_doubling, chain, "
-                   "pairwise, direct); ignoring it",
-                   forced->c_str());
-        warned = true;
-      }
+      envWarnOnce("LANES_ALGO", *forced,
+                  "is not an algorithm (ring, recursive_doubling, chain, pairwise, direct)",
+                  "the default choice");
     } else if (algoSupports(algo, coll, nranks)) {
       return {algo, "forced by LANES_ALGO"};
     }

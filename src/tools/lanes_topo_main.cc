@@ -1,6 +1,8 @@
 // lanes-topo: what Lanes sees of this machine (or of a machine described by
 // a file): the GPU/NIC matrix in nvidia-smi's form, per-GPU placement and
 // link training, optional bandwidth/P2P probes, and warnings with fixes.
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -19,15 +21,48 @@ namespace {
 
 const char kUsage[] =
     "usage: lanes-topo [--json] [--probe] [--load FILE | --import-hwloc FILE |\n"
-    "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml]\n"
+    "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml] [--help] [--version]\n"
     "  (no option)              discover this machine and print the report\n"
     "  --json                   print the model as JSON (what LANES_TOPO_FILE loads)\n"
     "  --probe                  measure H2D/D2H/both-ways per GPU, all GPUs at once, and\n"
     "                           P2P correctness and bandwidth per pair; cached in\n"
     "                           LANES_TOPO_CACHE for communicators to reuse\n"
     "  --load FILE              a JSON model (lanes-topo --json, LANES_TOPO_DUMP_FILE)\n"
-    "  --import-hwloc FILE      hwloc XML (`lstopo --of xml` on the other machine)\n"
-    "  --import-nvidia-smi FILE the text of `nvidia-smi topo -m`\n";
+    "  --import-hwloc FILE      hwloc XML (`lstopo --of xml` on the other machine);\n"
+    "                           needs a build with hwloc\n"
+    "  --import-nvidia-smi FILE the text of `nvidia-smi topo -m`\n"
+    "  --no-hwloc               discover without hwloc: the CPU/PCIe tree from sysfs\n"
+    "  --no-nvml                discover without NVML: BAR1 size, the driver's P2P\n"
+    "                           status and NVLink stay unknown\n"
+    "  -h, --help               this text, then what this build has (as --version)\n"
+    "  --version                the version and the optional pieces of this build\n";
+
+#ifndef LANES_BUILT_HWLOC  // set by the top-level CMakeLists.txt
+#define LANES_BUILT_HWLOC "hwloc: unknown"
+#define LANES_BUILT_CUDA "CUDA: unknown"
+#define LANES_BUILT_MPI "MPI: unknown"
+#define LANES_VERSION_TEXT "unknown"
+#endif
+
+// What this build has and lacks; NVML is the driver's library, so it is
+// looked for now, where discovery would load it.
+std::string buildPieces() {
+  std::string nvml = "NVML: libnvidia-ml.so.1 ";
+  if (void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(lib);
+    nvml += "loads here";
+  } else {
+    nvml +=
+        "is not loadable here (no NVIDIA driver?), so BAR1 size, the driver's P2P status "
+        "and NVLink are unknown";
+  }
+  return std::string("  ") + LANES_BUILT_HWLOC + "\n  " + LANES_BUILT_CUDA + "\n  " +
+         LANES_BUILT_MPI + "\n  " + nvml + "\n";
+}
+
+std::string versionText() {
+  return std::string("lanes-topo (Lanes ") + LANES_VERSION_TEXT + ")\n" + buildPieces();
+}
 
 int fail(const Status& s) {
   std::fprintf(stderr, "lanes-topo: %s\n", s.message().c_str());
@@ -60,6 +95,10 @@ int main(int argc, char** argv) {
     } else if (a == "--import-nvidia-smi" && value(&smi)) {
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
+      std::fputs(("\nThis build:\n" + buildPieces()).c_str(), stdout);
+      return 0;
+    } else if (a == "--version") {
+      std::fputs(versionText().c_str(), stdout);
       return 0;
     } else {
       std::fprintf(stderr, "lanes-topo: unknown or incomplete option %s\n%s", a.c_str(), kUsage);
@@ -70,6 +109,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "lanes-topo: give at most one of --load, --import-hwloc, --import-nvidia-smi\n");
     return 2;
+  }
+  if (!hwlocXml.empty() && !hwlocAvailable()) {
+    std::fprintf(stderr,
+                 "lanes-topo: --import-hwloc needs hwloc, and this build has none. Install it "
+                 "(Debian/Ubuntu: apt install libhwloc-dev pkg-config), then re-run cmake and "
+                 "rebuild Lanes; meanwhile --import-nvidia-smi (the text of `nvidia-smi topo "
+                 "-m`) or --load (lanes-topo --json run on that machine) import it.\n");
+    return 1;
   }
   Topology t;
   bool live = load.empty() && hwlocXml.empty() && smi.empty();

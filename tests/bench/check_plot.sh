@@ -2,7 +2,13 @@
 # lanes-plot checks (ctest, label unit).
 #   check_plot.sh PLOT png FIXTURE...   the plot of the fixtures is a real PNG
 #   check_plot.sh PLOT malformed        every broken input exits non-zero with a message
-# Exit 77 (ctest SKIP_RETURN_CODE) only when no python3 with matplotlib exists.
+#   check_plot.sh PLOT reexec FIXTURE   run by a python3 without matplotlib, it re-runs
+#                                       under /usr/bin/python3 and plots
+#   check_plot.sh PLOT nompl FIXTURE    with no Python that has matplotlib, the message
+#                                       names every interpreter tried
+# Exit 77 (ctest SKIP_RETURN_CODE) only when there is nothing to show here: no python3
+# with matplotlib (png, malformed, reexec), no python3 without it (reexec), no
+# /usr/bin/python3 (reexec, nompl).
 set -u
 plot=$1
 mode=$2
@@ -13,7 +19,8 @@ py=$(sed -n '1s/^#! *//p' "$plot")
 case $py in
   *env\ python3*) py=python3 ;;
 esac
-if ! "$py" -c 'import matplotlib' 2>/dev/null && ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+if [ "$mode" != nompl ] && ! "$py" -c 'import matplotlib' 2>/dev/null &&
+  ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   echo "SKIP: no python3 with matplotlib (Debian: apt-get install python3-matplotlib)"
   exit 77
 fi
@@ -60,6 +67,36 @@ malformed)
     ! grep -q Traceback "$work/log" || { cat "$work/log"; fail "$f.json: a Python traceback instead of a message"; }
     [ ! -e "$work/$f.png" ] || fail "$f.json: a plot was written anyway"
     echo "ok: $f.json -> exit $rc: $(cat "$work/log")"
+  done
+  ;;
+reexec)
+  first=$(command -v python3) || { echo "SKIP: no python3 on PATH"; exit 77; }
+  if "$first" -c 'import matplotlib' 2>/dev/null || [ ! -x /usr/bin/python3 ]; then
+    echo "SKIP: $first has matplotlib (or there is no /usr/bin/python3): no re-run to show"
+    exit 77
+  fi
+  "$first" "$plot" "$@" -o "$work/plot.png" >"$work/log" 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || { cat "$work/log"; fail "lanes-plot run by $first (no matplotlib) exited $rc"; }
+  sig=$(od -An -tx1 -N8 "$work/plot.png" | tr -d ' \n')
+  [ "$sig" = "89504e470d0a1a0a" ] || fail "run by $first: no PNG written"
+  echo "ok: run by $first, re-ran under /usr/bin/python3 and wrote a PNG"
+  ;;
+nompl)
+  [ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
+  # -S: no site-packages, so no matplotlib; the interpreter is /usr/bin/python3
+  # itself, so there is nothing to re-run. LANES_PLOT_REEXEC stands for a first
+  # interpreter that already re-ran this one.
+  for first in "" /opt/venv/bin/python3; do
+    LANES_PLOT_REEXEC=$first /usr/bin/python3 -S "$plot" "$@" -o "$work/plot.png" >"$work/log" 2>&1
+    rc=$?
+    want="tried ${first:+$first and }/usr/bin/python3 "
+    [ $rc -eq 1 ] || { cat "$work/log"; fail "without matplotlib: exit $rc, not 1"; }
+    grep -q "^lanes-plot: no Python with matplotlib: $want" "$work/log" ||
+      { cat "$work/log"; fail "the message does not say '$want'"; }
+    ! grep -q Traceback "$work/log" || { cat "$work/log"; fail "a Python traceback"; }
+    [ ! -e "$work/plot.png" ] || fail "a plot was written anyway"
+    echo "ok: $(cat "$work/log")"
   done
   ;;
 *)

@@ -70,27 +70,17 @@ void placeOnNodes(void* base, const StageArenaLayout& layout, const std::vector<
 
 StageArenaConfig StageArenaConfig::fromEnv() {
   StageArenaConfig c;
-  size_t chunk = c.chunkBytes;
-  if (auto text = envString("LANES_STAGE_CHUNK_BYTES")) {
-    uint64_t size = 0;
-    if (parseSize(*text, &size))
-      chunk = static_cast<size_t>(size);
-    else
-      LANES_WARN(Init, -1, "LANES_STAGE_CHUNK_BYTES=%s is not a size; using %zu", text->c_str(),
-                 chunk);
+  // Rounding up to whole pages is documented, not a correction: no warning.
+  constexpr uint64_t kMinChunk = 64 * 1024;
+  c.chunkBytes = roundUp(envSize("LANES_STAGE_CHUNK_BYTES", c.chunkBytes, kMinChunk), kPage);
+  size_t pairChunk = envSize("LANES_STAGE_PAIR_CHUNK_BYTES", 2 * kMiB);
+  if (pairChunk != 0 && pairChunk < kMinChunk) {  // 0 is allowed: no pair slots
+    envWarnOnce("LANES_STAGE_PAIR_CHUNK_BYTES", envString("LANES_STAGE_PAIR_CHUNK_BYTES").value(),
+                "is below its minimum 64K (or 0: no pair slots)", "64K");
+    pairChunk = kMinChunk;
   }
-  c.chunkBytes = roundUp(std::max<size_t>(chunk, 64 * 1024), kPage);
-  size_t pairChunk = 2 * kMiB;
-  if (auto text = envString("LANES_STAGE_PAIR_CHUNK_BYTES")) {
-    uint64_t size = 0;
-    if (parseSize(*text, &size))
-      pairChunk = static_cast<size_t>(size);
-    else
-      LANES_WARN(Init, -1, "LANES_STAGE_PAIR_CHUNK_BYTES=%s is not a size; using %zu",
-                 text->c_str(), pairChunk);
-  }
-  c.pairChunkBytes = pairChunk == 0 ? 0 : roundUp(std::max<size_t>(pairChunk, 64 * 1024), kPage);
-  c.slots = static_cast<int>(std::clamp<int64_t>(envInt("LANES_STAGE_SLOTS", c.slots), 2, 64));
+  c.pairChunkBytes = pairChunk == 0 ? 0 : roundUp(pairChunk, kPage);
+  c.slots = static_cast<int>(envInt("LANES_STAGE_SLOTS", c.slots, 2, 64));
   return c;
 }
 

@@ -23,17 +23,8 @@ constexpr size_t kDefaultRingBytes = size_t{1} << 20;
 constexpr size_t kMinRingBytes = 4096;
 
 size_t ringCapacityFromEnv() {
-  size_t cap = kDefaultRingBytes;
-  if (auto text = envString("LANES_SHM_RING_BYTES")) {
-    uint64_t v = 0;
-    if (parseSize(*text, &v) && v > 0) {
-      cap = static_cast<size_t>(v);
-    } else {
-      LANES_WARN(Env, -1, "LANES_SHM_RING_BYTES=%s is not a size; using %zu", text->c_str(), cap);
-    }
-  }
-  if (cap < kMinRingBytes) cap = kMinRingBytes;
-  return padToGranule(cap);
+  return padToGranule(
+      static_cast<size_t>(envSize("LANES_SHM_RING_BYTES", kDefaultRingBytes, kMinRingBytes)));
 }
 
 // Rings of one segment, each starting on its own cache line.

@@ -52,25 +52,13 @@ struct Endpoint {
   SocketAddress address;
 };
 
-size_t sizeFromEnv(const char* name, size_t fallback) {
-  auto text = envString(name);
-  if (!text) return fallback;
-  uint64_t v = 0;
-  if (!parseSize(*text, &v) || v == 0) {
-    LANES_WARN(Env, -1, "%s=%s is not a size; using %zu", name, text->c_str(), fallback);
-    return fallback;
-  }
-  return static_cast<size_t>(v);
+size_t sizeFromEnv(const char* name, size_t fallback, size_t lo = 1,
+                   size_t hi = std::numeric_limits<size_t>::max()) {
+  return static_cast<size_t>(envSize(name, fallback, lo, hi));
 }
 
 int intFromEnv(const char* name, int fallback, int lo, int hi) {
-  int64_t v = envInt(name, fallback);
-  if (v < lo || v > hi) {
-    LANES_WARN(Env, -1, "%s=%lld is outside [%d, %d]; using %d", name, static_cast<long long>(v),
-               lo, hi, fallback);
-    return fallback;
-  }
-  return static_cast<int>(v);
+  return static_cast<int>(envInt(name, fallback, lo, hi));
 }
 
 SocketConnectionConfig configFromEnv(const TransportContext& ctx) {
@@ -80,14 +68,14 @@ SocketConnectionConfig configFromEnv(const TransportContext& ctx) {
   c.threads = intFromEnv("LANES_SOCKET_NTHREADS", 2, 1, 16);
   c.socketsPerThread = intFromEnv("LANES_NSOCKS_PERTHREAD", 1, 1, 16);
   if (c.threads * c.socketsPerThread > kMaxSockets) {
-    LANES_WARN(Env, ctx.rank,
-               "LANES_SOCKET_NTHREADS x LANES_NSOCKS_PERTHREAD = %d exceeds %d sockets per "
-               "peer; using 1 socket per thread",
-               c.threads * c.socketsPerThread, kMaxSockets);
+    envWarnOnce("LANES_NSOCKS_PERTHREAD", std::to_string(c.socketsPerThread),
+                "times LANES_SOCKET_NTHREADS=" + std::to_string(c.threads) + " exceeds " +
+                    std::to_string(kMaxSockets) + " sockets per peer",
+                "1");
     c.socketsPerThread = 1;
   }
-  c.stripeBytes = std::clamp<size_t>(
-      padToGranule(sizeFromEnv("LANES_SOCKET_STRIPE_BYTES", 128u << 10)), 4096, size_t{1} << 30);
+  c.stripeBytes =
+      padToGranule(sizeFromEnv("LANES_SOCKET_STRIPE_BYTES", 128u << 10, 4096, size_t{1} << 30));
   size_t ring = std::max(sizeFromEnv("LANES_SOCKET_RING_BYTES", 4u << 20), c.stripeBytes);
   c.bufferBytes = (ring + c.stripeBytes - 1) / c.stripeBytes * c.stripeBytes;
   return c;

@@ -353,8 +353,7 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 namespace lanes {
 
 Status DeviceProxy::prewarm() {
-  uint64_t bytes = 16ull << 20;
-  if (auto v = envString("LANES_PROXY_PREPIN_BYTES")) parseSize(*v, &bytes);
+  const uint64_t bytes = envSize("LANES_PROXY_PREPIN_BYTES", 16ull << 20);
   if (bytes == 0) return Status::ok();
   return pool_.prewarm(static_cast<size_t>(bytes / 4), 4);
 }

@@ -36,14 +36,8 @@ bool candidate(lanesComm* comm, const std::vector<Request>& requests, size_t* by
 
 // LANES_LL_MAX_BYTES, clamped to [8, kHardMaxBytes] and rounded up to whole lines.
 size_t maxBytesFromEnv(int rank) {
-  size_t bytes = LlAllReduce::kDefaultMaxBytes;
-  if (auto text = envString("LANES_LL_MAX_BYTES")) {
-    uint64_t v = 0;
-    if (parseSize(*text, &v))
-      bytes = static_cast<size_t>(std::min<uint64_t>(v, LlAllReduce::kHardMaxBytes));
-    else
-      LANES_WARN(Env, rank, "LANES_LL_MAX_BYTES=%s is not a size; using %zu", text->c_str(), bytes);
-  }
+  size_t bytes = static_cast<size_t>(
+      envSize("LANES_LL_MAX_BYTES", LlAllReduce::kDefaultMaxBytes, 0, LlAllReduce::kHardMaxBytes));
   bytes = std::max<size_t>(bytes, cuda::kLlLinePayload);
   return (bytes + cuda::kLlLinePayload - 1) / cuda::kLlLinePayload * cuda::kLlLinePayload;
 }

@@ -202,10 +202,9 @@ Status StagedCollectives::shareStreamsIfWanted() {
   const std::optional<std::string> value = envString("LANES_STAGE_SHARED_STREAMS");
   const SharedStreamsMode mode = parseSharedStreamsMode(value ? value->c_str() : nullptr);
   if (mode == SharedStreamsMode::Invalid)
-    LANES_WARN(Init, comm_->rank,
-               "LANES_STAGE_SHARED_STREAMS=%s is not auto, 1 or 0; using auto (thread ranks "
-               "of one GPU share the internal streams where the slots are in host memory)",
-               value->c_str());
+    envWarnOnce("LANES_STAGE_SHARED_STREAMS", *value, "is not auto, 1 or 0",
+                "auto (thread ranks of one GPU share the internal streams where the slots are "
+                "in host memory)");
   const bool share = shareStageStreams(mode, p2p_ != nullptr, ranksSharingMyContext(comm_).size());
   if (!share) return Status::ok();
   auto shared = sharedPerCommunicator<SharedStageStreams>(comm_->bootstrap->id().commId);

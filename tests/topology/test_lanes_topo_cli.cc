@@ -1,0 +1,95 @@
+// lanes-topo's own text: --help describes every flag its usage line lists,
+// --help and --version say which optional pieces this build has, and
+// --import-hwloc in a build without hwloc says how to get it.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "fixture_util.h"
+#include "lanes/lanes.h"
+#include "topology/discovery.h"
+
+namespace lanes::topo::testing {
+namespace {
+
+std::string run(const std::string& args, int* rc) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(
+      popen((std::string(LANES_TOPO_BIN) + " " + args + " 2>&1").c_str(), "r"), pclose);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p.get())) > 0) out.append(buf, n);
+  *rc = WEXITSTATUS(pclose(p.release()));
+  return out;
+}
+
+// Every line of the build's pieces, as --help and --version end.
+void expectBuildPieces(const std::string& out) {
+  if (hwlocAvailable())
+    EXPECT_NE(out.find("\n  hwloc "), std::string::npos) << out;
+  else
+    EXPECT_NE(out.find("\n  hwloc: not found, so the topology comes from sysfs and "
+                       "--import-hwloc is off (Debian: apt install libhwloc-dev pkg-config, "
+                       "then re-run cmake)"),
+              std::string::npos)
+        << out;
+  EXPECT_NE(out.find("\n  CUDA"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  MPI"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  NVML: libnvidia-ml.so.1 "), std::string::npos) << out;
+}
+
+TEST(LanesTopoCli, HelpDescribesEveryFlagItLists) {
+  int rc = -1;
+  const std::string out = run("--help", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  // The usage lines: up to the first description.
+  const std::string usage = out.substr(0, out.find("\n  ("));
+  std::set<std::string> flags;
+  const std::regex flag("-(-[a-z-]+|h)\\b");
+  for (std::sregex_iterator it(usage.begin(), usage.end(), flag), end; it != end; ++it)
+    flags.insert(it->str());
+  EXPECT_GE(flags.size(), 9u) << usage;
+  std::istringstream lines(out.substr(usage.size()));
+  std::set<std::string> described;
+  for (std::string line; std::getline(lines, line);) {
+    // "  --json   print ..." or "  -h, --help   this text"
+    std::smatch m;
+    std::string rest = line;
+    while (std::regex_search(rest, m, std::regex("^ *(-(-[a-z-]+|h))(,| [A-Z]+)? "))) {
+      described.insert(m[1].str());
+      rest = m.suffix().str();
+    }
+  }
+  for (const std::string& f : flags)
+    EXPECT_TRUE(described.count(f)) << f << " is listed but not described:\n" << out;
+  expectBuildPieces(out.substr(out.find("This build:")));
+}
+
+TEST(LanesTopoCli, VersionSaysWhatTheBuildHas) {
+  int rc = -1;
+  const std::string out = run("--version", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  const std::string version = std::to_string(LANES_MAJOR) + "." + std::to_string(LANES_MINOR) +
+                              "." + std::to_string(LANES_PATCH);
+  EXPECT_EQ(out.rfind("lanes-topo (Lanes " + version + ")\n", 0), 0u) << out;
+  expectBuildPieces(out);
+}
+
+TEST(LanesTopoCli, ImportHwlocWithoutHwlocSaysHowToGetIt) {
+  if (hwlocAvailable()) GTEST_SKIP() << "built with hwloc: --import-hwloc works";
+  int rc = -1;
+  const std::string out = run("--import-hwloc " + fixture("h200_single.xml"), &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("lanes-topo: --import-hwloc needs hwloc, and this build has none. Install "
+                     "it (Debian/Ubuntu: apt install libhwloc-dev pkg-config), then re-run cmake "
+                     "and rebuild Lanes"),
+            std::string::npos)
+      << out;
+}
+
+}  // namespace
+}  // namespace lanes::topo::testing
