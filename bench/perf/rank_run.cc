@@ -14,6 +14,7 @@
 #include "core/host_id.h"
 #include "perf/backend_nccl.h"
 #include "perf/bound_model.h"
+#include "perf/cpu_share.h"
 #include "perf/element.h"
 #include "perf/host_copy.h"
 #include "perf/pattern.h"
@@ -133,26 +134,38 @@ std::vector<T> RankRun::gather(const T* mine, size_t perRank, lanesDataType_t ty
 template std::vector<uint8_t> RankRun::gather(const uint8_t*, size_t, lanesDataType_t);
 template std::vector<double> RankRun::gather(const double*, size_t, lanesDataType_t);
 
-// Host, GPU, pid and GPU label of every rank, on every rank.
+// Host, GPU, pid and GPU label of every rank, on every rank; on rank 0 the
+// note when a host's ranks outnumber its CPUs.
 void RankRun::gatherPlaces() {
-  uint64_t ids[3] = {hostHash(), static_cast<uint64_t>(gpu_ + 1), static_cast<uint64_t>(getpid())};
-  std::vector<uint64_t> all = gather(ids, 3, lanesUint64);
+  constexpr size_t kIds = 3 + kCpuMaskWords;
+  uint64_t ids[kIds] = {hostHash(), static_cast<uint64_t>(gpu_ + 1),
+                        static_cast<uint64_t>(getpid())};
+  const CpuMask mine = allowedCpus();
+  std::copy(mine.begin(), mine.end(), ids + 3);
+  std::vector<uint64_t> all = gather(ids, kIds, lanesUint64);
   uint8_t text[kLine] = {};
   const std::string label = gpu_ >= 0 ? gpuLabel(gpu_) : "[host] host memory";
   std::snprintf(reinterpret_cast<char*>(text), kLine, "%s|%s", hostName().c_str(), label.c_str());
   std::vector<uint8_t> texts = gather(text, kLine, lanesUint8);
   places_.clear();
+  std::vector<RankCpus> cpus;
   for (int r = 0; r < nranks_; ++r) {
     Place p;
-    p.hostHash = all[3 * r];
-    p.gpu = static_cast<int>(all[3 * r + 1]) - 1;
-    p.pid = static_cast<int>(all[3 * r + 2]);
+    const uint64_t* id = all.data() + kIds * r;
+    p.hostHash = id[0];
+    p.gpu = static_cast<int>(id[1]) - 1;
+    p.pid = static_cast<int>(id[2]);
     std::string t = fromSlot(texts.data() + kLine * r);
     size_t bar = t.find('|');
     p.host = t.substr(0, bar);
     p.label = bar == std::string::npos ? "" : t.substr(bar + 1);
+    cpus.push_back({p.hostHash, p.host, CpuMask(id + 3, id + kIds)});
     places_.push_back(std::move(p));
     if (printer()) json_.addPlace({r, places_[r].host, places_[r].gpu, places_[r].label});
+  }
+  if (printer()) {
+    std::string note = oversubscriptionNote(cpus);
+    if (!note.empty()) headerNotes_.push_back(std::move(note));
   }
 }
 

@@ -1,5 +1,6 @@
 // Forwards one rank's stdout or stderr line by line, each line prefixed
-// "[rank] ", so the output of many ranks interleaves only at line boundaries.
+// "[rank] " (or not: the supervisor decides per stream), so the output of
+// many ranks interleaves only at line boundaries.
 #pragma once
 
 #include <string>

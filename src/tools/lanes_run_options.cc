@@ -31,13 +31,17 @@ const char* runUsage() {
          "  -n, --np N           number of ranks (required)\n"
          "  --timeout SECONDS    terminate every rank after this long (exit code 124)\n"
          "  --no-prefix          forward output as is, without \"[rank] \" before each line\n"
+         "                       (rank 0's stdout never has it: a perf tool's table reads as\n"
+         "                       nccl-tests'; other ranks' lines and rank 0's stderr do)\n"
          "  -h, --help           this text\n"
          "\n"
          "When a rank fails, the others get LANES_RUN_GRACE seconds (default 10) to notice\n"
          "and exit by themselves, then SIGTERM, then SIGKILL 5 s later. SIGINT, SIGTERM and\n"
          "SIGHUP are forwarded to every rank. The exit code is the first failing rank's\n"
          "(128+signal when it was killed by a signal), 0 when every rank exits 0.\n"
-         "LANES_ROOT_ADDR (host:port) and LANES_BOOTSTRAP_SECRET are kept when already set.\n";
+         "LANES_ROOT_ADDR (host:port) and LANES_BOOTSTRAP_SECRET are kept when already set.\n"
+         "PROGRAM is looked up on PATH, then in the current directory; one that cannot\n"
+         "start is reported once and no rank starts (exit code 127, or 126 when it exists).\n";
 }
 
 Status parseRunOptions(const std::vector<std::string>& args, RunOptions* out) {

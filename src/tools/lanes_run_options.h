@@ -12,7 +12,7 @@ struct RunOptions {
   int nranks = 0;
   double timeoutSeconds = 0;  // 0: no limit
   double graceSeconds = 10;   // LANES_RUN_GRACE: time the survivors get to fail by themselves
-  bool prefix = true;         // "[rank] " before every forwarded line
+  bool prefix = true;         // "[rank] " before forwarded lines (not rank 0's stdout)
   bool help = false;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };

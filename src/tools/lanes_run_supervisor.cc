@@ -9,7 +9,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "tools/lanes_run_program.h"
 
 extern char** environ;
 
@@ -27,8 +30,11 @@ std::string signalName(int sig) {
 }
 
 struct Supervisor::Child {
+  // Rank 0's stdout goes out as is, so a perf tool's table (printed by rank
+  // 0 alone) reads exactly like nccl-tests' under mpirun; every other stream
+  // keeps its "[rank] " so warnings and errors say where they came from.
   Child(int r, bool prefix)
-      : rank(r), outFwd(r, STDOUT_FILENO, prefix), errFwd(r, STDERR_FILENO, prefix) {}
+      : rank(r), outFwd(r, STDOUT_FILENO, prefix && r != 0), errFwd(r, STDERR_FILENO, prefix) {}
   int rank;
   pid_t pid = -1;
   bool running = false;
@@ -107,7 +113,8 @@ Status Supervisor::setUpSignals() {
   return Status::ok();
 }
 
-Status Supervisor::spawn(Child& child, const JobEnv& job) {
+Status Supervisor::spawn(Child& child, const JobEnv& job, int* execErrno) {
+  *execErrno = 0;
   // Everything the child needs is built before fork: after fork it only
   // calls async-signal-safe functions.
   auto overrides = rankEnv(job, child.rank, options_.nranks);
@@ -138,6 +145,14 @@ Status Supervisor::spawn(Child& child, const JobEnv& job) {
                        ": " + errnoText(errno));
   }
   UniqueFd errRead(errPipe[0]), errWrite(errPipe[1]);
+  // exec's errno comes back here; a successful exec closes it (O_CLOEXEC), so
+  // the failure is reported once by lanes-run, not by every rank.
+  int execPipe[2];
+  if (::pipe2(execPipe, O_CLOEXEC) != 0) {
+    return systemError("lanes-run could not create a pipe for rank " + std::to_string(child.rank) +
+                       ": " + errnoText(errno));
+  }
+  UniqueFd execRead(execPipe[0]), execWrite(execPipe[1]);
   int devNull = child.rank == 0 ? -1 : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   UniqueFd nullFd(devNull);
   pid_t parent = ::getpid();
@@ -156,16 +171,27 @@ Status Supervisor::spawn(Child& child, const JobEnv& job) {
     if (nullFd.valid()) ::dup2(nullFd.get(), STDIN_FILENO);  // only rank 0 reads stdin
     ::signal(SIGPIPE, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &savedMask_, nullptr);
-    ::execvpe(argv[0], argv.data(), envp.data());
+    ::execve(program_.c_str(), argv.data(), envp.data());
     int err = errno;
-    const char* msg = "lanes-run: could not start ";
-    writeAll(STDERR_FILENO, msg, std::strlen(msg));
-    writeAll(STDERR_FILENO, argv[0], std::strlen(argv[0]));
-    writeAll(STDERR_FILENO, ": ", 2);
-    const char* why = ::strerror(err);
-    writeAll(STDERR_FILENO, why, std::strlen(why));
-    writeAll(STDERR_FILENO, "\n", 1);
+    writeAll(execWrite.get(), reinterpret_cast<const char*>(&err), sizeof(err));
     ::_exit(127);
+  }
+  execWrite.reset();
+  int err = 0;
+  ssize_t got = 0;
+  do {
+    got = ::read(execRead.get(), &err, sizeof(err));
+  } while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof(err))) {
+    ::waitpid(pid, nullptr, 0);
+    *execErrno = err;
+    // The file was there a moment ago, so ENOENT names its #! interpreter
+    // or its ELF loader.
+    std::string why =
+        err == ENOENT ? "its #! interpreter or ELF loader is missing" : errnoText(err);
+    const std::string& name = options_.command[0];
+    return systemError("could not start " + name + (name == program_ ? "" : " (" + program_ + ")") +
+                       ": " + why);
   }
   child.pid = pid;
   child.running = true;
@@ -380,23 +406,31 @@ int Supervisor::exitCode() const {
 }
 
 int Supervisor::run() {
+  int notRunnable = 0;
+  Status st = resolveProgram(options_.command[0], std::getenv("PATH"), &program_, &notRunnable);
+  if (!st.isOk()) {
+    say(st.message());
+    return notRunnable;
+  }
   JobEnv job;
-  Status st = makeJobEnv(&job);
+  st = makeJobEnv(&job);
   if (st.isOk()) st = setUpSignals();
   if (!st.isOk()) {
     say(st.message());
     return 1;
   }
   if (options_.timeoutSeconds > 0) runDeadline_ = after(options_.timeoutSeconds);
+  int execErrno = 0;
   for (auto& c : children_) {
-    st = spawn(*c, job);
+    st = spawn(*c, job, &execErrno);
     if (!st.isOk()) {
-      say(st.message() + "; stopping the ranks already started");
+      say(st.message() + (c->rank > 0 ? "; stopping the ranks already started" : ""));
       signalRunning(SIGKILL, /*byUs=*/true);
       break;
     }
   }
   loop();
+  if (execErrno != 0) return execErrno == ENOENT ? 127 : 126;  // the shell's codes
   summarize();
   return st.isOk() ? exitCode() : 1;
 }

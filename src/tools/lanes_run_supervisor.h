@@ -67,7 +67,8 @@ class Supervisor {
  private:
   struct Child;
   Status setUpSignals();
-  Status spawn(Child& child, const JobEnv& job);
+  // *execErrno: nonzero when the program was forked but exec failed.
+  Status spawn(Child& child, const JobEnv& job, int* execErrno);
   void loop();
   void handleSignals();
   void reapChildren();
@@ -82,6 +83,7 @@ class Supervisor {
   void summarize() const;
 
   RunOptions options_;
+  std::string program_;  // options_.command[0] resolved to a path (lanes_run_program.h)
   std::vector<std::unique_ptr<Child>> children_;
   UniqueFd signalFd_;
   sigset_t savedMask_{};  // restored in each child before exec

@@ -52,7 +52,8 @@ std::vector<std::string> words(const std::string& line) {
   std::istringstream in(line);
   std::vector<std::string> w;
   for (std::string s; in >> s;) w.push_back(s);
-  // lanes-run prefixes each line with the rank: "[0] ".
+  // lanes-run prefixes other ranks' lines and stderr with the rank ("[1] ");
+  // rank 0's table has none (TableFromRankZeroReadsLikeNcclTests).
   if (!w.empty() && w[0].size() > 2 && w[0].front() == '[' && w[0].back() == ']')
     w.erase(w.begin());
   return w;
@@ -220,6 +221,51 @@ TEST(PerfTools, JsonValidatesAgainstTheSchema) {
   std::remove(json.c_str());
   std::remove(bad.c_str());
   rmdir(dir);
+}
+
+// Under lanes-run rank 0's table reads exactly as nccl-tests prints it: no
+// "[0] " before the header, the rows or the footer (make bench's output).
+TEST(PerfTools, TableFromRankZeroReadsLikeNcclTests) {
+  CommandResult r = runTool("lanes_all_reduce_perf", {}, 2);
+  ASSERT_TRUE(r.exited && r.exitCode == 0) << r.describe();
+  ASSERT_EQ(parseTable(r.output).rows.size(), 5u) << r.output;
+  int tableLines = 0;
+  std::istringstream lines(r.output);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_NE(line.rfind("[0] ", 0), 0u) << "rank 0's stdout has a prefix: " << line;
+    if (line.rfind("# Collective test starting:", 0) == 0 || line.rfind("#  Rank  1 ", 0) == 0 ||
+        line.rfind("# Out of bounds values : 0 OK", 0) == 0 ||
+        line.rfind("# Avg bus bandwidth    :", 0) == 0)
+      ++tableLines;
+  }
+  EXPECT_EQ(tableLines, 4) << "header, device and footer lines must start the line:\n" << r.output;
+}
+
+// More ranks than the CPUs they may run on: one note in the header (make
+// bench runs 4 ranks on a 2-core CI box); none when each rank has a CPU.
+TEST(PerfTools, NotesWhenRanksOutnumberCpus) {
+  if (!executable("/usr/bin/taskset")) GTEST_SKIP() << "taskset (util-linux) is not installed";
+  auto run = [](int ranks) {
+    std::vector<std::string> argv = {"/usr/bin/taskset",
+                                     "-c",
+                                     "0",
+                                     LANES_RUN_PATH,
+                                     "-n",
+                                     std::to_string(ranks),
+                                     toolPath("lanes_all_reduce_perf")};
+    for (auto& a : smallSweep()) argv.push_back(a);
+    return runCommand(argv, {{"LANES_TIMEOUT", "60"}}, 240);
+  };
+  CommandResult two = run(2);
+  ASSERT_TRUE(two.exited && two.exitCode == 0) << two.describe();
+  const std::string note = "# Note: 2 ranks on 1 CPU(s) of ";
+  size_t at = two.output.find(note);
+  ASSERT_NE(at, std::string::npos) << two.output;
+  EXPECT_EQ(two.output.find(note, at + 1), std::string::npos) << "said twice: " << two.output;
+  EXPECT_TRUE(at == 0 || two.output[at - 1] == '\n') << two.output;
+  CommandResult one = run(1);
+  ASSERT_TRUE(one.exited && one.exitCode == 0) << one.describe();
+  EXPECT_EQ(one.output.find("CPU(s) of "), std::string::npos) << one.output;
 }
 
 // Hypercube needs a power-of-two rank count, as in nccl-tests: 3 ranks print
