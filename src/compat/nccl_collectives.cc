@@ -99,9 +99,8 @@ ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataTyp
                                       ncclScalarResidence_t residence, ncclComm_t comm) {
   static_assert(int(ncclScalarDevice) == int(lanesScalarDevice) &&
                 int(ncclScalarHostImmediate) == int(lanesScalarHostImmediate));
-  return toNccl(
-      lanesRedOpCreatePreMulSum(reinterpret_cast<lanesRedOp_t*>(op), scalar, toLanes(datatype),
-                                static_cast<lanesScalarResidence_t>(residence), toLanes(comm)));
+  return toNccl(lanesRedOpCreatePreMulSum(reinterpret_cast<lanesRedOp_t*>(op), scalar,
+                                          toLanes(datatype), toLanes(residence), toLanes(comm)));
 }
 
 ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {

@@ -137,7 +137,7 @@ const char* ncclGetErrorString(ncclResult_t result) {
   // As lanesGetErrorString: the NCCL_DEBUG hint only where that level is off.
   const bool warnOn = logLevelOn(LogLevel::Warn);
   const bool infoOn = logLevelOn(LogLevel::Info);
-  switch (result) {
+  switch (rawValue(result)) {  // a C caller may pass any int
     case ncclSuccess:
       return "no error";
     case ncclUnhandledCudaError:

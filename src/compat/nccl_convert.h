@@ -5,6 +5,8 @@
 
 #include <nccl.h>
 
+#include <cstring>
+
 #include "core/status.h"
 #include "lanes/lanes.h"
 
@@ -41,8 +43,25 @@ inline ncclResult_t toNccl(lanesResult_t r) {
 }
 inline lanesComm_t toLanes(ncclComm_t c) { return reinterpret_cast<lanesComm_t>(c); }
 inline ncclComm_t toNccl(lanesComm_t c) { return reinterpret_cast<ncclComm_t>(c); }
-inline lanesDataType_t toLanes(ncclDataType_t t) { return static_cast<lanesDataType_t>(t); }
-inline lanesRedOp_t toLanes(ncclRedOp_t op) { return static_cast<lanesRedOp_t>(op); }
+// NCCL's enums have no fixed underlying type, so in C++ a value outside their
+// range (which a C caller may pass, and Lanes must refuse) may not be read as
+// the enum: these take the argument by reference and copy its bits.
+template <typename E>
+int rawValue(const E& e) {
+  static_assert(sizeof(E) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+inline lanesDataType_t toLanes(const ncclDataType_t& t) {
+  return static_cast<lanesDataType_t>(rawValue(t));
+}
+inline lanesRedOp_t toLanes(const ncclRedOp_t& op) {
+  return static_cast<lanesRedOp_t>(rawValue(op));
+}
+inline lanesScalarResidence_t toLanes(const ncclScalarResidence_t& r) {
+  return static_cast<lanesScalarResidence_t>(rawValue(r));
+}
 
 // ncclConfig_t into lanesConfig_t (`in` may be NULL: *out then stays the
 // defaults and *use is false). Fields that mean nothing to Lanes are accepted
