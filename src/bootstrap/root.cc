@@ -34,8 +34,10 @@ struct LocalRoots {
   std::map<uint64_t, std::weak_ptr<std::atomic<bool>>> retired;
 };
 LocalRoots& localRoots() {
-  static LocalRoots r;
-  return r;
+  // Never destroyed: detached root threads may still use it while the process
+  // exits (a static destructor raced them under TSan).
+  static LocalRoots* const r = new LocalRoots;
+  return *r;
 }
 
 struct Pending {
