@@ -3,7 +3,10 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +15,18 @@
 #include "topology/warnings.h"
 
 namespace lanes::topo::testing {
+
+// Runs lanes-topo with `args`; its stdout and stderr, and its exit code in *rc.
+inline std::string run(const std::string& args, int* rc) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(
+      popen((std::string(LANES_TOPO_BIN) + " " + args + " 2>&1").c_str(), "r"), pclose);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p.get())) > 0) out.append(buf, n);
+  *rc = WEXITSTATUS(pclose(p.release()));
+  return out;
+}
 
 inline std::string fixture(const std::string& name) {
   return std::string(LANES_TOPO_FIXTURES) + "/" + name;

@@ -11,17 +11,6 @@
 namespace lanes::topo::testing {
 namespace {
 
-std::string run(const std::string& args, int* rc) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> p(
-      popen((std::string(LANES_TOPO_BIN) + " " + args + " 2>&1").c_str(), "r"), pclose);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p.get())) > 0) out.append(buf, n);
-  *rc = WEXITSTATUS(pclose(p.release()));
-  return out;
-}
-
 TEST(TopoDiscovery, EverySourceOffStillGivesAMachine) {
   DiscoverOptions o;
   o.hwloc = o.sysfs = o.nvml = o.cuda = false;

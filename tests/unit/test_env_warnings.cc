@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/nccl_env.h"
 #include "lanes/lanes.h"
+#include "tests/common/log_file.h"
 #include "tests/common/scoped_env.h"
 #include "topology/model.h"
 
@@ -26,39 +27,16 @@ namespace {
 
 using test::ScopedEnv;
 
-// The log of one case in a file (LANES_DEBUG_FILE), at `level`.
-class LogCapture {
+// The log of one case in a file (LANES_DEBUG_FILE), at `level`, every subsystem.
+class LogCapture : public test::LogFile {
  public:
   explicit LogCapture(const char* level = "WARN")
-      : path_(::testing::TempDir() + "lanes_env_warnings_" + std::to_string(getpid()) + ".log"),
-        level_("LANES_DEBUG", level),
-        subsys_("LANES_DEBUG_SUBSYS", std::nullopt) {
-    std::remove(path_.c_str());
-    file_ = std::make_unique<ScopedEnv>("LANES_DEBUG_FILE", path_.c_str());
+      : level_("LANES_DEBUG", level), subsys_("LANES_DEBUG_SUBSYS", std::nullopt) {
     logReloadConfig();
-  }
-  ~LogCapture() {
-    file_.reset();
-    logReloadConfig();  // closes the file
-    std::remove(path_.c_str());
-  }
-  std::string text() const {
-    std::ifstream in(path_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-  size_t count(const std::string& what) const {
-    const std::string t = text();
-    size_t n = 0;
-    for (size_t at = t.find(what); at != std::string::npos; at = t.find(what, at + 1)) ++n;
-    return n;
   }
 
  private:
-  std::string path_;
   ScopedEnv level_, subsys_;
-  std::unique_ptr<ScopedEnv> file_;
 };
 
 TEST(EnvWarnings, IntegerOutOfRangeWarnsOnceWithTheBoundUsed) {

@@ -16,6 +16,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/nccl_env.h"
+#include "tests/common/log_file.h"
 #include "tests/common/scoped_env.h"
 
 extern char** environ;
@@ -69,37 +70,8 @@ class NcclEnv : public ::testing::Test {
   std::vector<std::unique_ptr<ScopedEnv>> scoped_;
 };
 
-// A log file for the case: LANES_DEBUG_FILE (or the given variable) points
-// at it, and the log re-reads its configuration.
-class LogCapture {
- public:
-  explicit LogCapture(const char* variable = "LANES_DEBUG_FILE") {
-    path_ = ::testing::TempDir() + "lanes_nccl_env_" + std::to_string(getpid()) + ".log";
-    std::remove(path_.c_str());
-    file_ = std::make_unique<ScopedEnv>(variable, path_.c_str());
-  }
-  ~LogCapture() {
-    file_.reset();
-    logReloadConfig();  // closes the file
-    std::remove(path_.c_str());
-  }
-  std::string text() const {
-    std::ifstream in(path_);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
-
- private:
-  std::string path_;
-  std::unique_ptr<ScopedEnv> file_;
-};
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using LogCapture = test::LogFile;
+using test::occurrences;
 
 TEST_F(NcclEnv, TwinsAreOffByDefault) {
   set("NCCL_SHM_DISABLE", "1");
@@ -273,14 +245,14 @@ TEST_F(NcclEnv, EnvironmentIsLoggedOnce) {
   logNcclEnvironmentOnce(3);
   logNcclEnvironmentOnce(3);
   std::string text = capture.text();
-  EXPECT_EQ(count(text,
-                  ":3 [lanes] NCCL INFO NCCL variables read: "
-                  "NCCL_SOCKET_IFNAME=eth0 -> LANES_SOCKET_IFNAME\n"),
+  EXPECT_EQ(occurrences(text,
+                        ":3 [lanes] NCCL INFO NCCL variables read: "
+                        "NCCL_SOCKET_IFNAME=eth0 -> LANES_SOCKET_IFNAME\n"),
             1u)
       << text;
-  EXPECT_EQ(count(text,
-                  ":3 [lanes] NCCL INFO NCCL variables that mean nothing to Lanes and are "
-                  "ignored: NCCL_MIN_NCHANNELS=4\n"),
+  EXPECT_EQ(occurrences(text,
+                        ":3 [lanes] NCCL INFO NCCL variables that mean nothing to Lanes and are "
+                        "ignored: NCCL_MIN_NCHANNELS=4\n"),
             1u)
       << text;
 }
