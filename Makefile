@@ -1,12 +1,15 @@
 # Thin wrapper over the CMake presets. `make test` and `make bench` install
 # missing Debian packages first (as root; otherwise they print the command).
 PRESET ?= release
-# openmpi: bench/compare; iproute2: the network-namespace TCP tests; pkg-config:
-# the install test; python3-matplotlib: lanes-plot; python3-jsonschema: the perf JSON schema test. hwloc and Google Benchmark are DESIGN.md's base set.
+# openmpi: bench/compare and liblanes-mpi.so (ranks meet over mpirun); slurm-wlm,
+# munge: the test that runs the docs' srun example on a one-node Slurm;
+# iproute2: the network-namespace TCP tests; pkg-config: the install test;
+# python3-matplotlib: lanes-plot; python3-jsonschema: the perf JSON schema test.
+# hwloc and Google Benchmark are the base set (docs/design.md).
 # clang, libclang-rt-14-dev: the sanitizer stages and the libFuzzer targets (clang builds).
 DEB_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
   libhwloc-dev openmpi-bin libopenmpi-dev iproute2 python3-matplotlib python3-jsonschema \
-  clang libclang-rt-14-dev
+  slurm-wlm munge clang libclang-rt-14-dev
 
 .PHONY: deps configure build test bench clean
 

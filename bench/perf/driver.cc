@@ -13,27 +13,14 @@
 #include "perf/memory.h"
 #include "perf/rank_run.h"
 #include "perf/run_env.h"
-#if LANES_PERF_MPI
-#include "perf/mpi_bootstrap.h"
-#endif
 
 namespace lanes::perf {
 namespace {
 
-// True when the unique id goes over MPI (mpi_bootstrap.h says when): only in
-// a build with MPI; without it an MPI launch needs a root address.
-bool overMpi() {
-#if LANES_PERF_MPI
-  return lanesMpiLaunched() != 0;
-#else
-  return false;
-#endif
-}
-
 bool launchedByLauncher() {
   auto has = [](const char* n) { return std::getenv(n) != nullptr; };
   return has("LANES_RANK") || (has("RANK") && has("WORLD_SIZE")) || has("OMPI_COMM_WORLD_RANK") ||
-         (has("SLURM_PROCID") && has("SLURM_STEP_ID")) || overMpi();
+         (has("SLURM_PROCID") && has("SLURM_STEP_ID")) || mpiLaunchWithoutRoot();
 }
 
 std::string baseName(const char* path) {
@@ -43,9 +30,10 @@ std::string baseName(const char* path) {
 
 // The local rank a launcher gives this process (its GPU is local rank % GPUs).
 int localRankFromEnv() {
+  int local = launchLocalRank();
+  if (local >= 0) return local;
   LaunchEnv env;
-  if (!readLaunchEnv(&env)) return 0;
-  return env.localRank >= 0 ? env.localRank : std::max(env.rank, 0);
+  return readLaunchEnv(&env) ? std::max(env.rank, 0) : 0;
 }
 
 // Header notes for flags that are parsed but change nothing here.
@@ -70,68 +58,27 @@ std::string flagNotes(const PerfArgs& a, bool device) {
   return n;
 }
 
-// Under mpirun without a root address: what an mpirun user reads when this
-// build cannot take the id over MPI.
-void mpiHint(const std::string& prog) {
-  if (overMpi() || std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return;
-  if (std::getenv("LANES_ROOT_ADDR") != nullptr || std::getenv("MASTER_ADDR") != nullptr) return;
-  std::fprintf(stderr,
-               "%s: this build has no MPI (CMake found none), so under mpirun every rank needs "
-               "LANES_ROOT_ADDR=host:port (mpirun -x LANES_ROOT_ADDR=...); built with MPI, "
-               "mpirun needs nothing more (docs/benchmarks.md).\n",
-               prog.c_str());
-}
-
 // One rank per process, started by a launcher: its rank and GPU from the
 // launcher, the communicator from the environment or over MPI.
 int runLaunched(const PerfArgs& args, const CollSpec& spec, const RunSetup& setup, bool device,
                 int gpus, const std::string& prog) {
-  const bool mpi = overMpi();
-  int localRank = 0;
-#if LANES_PERF_MPI
-  if (mpi) {
-    int rank = 0, nranks = 0;
-    if (lanesMpiStart(&rank, &nranks, &localRank) != lanesSuccess) {
-      std::fprintf(stderr, "%s: %s\n", prog.c_str(), lanesMpiLastError());
-      return 1;
-    }
-  }
-#endif
-  if (!mpi) localRank = localRankFromEnv();
   if (device) {
     // The communicator takes the thread's current GPU at init.
-    Status st = selectGpu(gpuForRank(localRank, gpus));
+    Status st = selectGpu(gpuForRank(localRankFromEnv(), gpus));
     if (!st) {
       std::fprintf(stderr, "%s: %s\n", prog.c_str(), st.message().c_str());
       return 1;
     }
   }
   lanesComm_t comm = nullptr;
-  int rc = 1;
-#if LANES_PERF_MPI
-  if (mpi) {
-    lanesResult_t r = lanesMpiCommInit(&comm);
-    if (r != lanesSuccess) {
-      std::fprintf(stderr, "%s: joining over MPI failed: %s: %s\n", prog.c_str(),
-                   lanesGetErrorString(r), lanesMpiLastError());
-    }
+  lanesResult_t r = lanesCommInitFromEnv(&comm, nullptr);
+  if (r != lanesSuccess) {
+    std::fprintf(stderr, "%s: lanesCommInitFromEnv failed: %s: %s\n", prog.c_str(),
+                 lanesGetErrorString(r), lanesGetLastError(nullptr));
+    return 1;
   }
-#endif
-  if (!mpi) {
-    lanesResult_t r = lanesCommInitFromEnv(&comm, nullptr);
-    if (r != lanesSuccess) {
-      std::fprintf(stderr, "%s: lanesCommInitFromEnv failed: %s: %s\n", prog.c_str(),
-                   lanesGetErrorString(r), lanesGetLastError(nullptr));
-      mpiHint(prog);
-    }
-  }
-  if (comm != nullptr) {
-    rc = RankRun(args, spec, comm, setup).run();
-    lanesCommDestroy(comm);
-  }
-#if LANES_PERF_MPI
-  if (mpi) lanesMpiFinish();
-#endif
+  int rc = RankRun(args, spec, comm, setup).run();
+  lanesCommDestroy(comm);
   return rc;
 }
 

@@ -143,7 +143,11 @@ lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist)
 /* Joins the job a launcher started: lanes-run (LANES_RANK, LANES_WORLD_SIZE,
  * LANES_ROOT_ADDR), torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
  * Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS). No id
- * needs passing: every rank derives it from the environment. config may be NULL. */
+ * needs passing: every rank derives it from the environment. An MPI launch
+ * (mpirun, srun --mpi=pmix) with no root address takes the id over MPI, as
+ * nccl-tests does: MPI_Init unless the program did (then MPI_Finalize at
+ * exit), rank 0's id by MPI_Bcast; this needs liblanes-mpi.so, built where
+ * MPI was found. config may be NULL. */
 lanesResult_t lanesCommInitFromEnv(lanesComm_t* comm, lanesConfig_t* config);
 lanesResult_t lanesCommSplit(lanesComm_t comm, int color, int key, lanesComm_t* newcomm,
                              lanesConfig_t* config);

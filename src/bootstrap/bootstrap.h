@@ -126,6 +126,20 @@ Status launchSecretAndCommId(const LaunchEnv& env, uint8_t secret[32], uint64_t*
 // Rank 0 creates the id (root at env.rootAddr); every rank derives the same
 // id from the environment, so no id needs to be passed around.
 Status uniqueIdFromLaunchEnv(const LaunchEnv& env, lanesUniqueId* out);
+// An MPI launcher started this process (OMPI_COMM_WORLD_SIZE, PMIX_RANK,
+// PMI_RANK with PMI_SIZE, MV2_COMM_WORLD_SIZE) and no root address or Lanes
+// rank is set (LANES_RANK, LANES_ROOT_ADDR, MASTER_ADDR): then the ranks meet
+// over MPI, as nccl-tests built with MPI does. `var` names the launcher's
+// variable found. Makes no MPI call.
+bool mpiLaunchWithoutRoot(std::string* var = nullptr);
+// Over MPI (the plugin liblanes-mpi.so, src/mpi_plugin): rank 0 makes the id
+// and broadcasts it; fills env's rank and size. MPI_Init unless the program
+// did, MPI_Finalize at exit then.
+Status mpiUniqueId(LaunchEnv* env, lanesUniqueId* out);
+// The rank among this host's ranks that a launcher gives (LANES_LOCAL_RANK,
+// LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID,
+// MV2_COMM_WORLD_LOCAL_RANK); -1 when none says.
+int launchLocalRank();
 // The id of a root at the fixed `rootAddr` (host:port), the same in every
 // process of the job; with startRoot, this process also starts that root.
 Status pinnedUniqueId(const std::string& rootAddr, bool startRoot, lanesUniqueId* out);

@@ -376,9 +376,13 @@ lanesResult_t lanesCommInitFromEnv(lanesComm_t* comm, lanesConfig_t* config) {
   CommOptions options;
   Status status = parseConfig(config, &options);
   LaunchEnv env;
-  if (status) status = readLaunchEnv(&env);
   lanesUniqueId id;
-  if (status) status = uniqueIdFromLaunchEnv(env, &id);
+  if (status && mpiLaunchWithoutRoot()) {
+    status = mpiUniqueId(&env, &id);
+  } else {
+    if (status) status = readLaunchEnv(&env);
+    if (status) status = uniqueIdFromLaunchEnv(env, &id);
+  }
   if (status) status = initComm(id, env.worldSize, env.rank, options, comm);
   return report(nullptr, status);
 }

@@ -8,7 +8,10 @@
 #      program that needs no liblanes.so;
 #   4. README.md's C example, taken from README.md now, built through pkg-config
 #      and run by the installed lanes-run with 3 ranks on host memory: every
-#      rank must print its line with the right sum.
+#      rank must print its line with the right sum;
+#   5. where the build found MPI (liblanes-mpi.so installed) and mpirun runs:
+#      the same example under a bare `mpirun -np 3` (the id goes over MPI), and
+#      mpi_consumer.c, a program that calls MPI_Init itself.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR (this folder)
 set -euo pipefail
 build=$1 src=$2
@@ -50,17 +53,47 @@ awk '/^```c$/ { inside = 1; next } inside && /^```$/ { exit } inside' "$readme" 
 grep -q lanesAllReduce "$tmp/app.c" || fail "no C example with lanesAllReduce in $readme"
 cc -Wall -Wextra -Werror "$tmp/app.c" $(pkg-config --cflags --libs lanes) -o "$tmp/app"
 nranks=3 sum=3  # 0 + 1 + 2
+# Every rank printed its line with the right sum (lanes-run may prefix "[r] ").
+check_ranks() {
+  local out=$1 what=$2
+  for ((r = 0; r < nranks; ++r)); do
+    line="rank $r of $nranks: all-reduce gave $sum (expected $sum)"
+    if ! grep -Fxq -e "$line" -e "[$r] $line" "$out"; then
+      cat "$out" >&2
+      fail "README example under $what: rank $r did not print \"$line\""
+    fi
+  done
+  cat "$out"
+}
 if ! (cd "$tmp" && "$prefix/bin/lanes-run" -n $nranks --timeout 120 ./app) > "$tmp/app.out" 2>&1; then
   cat "$tmp/app.out" >&2
   fail "README example failed under lanes-run -n $nranks"
 fi
-for ((r = 0; r < nranks; ++r)); do
-  line="rank $r of $nranks: all-reduce gave $sum (expected $sum)"
-  if ! grep -Fxq -e "$line" -e "[$r] $line" "$tmp/app.out"; then
-    cat "$tmp/app.out" >&2
-    fail "README example: rank $r did not print \"$line\""
+check_ranks "$tmp/app.out" "lanes-run -n $nranks"
+ran="the README example under lanes-run -n $nranks"
+
+# 5. Under mpirun, with no root address
+plugin=$(find "$prefix" -name liblanes-mpi.so | head -n 1)
+if [ -n "$plugin" ] && command -v mpirun > /dev/null && command -v mpicc > /dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LANES_TIMEOUT=60
+  mpi=(timeout 120 mpirun --oversubscribe -np $nranks)
+  if ! (cd "$tmp" && "${mpi[@]}" ./app) > "$tmp/mpi_app.out" 2>&1; then
+    cat "$tmp/mpi_app.out" >&2
+    fail "README example failed under mpirun -np $nranks"
   fi
-done
-cat "$tmp/app.out"
-echo "install check: find_package (shared, static), pkg-config (shared, static) and the" \
-     "README example under lanes-run -n $nranks built and ran"
+  check_ranks "$tmp/mpi_app.out" "mpirun -np $nranks"
+  mpicc -Wall -Werror "$src/mpi_consumer.c" $(pkg-config --cflags --libs lanes) -o "$tmp/mpi_app"
+  if ! "${mpi[@]}" "$tmp/mpi_app" > "$tmp/mpi_consumer.out" 2>&1 ||
+    [ "$(grep -c "sum 6 over Lanes, 6 over MPI$" "$tmp/mpi_consumer.out")" != $nranks ]; then
+    cat "$tmp/mpi_consumer.out" >&2
+    fail "mpi_consumer.c (MPI_Init, then lanesCommInitFromEnv) failed under mpirun -np $nranks"
+  fi
+  cat "$tmp/mpi_consumer.out"
+  ran+=" and under mpirun -np $nranks, and an MPI program"
+elif [ -n "$plugin" ]; then
+  fail "liblanes-mpi.so is installed but mpirun or mpicc is not on PATH"
+else
+  echo "install check: no liblanes-mpi.so (a build without MPI), so no mpirun run"
+fi
+echo "install check: find_package (shared, static), pkg-config (shared, static) and $ran" \
+     "built and ran"

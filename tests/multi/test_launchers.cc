@@ -1,8 +1,7 @@
 // Launchers as users run them: the docs' mpirun command (docs/benchmarks.md)
-// with no root address, the Slurm variables path through a stand-in that
-// starts ranks with srun's variables (Slurm is not installed here: it is not
-// srun), and lanes-run finding its program and reporting one that cannot
-// start once. Every command runs under runCommand's deadline.
+// with no root address, their srun example under a one-node Slurm, and
+// lanes-run finding its program and reporting one that cannot start once. Every command runs under
+// runCommand's deadline.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -170,25 +169,11 @@ TEST(Mpirun, RootAddressTakesPrecedenceOverMpi) {
   EXPECT_NE(r.output.find("LANES_ROOT_ADDR=not-an-address"), std::string::npos) << r.output;
 }
 
-int freeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
-
-// Not srun (Slurm is not installed here): a stand-in that starts the docs'
-// `srun -n N` ranks with the variables srun gives each task (SLURM_PROCID,
-// SLURM_NTASKS, SLURM_LOCALID, SLURM_STEP_ID, SLURM_JOB_ID, ...) and the
-// root address the docs tell users to export before srun.
-TEST(SlurmVariablesStandIn, DocsSrunCommandWithTheDocsAddress) {
+// The docs' Slurm example, run by real Slurm: tests/launch/slurm_one_node.sh
+// starts a one-node cluster (munge, slurmctld, slurmd, fake GPUs for
+// --gpus-per-task) and runs the docs' `export LANES_ROOT_ADDR=...` line as
+// written and their `srun -n N` line (host memory, small sizes) inside salloc.
+TEST(Slurm, DocsSrunCommandRunsUnderSrun) {
   std::string before;
   std::vector<std::string> words = docsCommand("srun -n ", &before);
   ASSERT_GE(words.size(), 4u) << "docs/benchmarks.md has no `srun -n N ...` line";
@@ -197,30 +182,20 @@ TEST(SlurmVariablesStandIn, DocsSrunCommandWithTheDocsAddress) {
       << before;
   const size_t tool = toolIndex(words);
   ASSERT_LT(tool, words.size()) << "the docs' srun line runs no lanes_all_reduce_perf";
-  const std::string n = words[2];
-  const int port = freeLoopbackPort();
-  ASSERT_GT(port, 0);
-  // Each task: its own SLURM_PROCID/SLURM_LOCALID; the job's variables are
-  // the same for all. Any rank failing fails the stand-in.
-  const char* script =
-      "n=$1; shift; pids=; r=0\n"
-      "while [ $r -lt $n ]; do SLURM_PROCID=$r SLURM_LOCALID=$r \"$@\" & pids=\"$pids $!\"; "
-      "r=$((r+1)); done\n"
-      "rc=0; for p in $pids; do wait $p || rc=1; done; exit $rc\n";
-  std::vector<std::string> argv = {"sh", "-c", script, "slurm-stand-in", n};
-  for (auto& a : toolArgs(words, tool)) argv.push_back(a);
-  CommandResult r =
-      runCommand(withoutLaunchVars(argv, {"LANES_ROOT_ADDR=127.0.0.1:" + std::to_string(port)}),
-                 {{"SLURM_NTASKS", n},
-                  {"SLURM_STEP_NUM_TASKS", n},
-                  {"SLURM_NNODES", "1"},
-                  {"SLURM_NODEID", "0"},
-                  {"SLURM_JOB_ID", "4242"},
-                  {"SLURM_STEP_ID", "0"},
-                  {"SLURM_JOB_NODELIST", "localhost"},
-                  {"LANES_TIMEOUT", "60"}},
-                 240);
+  std::string srun;
+  for (size_t i = 0; i < tool; ++i) srun += words[i] + " ";
+  for (const auto& a : toolArgs(words, tool)) srun += a + " ";
+  char path[] = "/tmp/lanes-srun-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  std::ofstream(path) << before << "\n" << srun << "\n";
+  CommandResult r = runCommand(withoutLaunchVars({LANES_SLURM_ONE_NODE, path}),
+                               {{"LANES_TIMEOUT", "60"}, {"SLURM_ONE_NODE_TIMEOUT", "180"}}, 240);
+  std::remove(path);
+  if (r.exited && r.exitCode == 77) GTEST_SKIP() << r.output;
   ASSERT_TRUE(r.exited && r.exitCode == 0) << r.describe();
+  const std::string n = words[2];
   EXPECT_EQ(countOf(r.output, "# Collective test starting"), 1) << r.output;
   EXPECT_NE(r.output.find(lastRankLine(n)), std::string::npos) << r.output;
   Rows rows = tableRows(r.output);
@@ -250,6 +225,35 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Under mpirun with no root address and no liblanes-mpi.so to be found (a
+// copy of the tool, statically linked, in a folder of its own): every rank
+// says why it cannot meet and what to set, instead of waiting.
+TEST(Mpirun, WithoutTheMpiPluginSaysWhatToSet) {
+  if (!executable(LANES_MPIEXEC)) GTEST_SKIP() << "no MPI launcher in this build";
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string tool = dir.path() + "/bin/lanes_all_reduce_perf";
+  std::filesystem::create_directory(dir.path() + "/bin");
+  std::filesystem::copy_file(std::string(LANES_PERF_DIR) + "/lanes_all_reduce_perf", tool);
+  std::vector<std::string> argv = {
+      "env", "-u", "LD_LIBRARY_PATH", LANES_MPIEXEC, "--oversubscribe", "-np", "2", tool};
+  for (const char* a : {"--memory", "host", "-b", "8", "-e", "8", "-n", "1", "-w", "0"})
+    argv.emplace_back(a);
+  CommandResult r = runCommand(withoutLaunchVars(argv), mpiEnv(), 120);
+  ASSERT_TRUE(r.started && !r.timedOut) << r.describe();
+  EXPECT_FALSE(r.exited && r.exitCode == 0) << r.describe();
+  EXPECT_EQ(countOf(r.output,
+                    "lanesCommInitFromEnv failed: invalid argument: started by an MPI "
+                    "launcher"),
+            2)
+      << r.output;
+  EXPECT_NE(r.output.find("the unique id cannot go over MPI: no liblanes-mpi.so"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("OMPI_COMM_WORLD_SIZE is set"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("LANES_ROOT_ADDR=host:port"), std::string::npos) << r.output;
+}
 
 // `lanes-run ARGS...` run in `dir`, with a PATH that does not have it.
 CommandResult lanesRunIn(const std::string& dir, const std::vector<std::string>& args) {
