@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/discovery.h"
 #include "topology/sysfs_pci.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/json.h"
 #include "topology/model.h"
 

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/discovery.h"
 
 namespace lanes::topo {

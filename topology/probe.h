@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "topology/model.h"
 
 namespace lanes::topo {

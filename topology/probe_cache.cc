@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "topology/json_io.h"
 #include "topology/probe.h"
 

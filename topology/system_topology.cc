@@ -1,7 +1,7 @@
 // The topology a process uses: a file named by LANES_TOPO_FILE, else the
 // live machine; dumped to LANES_TOPO_DUMP_FILE; cached probes attached.
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "topology/discovery.h"
 #include "topology/json_io.h"
 #include "topology/probe.h"

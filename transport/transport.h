@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/rank_info.h"
+#include "base/status.h"
 
 namespace lanes {
 
@@ -48,15 +49,6 @@ class Connection {
   virtual RecvPort& recvPort(int lane) = 0;
   // Wakes and fails every port (abort, or a peer declared dead).
   virtual void close() = 0;
-};
-
-// What every rank knows of every other after the bootstrap.
-struct RankInfo {
-  int rank = -1;
-  uint64_t hostHash = 0;  // same value <=> same host (hostname + boot id)
-  int pid = 0;
-  int cudaDev = -1;
-  char hostname[64] = {};
 };
 
 class Bootstrap;

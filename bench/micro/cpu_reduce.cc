@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "fill.h"
 #include "kernels/cpu/reduce.h"
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "kernels/cpu/reduce.h"
 
 namespace lanes::micro {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "fill.h"
 #include "kernels/cuda/reduce.h"
 

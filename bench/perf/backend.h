@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "lanes/lanes.h"
 
 namespace lanes::perf {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "lanes/lanes.h"
 
 namespace lanes::perf {

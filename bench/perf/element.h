@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "lanes/lanes.h"
 
 namespace lanes::perf {

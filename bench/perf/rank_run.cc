@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "core/host_id.h"
+#include "base/host_id.h"
 #include "perf/backend_nccl.h"
 #include "perf/bound_model.h"
 #include "perf/cpu_share.h"

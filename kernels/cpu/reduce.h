@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 
 namespace lanes::cpu {
 

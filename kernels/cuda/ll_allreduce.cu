@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "base/datatype.h"
 #include "kernels/cuda/ll_allreduce.h"
 #include "kernels/cuda/reduce_ops.cuh"
 
@@ -359,29 +360,6 @@ int dispatchOp(const LlAllReduceArgs& a, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-size_t typeBytes(lanesDataType_t t) {
-  switch (t) {
-    case lanesInt8:
-    case lanesUint8:
-    case lanesFloat8e4m3:
-    case lanesFloat8e5m2:
-      return 1;
-    case lanesFloat16:
-    case lanesBfloat16:
-      return 2;
-    case lanesInt32:
-    case lanesUint32:
-    case lanesFloat32:
-      return 4;
-    case lanesInt64:
-    case lanesUint64:
-    case lanesFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 template <class S>
 int preloadTyped() {
   cudaFuncAttributes attr{};
@@ -398,8 +376,8 @@ int launchLlAllReduce(const LlAllReduceArgs& in, cudaStream_t stream) {
   if (in.count == 0) return cudaSuccess;
   LlAllReduceArgs a = in;
   if (a.allGather) {  // bytes move unchanged: one byte-wise kernel serves every type
-    if (typeBytes(a.type) == 0) return cudaErrorInvalidValue;
-    a.count *= typeBytes(a.type);
+    if (datatypeSize(a.type) == 0) return cudaErrorInvalidValue;
+    a.count *= datatypeSize(a.type);
     a.type = lanesUint8;
     a.op = RedOpKind::Sum;
   }

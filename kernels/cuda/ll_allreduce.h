@@ -24,7 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "lanes/lanes.h"
 
 namespace lanes::cuda {

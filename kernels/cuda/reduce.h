@@ -27,7 +27,7 @@
 
 #include <cstddef>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "lanes/lanes.h"
 
 namespace lanes::cuda {

@@ -6,23 +6,11 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/datatype.h"
-#include "core/status.h"
-#include "exec/schedule.h"
+#include "algorithms/schedule.h"
+#include "base/collective.h"
+#include "base/status.h"
 
 namespace lanes {
-
-enum class CollType : uint8_t {
-  AllReduce,
-  Broadcast,
-  Reduce,
-  AllGather,
-  ReduceScatter,
-  AlltoAll,
-  Gather,
-  Scatter,
-};
-const char* collTypeName(CollType t);
 
 enum class AlgoId : uint8_t {
   Ring,               // pipelined ring: reduce-scatter + all-gather
@@ -33,21 +21,6 @@ enum class AlgoId : uint8_t {
 };
 const char* algoName(AlgoId a);
 bool parseAlgoName(const char* text, AlgoId* out);
-
-// One collective as this rank sees it. Buffers are already validated; for
-// PreMulSum the input has been pre-multiplied into `send` and redop is Sum;
-// Avg arrives as Sum (the caller divides afterwards).
-struct CollArgs {
-  CollType coll = CollType::AllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;  // elements as the API counts them (per rank for AllGather etc.)
-  lanesDataType_t type = lanesFloat32;
-  RedOpKind redop = RedOpKind::Sum;
-  int root = 0;
-  int rank = 0;
-  int nranks = 1;
-};
 
 // Whether `algo` implements `coll` (the planner's capability table).
 bool algoSupports(AlgoId algo, CollType coll);

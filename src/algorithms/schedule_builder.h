@@ -6,8 +6,8 @@
 #include <cstddef>
 
 #include "algorithms/algorithm.h"
-#include "core/datatype.h"
-#include "exec/schedule.h"
+#include "algorithms/schedule.h"
+#include "base/datatype.h"
 
 namespace lanes::algo {
 

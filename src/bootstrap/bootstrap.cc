@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/env.h"
+#include "base/log.h"
 #include "bootstrap/mesh_bootstrap.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/wire.h"
-#include "core/env.h"
-#include "core/log.h"
 
 namespace lanes {
 namespace {

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "base/deadline.h"
+#include "base/rank_info.h"
+#include "base/status.h"
 #include "lanes/lanes.h"
-#include "transport/transport.h"
 
 namespace lanes {
 

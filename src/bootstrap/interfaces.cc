@@ -8,8 +8,8 @@
 #include <cstring>
 #include <memory>
 
-#include "bootstrap/socket.h"
-#include "core/env.h"
+#include "base/env.h"
+#include "base/socket.h"
 
 namespace lanes {
 namespace {

@@ -2,10 +2,10 @@
 // launcher's variables, and a unique id every rank derives alike.
 #include <cstring>
 
+#include "base/env.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/sha256.h"
 #include "bootstrap/wire.h"
-#include "core/env.h"
 
 namespace lanes {
 namespace {

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "base/deadline.h"
+#include "base/status.h"
 
 namespace lanes {
 

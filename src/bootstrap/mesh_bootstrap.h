@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/mailbox.h"
-#include "bootstrap/socket.h"
 
 namespace lanes {
 

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/log.h"
 #include "bootstrap/mesh_bootstrap.h"
 #include "bootstrap/wire.h"
-#include "core/log.h"
 
 namespace lanes {
 

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/env.h"
 #include "bootstrap/bootstrap.h"
-#include "core/env.h"
 #include "mpi_plugin/plugin_abi.h"
 
 namespace lanes {

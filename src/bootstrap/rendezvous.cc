@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/env.h"
+#include "base/log.h"
 #include "bootstrap/wire.h"
-#include "core/env.h"
-#include "core/log.h"
 
 namespace lanes {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
 
 namespace lanes {
 

@@ -14,10 +14,10 @@
 #include <optional>
 #include <thread>
 
+#include "base/env.h"
+#include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
-#include "core/env.h"
-#include "core/log.h"
 
 namespace lanes {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
 
 namespace lanes::wire {
 

@@ -2,11 +2,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/log.h"
+#include "base/nccl_env.h"
 #include "bootstrap/bootstrap.h"
 #include "compat/nccl_convert.h"
 #include "core/errors.h"
-#include "core/log.h"
-#include "core/nccl_env.h"
 
 using namespace lanes;
 using namespace lanes::compat;

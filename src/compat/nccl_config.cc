@@ -4,8 +4,8 @@
 #include <mutex>
 #include <string>
 
+#include "base/log.h"
 #include "compat/nccl_convert.h"
-#include "core/log.h"
 
 namespace lanes::compat {
 namespace {

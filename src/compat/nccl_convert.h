@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "lanes/lanes.h"
 
 namespace lanes::compat {

@@ -4,8 +4,8 @@
 
 #include <cstddef>
 
+#include "base/status.h"
 #include "core/comm.h"
-#include "core/status.h"
 
 namespace lanes {
 

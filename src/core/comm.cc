@@ -1,6 +1,6 @@
 #include "core/comm.h"
 
-#include "core/log.h"
+#include "base/log.h"
 
 void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRank,
                      const std::string& cause) {

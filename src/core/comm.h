@@ -11,12 +11,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/datatype.h"
+#include "base/status.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm_topology.h"
-#include "core/datatype.h"
 #include "core/progress.h"
 #include "core/registration.h"
-#include "core/status.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "transport/transport.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/log.h"
 #include "topology/discovery.h"
 
 namespace lanes {

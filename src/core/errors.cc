@@ -2,10 +2,10 @@
 
 #include <string>
 
+#include "base/log.h"
+#include "base/nccl_env.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
-#include "core/log.h"
-#include "core/nccl_env.h"
 
 namespace lanes {
 namespace {

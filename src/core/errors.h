@@ -2,7 +2,7 @@
 // lanesGetLastError shows.
 #pragma once
 
-#include "core/status.h"
+#include "base/status.h"
 #include "lanes/lanes.h"
 
 namespace lanes {

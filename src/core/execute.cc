@@ -5,8 +5,8 @@
 #include <memory>
 #include <thread>
 
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/log.h"
 #include "core/mismatch_check.h"
 #include "core/request.h"
 #include "core/watchdog.h"

@@ -5,14 +5,14 @@
 #include <cstring>
 #include <thread>
 
+#include "base/env.h"
+#include "base/host_id.h"
+#include "base/log.h"
+#include "base/nccl_env.h"
 #include "core/comm_registry.h"
 #include "core/comm_topology.h"
-#include "core/env.h"
 #include "core/errors.h"
 #include "core/group.h"
-#include "core/host_id.h"
-#include "core/log.h"
-#include "core/nccl_env.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
 

@@ -2,9 +2,9 @@
 // Split and Shrink.
 #pragma once
 
+#include "base/status.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/status.h"
 
 namespace lanes {
 

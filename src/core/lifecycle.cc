@@ -1,11 +1,11 @@
 // Finalize, destroy, abort and the queries on a communicator.
 #include <memory>
 
+#include "base/log.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
 #include "core/errors.h"
 #include "core/init.h"
-#include "core/log.h"
 
 using namespace lanes;
 

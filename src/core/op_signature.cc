@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 #include "core/request.h"
 
 namespace lanes {

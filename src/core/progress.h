@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/op_signature.h"
-#include "core/status.h"
 
 namespace lanes {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "base/datatype.h"
 #include "core/comm.h"
-#include "core/datatype.h"
 
 namespace lanes {
 

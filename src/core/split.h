@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
+#include "base/status.h"
 #include "core/comm.h"
-#include "core/deadline.h"
-#include "core/status.h"
 
 namespace lanes {
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/env.h"
-#include "core/log.h"
 
 namespace lanes {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/op_signature.h"
 #include "core/progress.h"
-#include "core/status.h"
 
 struct lanesComm;
 

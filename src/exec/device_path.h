@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "base/deadline.h"
+#include "base/status.h"
 #include "lanes/lanes.h"
 
 namespace lanes {

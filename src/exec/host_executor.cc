@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/common/byte_ring.h"
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
-#include "exec/schedule.h"
+#include "algorithms/schedule.h"
+#include "base/deadline.h"
+#include "base/status.h"
 #include "transport/transport.h"
 
 namespace lanes {

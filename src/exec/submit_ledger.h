@@ -28,7 +28,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 namespace lanes {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/env.h"
+#include "base/env.h"
 #include "planner/size_rule.h"
 
 namespace lanes {

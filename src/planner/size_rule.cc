@@ -1,7 +1,7 @@
 #include "planner/size_rule.h"
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 namespace lanes {
 namespace {

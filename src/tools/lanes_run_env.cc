@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace lanes::run {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace lanes::run {
 namespace {

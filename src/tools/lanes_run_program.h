@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace lanes::run {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "base/deadline.h"
+#include "base/status.h"
 #include "tools/lanes_run_env.h"
 #include "tools/lanes_run_lines.h"
 #include "tools/lanes_run_options.h"

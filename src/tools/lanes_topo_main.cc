@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/discovery.h"
 #include "topology/import_nvidia_smi.h"
 #include "topology/json_io.h"

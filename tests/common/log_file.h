@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "tests/common/scoped_env.h"
 
 namespace lanes::test {

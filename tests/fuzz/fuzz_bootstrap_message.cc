@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 #include "bootstrap/wire.h"
 
 namespace {

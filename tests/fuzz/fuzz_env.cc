@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
-#include "core/deadline.h"
-#include "core/env.h"
-#include "core/log.h"
 
 using namespace lanes;
 

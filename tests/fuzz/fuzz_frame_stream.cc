@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 #include "bootstrap/wire.h"
 
 using namespace lanes;

@@ -22,11 +22,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/rendezvous.h"
-#include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
-#include "core/log.h"
 #include "tests/multi/harness.h"
 #include "tests/unit/fake_bootstrap.h"
 #include "tests/unit/transport_streams.h"

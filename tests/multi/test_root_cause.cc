@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "tests/multi/harness.h"
 

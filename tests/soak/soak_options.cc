@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace lanes::soak {
 

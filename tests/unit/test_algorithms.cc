@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "exec/host_executor.h"
 #include "transport/common/loopback.h"
 

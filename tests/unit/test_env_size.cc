@@ -3,7 +3,7 @@
 // or empty, and the fallback (with a warning) when the value is not a size.
 #include <gtest/gtest.h>
 
-#include "core/env.h"
+#include "base/env.h"
 #include "tests/common/scoped_env.h"
 
 namespace lanes {

@@ -13,10 +13,10 @@
 #include <sstream>
 #include <string>
 
+#include "base/env.h"
+#include "base/log.h"
+#include "base/nccl_env.h"
 #include "core/comm_topology.h"
-#include "core/env.h"
-#include "core/log.h"
-#include "core/nccl_env.h"
 #include "lanes/lanes.h"
 #include "tests/common/log_file.h"
 #include "tests/common/scoped_env.h"

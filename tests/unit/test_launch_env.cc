@@ -7,8 +7,8 @@
 #include <map>
 #include <thread>
 
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
 
 namespace lanes {
 namespace {

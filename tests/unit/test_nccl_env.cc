@@ -13,9 +13,9 @@
 #include <sstream>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
-#include "core/nccl_env.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "base/nccl_env.h"
 #include "tests/common/log_file.h"
 #include "tests/common/scoped_env.h"
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 
 namespace lanes {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/deadline.h"
+#include "base/deadline.h"
 #include "tests/unit/fake_bootstrap.h"
 #include "transport/common/byte_ring.h"
 #include "transport/transport.h"

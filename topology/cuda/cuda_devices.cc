@@ -2,7 +2,7 @@
 // advertised (cudaDeviceCanAccessPeer).
 #include <cuda_runtime.h>
 
-#include "core/log.h"
+#include "base/log.h"
 #include "topology/discovery.h"
 
 namespace lanes::topo {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "core/log.h"
-#include "exec/cuda/cuda_check.h"
+#include "base/cuda_check.h"
+#include "base/log.h"
 
 namespace lanes::topo {
 

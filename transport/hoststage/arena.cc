@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
+#include "transport/common/agree.h"
 #include "transport/common/numa_policy.h"
 #include "transport/hoststage/arena_placement.h"
 
@@ -17,26 +18,6 @@ constexpr size_t kPage = 4096;
 constexpr size_t kMiB = size_t{1} << 20;
 
 size_t roundUp(size_t v, size_t m) { return (v + m - 1) / m * m; }
-
-// Every rank learns every rank's outcome of one setup step, so all of them
-// take the same branch. *fatal: the gather itself failed.
-Status agree(Bootstrap& bootstrap, const Status& local, const char* what, Deadline deadline,
-             bool* fatal) {
-  std::vector<int32_t> codes(static_cast<size_t>(bootstrap.nranks()), 0);
-  codes[static_cast<size_t>(bootstrap.rank())] = static_cast<int32_t>(local.code());
-  Status gathered = bootstrap.allGather(codes.data(), sizeof(int32_t), deadline);
-  if (!gathered) {
-    *fatal = true;
-    return gathered;
-  }
-  if (!local) return local;
-  for (size_t r = 0; r < codes.size(); ++r) {
-    if (codes[r] != 0)
-      return Status(static_cast<lanesResult_t>(codes[r]),
-                    "rank " + std::to_string(r) + " failed to " + what + " (its own log says why)");
-  }
-  return Status::ok();
-}
 
 // Sets each range's preferred node on the creator's fresh mapping (before
 // any page exists: the shared policy steers fallocate) and says where the
@@ -112,7 +93,8 @@ Status StageArena::create(Bootstrap& bootstrap, const std::string& commTag,
               " MiB of send/recv pair slots, LANES_STAGE_PAIR_CHUNK_BYTES): " + local.message() +
               " Make /dev/shm larger or lower those variables (all ranks alike).");
   }
-  LANES_RETURN_IF_ERROR(agree(bootstrap, local, "create the host-staging arena", deadline, fatal));
+  LANES_RETURN_IF_ERROR(
+      agreeOnStatus(bootstrap, local, "create the host-staging arena", deadline, fatal));
 
   // 2. The others map it.
   if (rank != 0) {
@@ -121,7 +103,7 @@ Status StageArena::create(Bootstrap& bootstrap, const std::string& commTag,
       local = Status(local.code(), "rank " + std::to_string(rank) +
                                        " could not map the host-staging arena: " + local.message());
   }
-  Status mapped = agree(bootstrap, local, "map the host-staging arena", deadline, fatal);
+  Status mapped = agreeOnStatus(bootstrap, local, "map the host-staging arena", deadline, fatal);
   // 3. Everyone has mapped it (or given up): the name can go.
   arena->segment_->unlink();
   LANES_RETURN_IF_ERROR(mapped);
@@ -140,8 +122,8 @@ Status StageArena::create(Bootstrap& bootstrap, const std::string& commTag,
                       "LANES_STAGE_CHUNK_BYTES / LANES_STAGE_SLOTS");
     cudaGetLastError();  // not sticky: clear it so later calls don't see it
   }
-  LANES_RETURN_IF_ERROR(
-      agree(bootstrap, local, "register the host-staging arena with CUDA", deadline, fatal));
+  LANES_RETURN_IF_ERROR(agreeOnStatus(bootstrap, local, "register the host-staging arena with CUDA",
+                                      deadline, fatal));
   *out = std::move(arena);
   return Status::ok();
 }

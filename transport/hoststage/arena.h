@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "bootstrap/bootstrap.h"
-#include "core/status.h"
 #include "transport/shm/shm_segment.h"
 
 namespace lanes {

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <optional>
 
-#include "core/env.h"
-#include "exec/cuda/temp_stream.h"
+#include "base/cuda_temp_stream.h"
+#include "base/env.h"
 
 namespace lanes {
 namespace {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace lanes {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
+#include "base/log.h"
 #include "bootstrap/bootstrap.h"
-#include "core/env.h"
-#include "core/log.h"
 #include "transport/common/agree.h"
 #include "transport/common/byte_ring.h"
 #include "transport/shm/shm_segment.h"

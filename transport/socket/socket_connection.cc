@@ -13,8 +13,8 @@
 #include <mutex>
 #include <thread>
 
-#include "core/deadline.h"
-#include "core/log.h"
+#include "base/deadline.h"
+#include "base/log.h"
 #include "transport/common/byte_ring.h"
 #include "transport/socket/stripe_map.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 #include "transport/transport.h"
 
 namespace lanes {

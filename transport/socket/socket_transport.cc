@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "base/env.h"
+#include "base/log.h"
+#include "base/socket.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/socket.h"
-#include "core/env.h"
-#include "core/log.h"
 #include "transport/common/agree.h"
 #include "transport/common/byte_ring.h"
 #include "transport/socket/socket_connection.h"

@@ -1,10 +1,10 @@
 #include "exec/cuda/context_allreduce.h"
 
+#include "base/cuda_check.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
 #include "core/comm_topology.h"
-#include "core/env.h"
-#include "core/log.h"
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "kernels/cuda/reduce.h"
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "exec/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "exec/device_path.h"
 
 namespace lanes {

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
+#include "base/cuda_check.h"
+#include "base/deadline.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/deadline.h"
-#include "core/env.h"
-#include "core/log.h"
 #include "exec/cuda/context_allreduce.h"
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/ll_allreduce.h"
 #include "exec/cuda/staged_collectives.h"

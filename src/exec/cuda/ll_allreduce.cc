@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/cuda_check.h"
+#include "base/cuda_temp_stream.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
 #include "core/comm_topology.h"
-#include "core/env.h"
-#include "core/log.h"
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
-#include "exec/cuda/temp_stream.h"
 
 namespace lanes {
 namespace {

@@ -6,31 +6,12 @@
 #include <utility>
 #include <vector>
 
-#include "core/log.h"
+#include "base/log.h"
+#include "transport/common/agree.h"
 #include "transport/common/numa_policy.h"
 
 namespace lanes {
 namespace {
-
-// Every rank learns every rank's outcome of one setup step, so all take the
-// same branch. *fatal: the gather itself failed.
-Status agree(Bootstrap& bootstrap, const Status& local, const char* what, Deadline deadline,
-             bool* fatal) {
-  std::vector<int32_t> codes(static_cast<size_t>(bootstrap.nranks()), 0);
-  codes[static_cast<size_t>(bootstrap.rank())] = static_cast<int32_t>(local.code());
-  Status gathered = bootstrap.allGather(codes.data(), sizeof(int32_t), deadline);
-  if (!gathered) {
-    *fatal = true;
-    return gathered;
-  }
-  if (!local) return local;
-  for (size_t r = 0; r < codes.size(); ++r) {
-    if (codes[r] != 0)
-      return Status(static_cast<lanesResult_t>(codes[r]),
-                    "rank " + std::to_string(r) + " failed to " + what + " (its own log says why)");
-  }
-  return Status::ok();
-}
 
 std::string cudaText(cudaError_t err) {
   return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
@@ -79,7 +60,8 @@ Status LlArena::create(Bootstrap& bootstrap, const std::string& commTag, size_t 
       local = Status(local.code(), "rank 0 could not create the " + std::to_string(bytes / 1024) +
                                        " KiB small-message arena " + name + ": " + local.message());
   }
-  LANES_RETURN_IF_ERROR(agree(bootstrap, local, "create the small-message arena", deadline, fatal));
+  LANES_RETURN_IF_ERROR(
+      agreeOnStatus(bootstrap, local, "create the small-message arena", deadline, fatal));
 
   if (rank != 0) {
     local = ShmSegment::open(name, bytes, arena->segment_.get());
@@ -88,7 +70,7 @@ Status LlArena::create(Bootstrap& bootstrap, const std::string& commTag, size_t 
                                        " could not map the small-message arena " + name + ": " +
                                        local.message());
   }
-  Status mapped = agree(bootstrap, local, "map the small-message arena", deadline, fatal);
+  Status mapped = agreeOnStatus(bootstrap, local, "map the small-message arena", deadline, fatal);
   arena->segment_->unlink();  // everyone mapped it (or gave up): the name can go
   LANES_RETURN_IF_ERROR(mapped);
 
@@ -106,8 +88,8 @@ Status LlArena::create(Bootstrap& bootstrap, const std::string& commTag, size_t 
                       cudaText(err) + "; check the locked-memory limit (ulimit -l)");
     cudaGetLastError();  // not sticky: later calls must not see it
   }
-  LANES_RETURN_IF_ERROR(
-      agree(bootstrap, local, "register the small-message arena with CUDA", deadline, fatal));
+  LANES_RETURN_IF_ERROR(agreeOnStatus(
+      bootstrap, local, "register the small-message arena with CUDA", deadline, fatal));
   *out = std::move(arena);
   return Status::ok();
 }

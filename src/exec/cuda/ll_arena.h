@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
+#include "base/status.h"
 #include "bootstrap/bootstrap.h"
-#include "core/deadline.h"
-#include "core/status.h"
 #include "transport/shm/shm_segment.h"
 
 namespace lanes {

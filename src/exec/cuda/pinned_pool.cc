@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "exec/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 
 namespace lanes {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace lanes {
 

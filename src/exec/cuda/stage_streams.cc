@@ -1,6 +1,6 @@
 #include "exec/cuda/stage_streams.h"
 
-#include "exec/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 
 namespace lanes {
 

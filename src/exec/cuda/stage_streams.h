@@ -14,7 +14,7 @@
 #include <memory>
 #include <mutex>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace lanes {
 

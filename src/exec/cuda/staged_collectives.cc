@@ -6,11 +6,11 @@
 #include <optional>
 #include <string>
 
+#include "base/cuda_check.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
 #include "core/comm_topology.h"
-#include "core/env.h"
-#include "core/log.h"
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/staged_chunking.h"
 #include "exec/cuda/stream_join.h"

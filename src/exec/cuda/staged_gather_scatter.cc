@@ -25,9 +25,9 @@
 #include <algorithm>
 #include <vector>
 
+#include "base/cuda_check.h"
+#include "base/datatype.h"
 #include "core/comm.h"
-#include "core/datatype.h"
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 #include "kernels/cuda/reduce.h"

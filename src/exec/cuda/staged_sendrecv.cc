@@ -23,8 +23,8 @@
 #include <memory>
 #include <utility>
 
+#include "base/cuda_check.h"
 #include "core/comm.h"
-#include "exec/cuda/cuda_check.h"
 #include "exec/cuda/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 

@@ -2,9 +2,9 @@
 
 #include <chrono>
 
+#include "base/cuda_check.h"
+#include "base/log.h"
 #include "core/comm.h"
-#include "core/log.h"
-#include "exec/cuda/cuda_check.h"
 
 namespace lanes {
 namespace {

@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/deadline.h"
-#include "core/status.h"
+#include "base/deadline.h"
+#include "base/status.h"
 #include "transport/hoststage/arena.h"
 
 struct lanesComm;

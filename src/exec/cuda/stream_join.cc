@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "exec/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 
 namespace lanes {
 

@@ -8,8 +8,8 @@
 
 #include <vector>
 
+#include "base/status.h"
 #include "core/request.h"
-#include "core/status.h"
 
 namespace lanes {
 

@@ -5,9 +5,9 @@
 #include <mutex>
 #include <string>
 
-#include "core/env.h"
-#include "core/log.h"
-#include "exec/cuda/cuda_check.h"
+#include "base/cuda_check.h"
+#include "base/env.h"
+#include "base/log.h"
 #include "kernels/cuda/stream_flags.h"
 
 namespace lanes {

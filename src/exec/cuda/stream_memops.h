@@ -12,7 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace lanes {
 

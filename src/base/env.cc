@@ -1,4 +1,4 @@
-#include "core/env.h"
+#include "base/env.h"
 
 #include <strings.h>
 #include <sys/resource.h>
@@ -10,8 +10,8 @@
 #include <mutex>
 #include <set>
 
-#include "core/log.h"
-#include "core/nccl_env.h"
+#include "base/log.h"
+#include "base/nccl_env.h"
 
 namespace lanes {
 

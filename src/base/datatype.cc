@@ -1,4 +1,4 @@
-#include "core/datatype.h"
+#include "base/datatype.h"
 
 namespace lanes {
 

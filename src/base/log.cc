@@ -1,4 +1,4 @@
-#include "core/log.h"
+#include "base/log.h"
 
 #include <unistd.h>
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/env.h"
-#include "core/nccl_env.h"
-#include "core/status.h"
+#include "base/env.h"
+#include "base/nccl_env.h"
+#include "base/status.h"
 #include "lanes/lanes.h"
 
 namespace lanes {

@@ -1,4 +1,4 @@
-#include "bootstrap/socket.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace lanes {
 

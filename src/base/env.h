@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace lanes {
 

@@ -1,4 +1,4 @@
-#include "core/nccl_env.h"
+#include "base/nccl_env.h"
 
 #include <strings.h>
 
@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/env.h"
+#include "base/log.h"
 
 extern char** environ;
 

@@ -1,10 +1,10 @@
-#include "core/host_id.h"
+#include "base/host_id.h"
 
 #include <unistd.h>
 
 #include <fstream>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace lanes {
 

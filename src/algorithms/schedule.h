@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/datatype.h"
+#include "base/datatype.h"
 
 namespace lanes {
 

@@ -1,4 +1,4 @@
-#include "core/deadline.h"
+#include "base/deadline.h"
 
 #include <sched.h>
 #include <time.h>
@@ -7,7 +7,7 @@
 #include <climits>
 #include <cstdlib>
 
-#include "core/env.h"
+#include "base/env.h"
 
 namespace lanes {
 

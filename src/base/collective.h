@@ -1,0 +1,39 @@
+// One collective call as every layer sees it: which collective, and its
+// arguments for this rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/datatype.h"
+
+namespace lanes {
+
+enum class CollType : uint8_t {
+  AllReduce,
+  Broadcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AlltoAll,
+  Gather,
+  Scatter,
+};
+const char* collTypeName(CollType t);
+
+// One collective as this rank sees it. Buffers are already validated; for
+// PreMulSum the input has been pre-multiplied into `send` and redop is Sum;
+// Avg arrives as Sum (the caller divides afterwards).
+struct CollArgs {
+  CollType coll = CollType::AllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements as the API counts them (per rank for AllGather etc.)
+  lanesDataType_t type = lanesFloat32;
+  RedOpKind redop = RedOpKind::Sum;
+  int root = 0;
+  int rank = 0;
+  int nranks = 1;
+};
+
+}  // namespace lanes
