@@ -1,0 +1,561 @@
+#!/bin/bash
+# Lanes' device measurements, chosen by job name, in one call to a GPU machine: builds
+# what the jobs need, then runs them in the order given, every step time-capped so the
+# call ends within its budget. With --compare-commit or --compare-tree it also builds an
+# older source tree and runs each step for the old build and then the new one, so both
+# see the same machine state.
+#
+# Results: $OUT/summary.txt (the machine, each step's exit code, then each job's key
+# lines) and $OUT/logs.tgz (every log, JSON and PNG). Nothing is written into
+# bench/results/: copy what is worth keeping there by hand.
+#
+#   OUT=dir bash bench/gpu/run.sh [options] JOB...     # --help lists options and jobs
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/bench/gpu/batch_lib.sh" # batch_init, add_side, build, step, digest, pack, el, left
+
+die() {
+  echo "run.sh: $*" >&2
+  exit 2
+}
+
+# --- jobs --------------------------------------------------------------------------
+# job NAME TARGETS DIGEST ABOUT registers job_NAME (dashes become underscores): the
+# ninja targets it runs ("all" where the tests need everything), an ERE choosing the
+# lines of its log that go into the summary, and its line in --help.
+JOBS=()
+declare -A NEEDS DIGEST ABOUT
+job() {
+  JOBS+=("$1")
+  NEEDS[$1]=$2
+  DIGEST[$1]=$3
+  ABOUT[$1]=$4
+}
+# Groups: several jobs under one name, run in this order.
+declare -A GROUP=(
+  [issue3]="reduce-bandwidth bound latency overlap"
+  [multi-gpu]="topo multi-gpu-perf multi-gpu-overlap ctest-spread"
+)
+
+CTEST_DIGEST='tests passed|Total Test|\*\*\*Failed|Timeout|Not Run|\*\*\*Skipped'
+ROW='^(\[0\])? +[0-9]+ +[0-9]+ +float' # a perf tool's result row
+PERF="lanes-run lanes_all_reduce_perf"
+TOOLS5="lanes_all_reduce_perf lanes_all_gather_perf lanes_reduce_scatter_perf"
+TOOLS5+=" lanes_broadcast_perf lanes_sendrecv_perf"
+
+# Single-GPU figures put every rank on GPU 0; a machine with several GPUs would
+# otherwise spread the perf tools' ranks.
+one_gpu() {
+  export CUDA_VISIBLE_DEVICES=0
+  [ -z "$dry" ] || echo "export CUDA_VISIBLE_DEVICES=0"
+}
+
+# ngpus: GPUs on the machine ("N" in a dry run without any).
+ngpus() {
+  local n
+  n=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  [ "$n" -eq 0 ] && [ -n "$dry" ] && n=N
+  echo "$n"
+}
+
+# jobdir: a folder of $logs for the job's JSON and plots.
+jobdir() {
+  [ -n "$dry" ] || mkdir -p "$logs/$jobname"
+  echo "$logs/$jobname"
+}
+
+# p2p_env MODE: sets envs to the variables of p2p_off (Lanes and NCCL both through host
+# memory, as on a GeForce box) or p2p_on (both free to use P2P; INFO says what Lanes chose).
+p2p_env() {
+  envs=(LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT)
+  [ "$1" = p2p_off ] && envs=(LANES_P2P_DISABLE=1 NCCL_P2P_DISABLE=1)
+}
+
+# plot_json DIR GPUS: a PNG beside each JSON, drawn by the new build's lanes-plot.
+plot_json() {
+  local j
+  for j in "$1"/*.json; do
+    [ -n "$dry" ] && {
+      echo "lanes-plot each $1/*.json"
+      return
+    }
+    if [ ! -f "$j" ] || [ "$(left)" -le 20 ]; then continue; fi
+    timeout 20 "${BUILD[new]}/bin/lanes-plot" "$j" -o "${j%.json}.png" \
+      --title "$(basename "${j%.json}" | tr _ ' ') ${2}xGPU" >/dev/null 2>&1
+  done
+}
+
+job ctest-gpu all "$CTEST_DIGEST" \
+  "every GPU test: ctest -L gpu (CTEST_ARGS, CTEST_ENV, CTEST_S adjust it)"
+job_ctest_gpu() {
+  local args vars
+  read -r -a args <<<"${CTEST_ARGS:-}"
+  read -r -a vars <<<"${CTEST_ENV:-}"
+  step "${CTEST_S:-300}" "ctest -L gpu${CTEST_ENV:+, $CTEST_ENV}${CTEST_ARGS:+, $CTEST_ARGS}" -- \
+    env -u LANES_TIMEOUT "${vars[@]}" ctest --test-dir @build@ -L gpu -j6 --timeout 200 \
+    --output-on-failure "${args[@]}"
+}
+
+job ctest-spread all "$CTEST_DIGEST" \
+  "multi-rank GPU tests, one rank per GPU (CTEST_R picks them)"
+job_ctest_spread() {
+  local r=${CTEST_R:-DeviceMatrix|DeviceStreams|DeviceErrors|DeviceSingleRank|Staged|Ll}
+  step 400 "ctest -L gpu -R $r, one rank per GPU" -- env -u LANES_TIMEOUT LANES_TEST_SPREAD_GPUS=1 \
+    ctest --test-dir @build@ -L gpu -j6 --timeout 200 -R "$r" --output-on-failure
+}
+
+job abi all "$CTEST_DIGEST" "the NCCL C ABI programs (ctest -R NcclAbi -LE gpu)"
+job_abi() {
+  step 150 "ctest -R NcclAbi -LE gpu" -- env -u LANES_TIMEOUT \
+    ctest --test-dir @build@ -R NcclAbi -LE gpu -j4 --timeout 100 --output-on-failure
+}
+
+job reduce-bandwidth lanes_reduce_bandwidth 'vs memcpy|target' \
+  "issue 3 fig. 1: reduce kernel vs the same run's D2D cudaMemcpy"
+job_reduce_bandwidth() {
+  one_gpu
+  step 60 "reduce kernel vs D2D copy" -- @bin@/lanes_reduce_bandwidth
+}
+
+job bound lanes_allreduce_bound 'time/bound|busbw' \
+  "issue 3 fig. 2: 256 MiB vs the staged bound, 2/4/8 threads, processes"
+job_bound() {
+  one_gpu
+  local T=@bin@/lanes_allreduce_bound n
+  step 90 "bound, threads" -- "$T" --ranks 2,4,8
+  step 40 "bound, threads, a stream set per rank" -- \
+    env LANES_STAGE_SHARED_STREAMS=0 "$T" --ranks 4,8
+  step 90 "bound, processes" -- "$T" --procs --ranks 2,4,8
+  # One process ran 2, 4, 8 in turn above; alone, each count shows what it costs by itself.
+  for n in 4 8; do
+    step 40 "bound, $n threads in a fresh process" -- "$T" --ranks $n
+  done
+}
+
+job latency "$PERF" "^(\[0\])? +8 " \
+  "issue 3 fig. 3: 8 B all-reduce latency on GPU 0, by path"
+job_latency() {
+  one_gpu
+  local P=@bin@/lanes_all_reduce_perf R=@bin@/lanes-run
+  local a=(-b 8 -e 8 -n 1000 -w 100 --memory device --bounds=0)
+  step 30 "2 processes on GPU 0 (default: the proxy, up to LANES_SHARED_GPU_PROXY_BYTES)" -- \
+    "$R" -n 2 "$P" "${a[@]}"
+  step 30 "2 processes on GPU 0, LANES_LL_SHARED_GPU=1 (LL)" -- \
+    env LANES_LL_SHARED_GPU=1 "$R" -n 2 "$P" "${a[@]}"
+  step 30 "2 processes on GPU 0, proxy" -- \
+    env LANES_PROTO=proxy "$R" -n 2 "$P" "${a[@]}"
+  local g
+  for g in 2 4 8; do
+    step 30 "$g thread ranks on GPU 0 (default: one context, the last to call reduces)" -- \
+      "$P" -g $g "${a[@]}"
+  done
+  step 30 "2 thread ranks on GPU 0, staged" -- \
+    env LANES_PROTO=^shared_context "$P" -g 2 "${a[@]}"
+  step 40 "2 thread ranks on GPU 0, 8 B - 1 MiB (default)" -- \
+    "$P" -g 2 -b 8 -e 1M -f 4 --memory device --bounds=0
+  step 30 "2 thread ranks on GPU 0, LL" -- \
+    env LANES_PROTO=ll_threads,staged,proxy "$P" -g 2 "${a[@]}"
+  # INFO and a short timeout, so a stall names where it waits instead of using the budget.
+  step 25 "2 thread ranks on GPU 0, proxy" -- env LANES_PROTO=proxy \
+    LANES_DEBUG=INFO LANES_TIMEOUT=15 \
+    "$P" -g 2 -b 8 -e 8 -n 100 -w 10 --memory device --bounds=0
+  step 30 "1 rank vs NCCL (in place is a no-op)" -- \
+    "$P" --compare nccl -g 1 -b 8 -e 1M -f 32 --memory device
+}
+
+job overlap lanes_overlap_gemm 'fraction|TFLOP|covered' \
+  "issue 3 fig. 4: cuBLAS GEMM beside 256 MiB all-reduces, GPU 0"
+job_overlap() {
+  one_gpu
+  step 50 "GEMM overlap, 2 thread ranks" -- env LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT \
+    @bin@/lanes_overlap_gemm --m 8192 --seconds 2
+}
+
+job bound-probe lanes_allreduce_bound '^ +[0-9]+ +(threads|processes)|time/bound' \
+  "fig. 2, one knob per row: streams, chunk, slots, hardware queues"
+job_bound_probe() {
+  one_gpu
+  local T=@bin@/lanes_allreduce_bound
+  probe() { # TITLE VAR=VALUE... -- ARGS...
+    local title=$1 envs=()
+    shift
+    while [ "$1" != -- ]; do
+      envs+=("$1")
+      shift
+    done
+    shift
+    step 45 "$title" -- env "${envs[@]}" "$T" --iters 5 "$@"
+  }
+  probe "threads, default" -- --ranks 2,4,8
+  probe "threads, shared internal streams" LANES_STAGE_SHARED_STREAMS=1 -- --ranks 2,4,8
+  probe "processes, default" -- --procs --ranks 2,4,8
+  probe "threads, shared internal streams, 32 MiB chunks" LANES_STAGE_SHARED_STREAMS=1 \
+    LANES_STAGE_CHUNK_BYTES=32M -- --ranks 4,8
+  probe "threads, shared internal streams, 8 slots" LANES_STAGE_SHARED_STREAMS=1 \
+    LANES_STAGE_SLOTS=8 -- --ranks 4,8
+  probe "threads, shared internal streams, 2 slots" LANES_STAGE_SHARED_STREAMS=1 \
+    LANES_STAGE_SLOTS=2 -- --ranks 4,8
+  probe "threads, 2 slots" LANES_STAGE_SLOTS=2 -- --ranks 4,8
+  probe "processes, 2 slots" LANES_STAGE_SLOTS=2 -- --procs --ranks 4,8
+  # CUDA's default queue count, which a user who never read docs/env.md runs with.
+  probe "threads, 8 hardware queues" CUDA_DEVICE_MAX_CONNECTIONS=8 -- --ranks 2,4,8
+  probe "threads, 8 hardware queues, shared internal streams" CUDA_DEVICE_MAX_CONNECTIONS=8 \
+    LANES_STAGE_SHARED_STREAMS=1 -- --ranks 2,4,8
+}
+
+job staging-copy lanes_micro_staging_copy '' \
+  "copy-engine rates into each kind of host staging memory"
+job_staging_copy() {
+  one_gpu
+  step 60 "copy engines into cudaHostAlloc / shm memory" -- @bin@/lanes_micro_staging_copy
+}
+
+job staged-collectives \
+  "lanes-run lanes_all_gather_perf lanes_broadcast_perf lanes_reduce_scatter_perf" "$ROW" \
+  "all-gather, broadcast, reduce-scatter, 2 processes: proxy vs staged"
+job_staged_collectives() {
+  one_gpu
+  local tool staged
+  for tool in all_gather broadcast reduce_scatter; do
+    for staged in 0 1; do
+      step 40 "$tool, 2 processes on GPU 0, LANES_STAGED_COLLECTIVES=$staged" -- \
+        env LANES_STAGED_COLLECTIVES=$staged @bin@/lanes-run -n 2 "@bin@/lanes_${tool}_perf" \
+        -b 8 -e 256M -f 8 -n 10 -w 3 --memory device --bounds=0
+    done
+  done
+}
+
+job graph-capture lanes_all_reduce_perf '^# -G|rror' \
+  "whether an all-reduce accepts CUDA Graph capture (-G 1)"
+job_graph_capture() {
+  one_gpu
+  step 30 "-G 1, 2 thread ranks, 1 MiB" -- \
+    @bin@/lanes_all_reduce_perf -g 2 -b 1M -e 1M -n 10 -w 2 -G 1 --memory device --bounds=0
+}
+
+job sweep "$PERF" '^# Bounds measured|^(\[0\])? +268435456 |Out of bounds values : [1-9]' \
+  "all-reduce 16 B-256 MiB on GPU 0: 2/4/8 threads, 2 processes, bounds"
+job_sweep() {
+  one_gpu
+  local P=@bin@/lanes_all_reduce_perf d
+  d=$(jobdir)
+  step 60 "2 thread ranks, bounds, JSON" -- env LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT \
+    "$P" -g 2 -b 16 -e 256M -f 4 --memory device -J "$d/all_reduce_g2@tag@.json"
+  step 60 "4 thread ranks" -- "$P" -g 4 -b 16 -e 256M -f 16 --memory device
+  step 60 "8 thread ranks (-t 2 -g 4)" -- "$P" -t 2 -g 4 -b 16 -e 256M -f 16 --memory device
+  step 60 "2 processes under lanes-run" -- \
+    @bin@/lanes-run -n 2 "$P" -b 16 -e 256M -f 16 --memory device
+}
+
+job thread-paths lanes_all_reduce_perf "$ROW" \
+  "2 and 4 thread ranks, 512 KiB-256 MiB, by path"
+job_thread_paths() {
+  one_gpu
+  sweep() { # TITLE G VAR=VALUE...
+    local title=$1 g=$2
+    shift 2
+    step 25 "$title, $g thread ranks" -- env "$@" @bin@/lanes_all_reduce_perf -g "$g" \
+      -b 512K -e 256M -f 8 --memory device --bounds=0
+  }
+  local g
+  for g in 2 4; do
+    sweep "default" $g
+    sweep "P2P slots, shared streams" $g LANES_STAGE_SHARED_STREAMS=1
+    sweep "host staging" $g LANES_P2P_DISABLE=1
+    sweep "host staging, stream set per rank" $g LANES_P2P_DISABLE=1 LANES_STAGE_SHARED_STREAMS=0
+    sweep "shared context at every size" $g LANES_SHARED_CONTEXT_MAX_BYTES=1G
+  done
+}
+
+job shared-gpu "$PERF" "$ROW" \
+  "2 processes on GPU 0, 8 B-64 MiB: default vs staged at every size"
+job_shared_gpu() {
+  one_gpu
+  local a=(@bin@/lanes-run -n 2 @bin@/lanes_all_reduce_perf -b 8 -e 64M -f 8 -n 20 -w 5
+    --memory device --bounds=0)
+  step 30 "2 processes on GPU 0, default" -- "${a[@]}"
+  step 40 "2 processes on GPU 0, LANES_SHARED_GPU_PROXY_BYTES=0" -- \
+    env LANES_SHARED_GPU_PROXY_BYTES=0 "${a[@]}"
+}
+
+job nccl-layer "$PERF lanes_nccl" "float" \
+  "ncclAllReduce via libnccl.so.2 vs lanesAllReduce, 8 B and 256 MiB"
+job_nccl_layer() {
+  one_gpu
+  local round c=(env LANES_PERF_NCCL_LIB=@build@/lib/libnccl.so.2 @bin@/lanes-run -n 2
+    @bin@/lanes_all_reduce_perf --compare nccl --memory device)
+  for round in 1 2 3; do
+    step 40 "8 B, 2 processes, round $round" -- "${c[@]}" -b 8 -e 8 -n 2000 -w 200
+    step 60 "256 MiB, 2 processes, round $round" -- "${c[@]}" -b 256M -e 256M -n 20 -w 5
+  done
+}
+
+job nccl-layer-small "$PERF lanes_nccl" "float" \
+  "the NCCL layer's cost at 8 B: 1 rank, 2 threads, 2 processes"
+job_nccl_layer_small() {
+  one_gpu
+  local round backend P=@bin@/lanes_all_reduce_perf
+  local L=LANES_PERF_NCCL_LIB=@build@/lib/libnccl.so.2 a=(--memory device -b 8 -e 8)
+  for round in 1 2 3 4 5; do
+    step 30 "1 rank, round $round" -- \
+      env "$L" "$P" -g 1 -n 5000 -w 500 --compare nccl "${a[@]}"
+    step 30 "2 thread ranks, round $round" -- \
+      env "$L" "$P" -g 2 -n 5000 -w 500 --compare nccl "${a[@]}"
+    step 30 "2 processes, round $round" -- \
+      env "$L" @bin@/lanes-run -n 2 "$P" -n 3000 -w 300 --compare nccl "${a[@]}"
+  done
+  # A --compare run keeps both communicators, and their proxy threads, alive in every
+  # process; one library per run shows the layer's cost without that.
+  for round in 1 2 3 4 5; do
+    for backend in lanes nccl; do
+      step 30 "2 processes, --backend $backend, round $round" -- \
+        env "$L" @bin@/lanes-run -n 2 "$P" --backend $backend -n 3000 -w 300 "${a[@]}"
+    done
+  done
+}
+
+job torch lanes_nccl "torch all_reduce" \
+  "torch.distributed.all_reduce through libnccl.so.2, 2 processes"
+job_torch() {
+  one_gpu
+  step 120 "torch.distributed.all_reduce through the layer, 2 processes" -- python3 \
+    bench/compat/torch_allreduce.py --lib @build@/lib/libnccl.so.2 --nprocs 2 --sizes 8,268435456
+}
+
+job topo lanes-topo 'GB/s' "lanes-topo --probe: the machine's copy rates"
+job_topo() {
+  step 60 "lanes-topo --probe" -- @bin@/lanes-topo --probe
+}
+
+job multi-gpu-perf "lanes-run $TOOLS5" 'Avg bus bandwidth|Out of bounds values : [1-9]' \
+  "five perf tools vs NCCL, a process per GPU, 8 B-512 MiB, P2P off/on"
+job_multi_gpu_perf() {
+  local n d mode tool
+  n=$(ngpus)
+  d=$(jobdir)
+  for mode in ${P2P_MODES:-p2p_off p2p_on}; do
+    p2p_env "$mode"
+    for tool in ${PERF_TOOLS:-all_reduce all_gather reduce_scatter broadcast sendrecv}; do
+      step "${TOOL_S:-100}" "$tool $mode, $n GPUs" -- env "${envs[@]}" @bin@/lanes-run -n "$n" \
+        "@bin@/lanes_${tool}_perf" --compare nccl --memory device -b 8 -e 1G -f 4 -n 10 -w 3 \
+        -J "$d/${tool}_${mode}@tag@.json"
+    done
+  done
+  plot_json "$d" "$n"
+}
+
+job multi-gpu-1g "lanes-run $TOOLS5" '^(\[0\])? +1073741824 ' \
+  "the same five tools at 1 GiB (8 B x 4^k stops at 512 MiB)"
+job_multi_gpu_1g() {
+  local n d mode tool
+  n=$(ngpus)
+  d=$(jobdir)
+  for mode in ${P2P_MODES:-p2p_off p2p_on}; do
+    p2p_env "$mode"
+    for tool in ${PERF_TOOLS:-sendrecv all_reduce all_gather reduce_scatter broadcast}; do
+      step 70 "$tool $mode 1 GiB, $n GPUs" -- env "${envs[@]}" @bin@/lanes-run -n "$n" \
+        "@bin@/lanes_${tool}_perf" --compare nccl --memory device -b 1G -e 1G -n 5 -w 2 \
+        -J "$d/${tool}_${mode}_1G@tag@.json"
+    done
+  done
+  plot_json "$d" "$n"
+}
+
+job multi-gpu-overlap lanes_overlap_gemm 'fraction|covered' \
+  "GEMM on every GPU beside all-reduces, Lanes and NCCL, P2P off/on"
+job_multi_gpu_overlap() {
+  local n
+  n=$(ngpus)
+  local g=(@bin@/lanes_overlap_gemm --gpus "$n" --compare nccl --m 8192 --seconds 2)
+  step 75 "GEMM overlap p2p_off, $n GPUs" -- env LANES_PROTO=ll_threads,staged,proxy LANES_P2P_DISABLE=1 \
+    NCCL_P2P_DISABLE=1 "${g[@]}"
+  # Line-buffered, with INFO and a 20 s collective timeout: a stall here shows where.
+  step 75 "GEMM overlap p2p_on, $n GPUs" -- env LANES_PROTO=ll_threads,staged,proxy LANES_P2P_DISABLE=0 \
+    LANES_TIMEOUT=20 LANES_DEBUG=INFO LANES_DEBUG_SUBSYS=INIT stdbuf -oL -eL "${g[@]}"
+}
+
+job ll-sweep "$PERF" "$ROW" \
+  "the LL kernel up to 256 KiB, a process per GPU, P2P off, vs NCCL"
+job_ll_sweep() {
+  local n
+  n=$(ngpus)
+  step 40 "all_reduce 8 KiB-1 MiB, LANES_LL_MAX_BYTES=256K, P2P off, $n GPUs" -- \
+    env LANES_LL_MAX_BYTES=256K LANES_P2P_DISABLE=1 NCCL_P2P_DISABLE=1 @bin@/lanes-run -n "$n" \
+    @bin@/lanes_all_reduce_perf --compare nccl --memory device -b 8K -e 1M -f 2 -n 20 -w 5
+}
+
+# --- command line ------------------------------------------------------------------
+usage() {
+  cat <<EOF
+usage: OUT=dir bash bench/gpu/run.sh [options] JOB...
+       bash bench/gpu/run.sh --export-tree SHA DIR
+
+Builds the working tree (Release, sm_90, Ninja; only what the jobs run), then runs the
+jobs in the order given. Results: \$OUT/summary.txt and \$OUT/logs.tgz (OUT defaults to
+build/run/out).
+
+options:
+  --budget S            seconds for the whole call, build included (default \$RUN_BUDGET_S
+                        or 560); each step is capped by what is left
+  --build-dir D         build folder of the working tree (default \$BUILD_DIR or build/g);
+                        the old tree's is D-old-<commit>
+  --compare-commit SHA  also build commit SHA (git archive into build/compare-src/, needs
+                        this repository's .git) and run every step old, then new
+  --compare-tree DIR    the same with the old sources in DIR: the device machine gets
+                        no .git, so make DIR here with --export-tree
+  --export-tree SHA DIR write commit SHA's sources into DIR (new or empty) and exit
+  --dry-run             print the build and every step's command; run nothing
+  -h, --help            this text
+
+jobs:
+EOF
+  local j
+  for j in "${JOBS[@]}"; do printf '  %-19s %s\n' "$j" "${ABOUT[$j]}"; done
+  echo
+  echo "groups:"
+  for j in "${!GROUP[@]}"; do printf '  %-19s %s\n' "$j" "${GROUP[$j]}"; done | sort
+  cat <<EOF
+
+environment: CTEST_ARGS, CTEST_ENV, CTEST_S (ctest-gpu), CTEST_R (ctest-spread),
+  P2P_MODES (p2p_off p2p_on), PERF_TOOLS, TOOL_S (multi-gpu-perf, multi-gpu-1g).
+EOF
+}
+
+# export_tree SHA DIR: SHA's sources in DIR, with the full commit in DIR/.commit.
+# Files get the extraction time (tar -m), so a build folder reused for a newer tree
+# rebuilds them.
+export_tree() {
+  local sha
+  sha=$([ -e "$root/.git" ] && git -C "$root" rev-parse --verify -q "$1^{commit}") ||
+    die "no commit $1 in $root (no .git here? export where the repository's history is)"
+  [ -z "$(ls -A "$2" 2>/dev/null)" ] || die "$2 is not empty"
+  if ! { mkdir -p "$2" && git -C "$root" archive "$sha" | tar -x -m -C "$2"; }; then
+    die "could not write $1 into $2"
+  fi
+  echo "$sha" >"$2/.commit"
+}
+
+budget=${RUN_BUDGET_S:-560}
+build_dir=${BUILD_DIR:-$root/build/g}
+compare_commit='' compare_tree='' dry='' asked=()
+while [ $# -gt 0 ]; do
+  case $1 in
+  --budget | --build-dir | --compare-commit | --compare-tree)
+    [ $# -ge 2 ] || die "$1 needs a value"
+    case $1 in
+    --budget) budget=$2 ;;
+    --build-dir) build_dir=$2 ;;
+    --compare-commit) compare_commit=$2 ;;
+    --compare-tree) compare_tree=$2 ;;
+    esac
+    shift 2
+    ;;
+  --export-tree)
+    [ $# -ge 3 ] || die "--export-tree needs SHA and DIR"
+    export_tree "$2" "$3"
+    echo "$3: $(cat "$3/.commit")"
+    exit 0
+    ;;
+  --dry-run) dry=1 && shift ;;
+  -h | --help) usage && exit 0 ;;
+  -*) die "unknown option $1 (see --help)" ;;
+  *) asked+=("$1") && shift ;;
+  esac
+done
+[[ $budget =~ ^[0-9]+$ ]] || die "--budget takes whole seconds, not $budget"
+[ -n "$compare_commit" ] && [ -n "$compare_tree" ] &&
+  die "--compare-commit or --compare-tree, not both"
+[ ${#asked[@]} -gt 0 ] || die "no job named (see --help)"
+
+# Groups expanded, each job once, in the order first named.
+run_jobs=()
+declare -A seen
+for a in "${asked[@]}"; do
+  for j in ${GROUP[$a]:-$a}; do
+    [ -n "${ABOUT[$j]+x}" ] || die "unknown job $j; jobs: ${JOBS[*]}; groups: ${!GROUP[*]}"
+    [ -n "${seen[$j]:-}" ] || run_jobs+=("$j")
+    seen[$j]=1
+  done
+done
+
+# Paths the caller gave are relative to where it runs; the defaults are in the repository.
+out=$(realpath -m "${OUT:-$root/build/run/out}")
+build_dir=$(realpath -m "$build_dir")
+[ -n "$compare_tree" ] && compare_tree=$(realpath -m "$compare_tree")
+cd "$root" || exit 1
+
+batch_init "$out" "$budget" "$dry"
+add_side new "$root" "$build_dir"
+old_what=
+if [ -n "$compare_commit" ]; then
+  sha=$([ -e .git ] && git rev-parse --verify -q "$compare_commit^{commit}" 2>/dev/null) ||
+    die "no commit $compare_commit here; where .git is missing (the device machine), run
+  bash bench/gpu/run.sh --export-tree $compare_commit old
+on your own machine and pass --compare-tree old (untracked and not ignored, it travels)"
+  old_src=$root/build/compare-src/$sha
+  if [ -z "$dry" ] && [ ! -f "$old_src/.commit" ]; then
+    rm -rf "$old_src" # a partial extraction
+    export_tree "$sha" "$old_src"
+  fi
+  add_side old "$old_src" "$build_dir-old-${sha:0:12}"
+  old_what="commit $sha"
+elif [ -n "$compare_tree" ]; then
+  [ -f "$compare_tree/CMakeLists.txt" ] ||
+    die "--compare-tree $compare_tree: no CMakeLists.txt there"
+  old_commit=$(cat "$compare_tree/.commit" 2>/dev/null)
+  # A folder per commit: a tree re-extracted with older timestamps must not reuse objects.
+  add_side old "$compare_tree" "$build_dir-old${old_commit:+-${old_commit:0:12}}"
+  old_what="$compare_tree${old_commit:+ (commit $old_commit)}"
+fi
+
+# Summary header: what ran where.
+new_what="no .git here"
+[ -e .git ] && new_what=$(git describe --always --dirty 2>&1)
+{
+  echo "# bench/gpu/run.sh ${run_jobs[*]}: $(date -u +%FT%TZ), $(hostname), budget ${budget} s"
+  echo "# new: $root ($new_what), build ${BUILD[new]}"
+  [ -n "$old_what" ] &&
+    echo "# old: $old_what, build ${BUILD[old]}; every step runs old, then new"
+  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total --format=csv
+  nvidia-smi topo -m
+  df -h /dev/shm | awk 'NR == 2 {print "/dev/shm size " $2 ", free " $4}'
+  echo "cpus $(nproc)"
+} >>"$S" 2>&1
+[ -n "$dry" ] && echo "env: NCCL_NVLS_ENABLE=0 CUDA_DEVICE_MAX_CONNECTIONS=32 LANES_TIMEOUT=60"
+
+# finish: runs however the batch ends (a failed build included): packs the logs, adds
+# each job's key lines to the summary and prints it.
+finish() {
+  [ -n "$dry" ] && return
+  pack
+  local j
+  {
+    for j in "${run_jobs[@]}"; do
+      if [ -z "${DIGEST[$j]}" ] || [ ! -f "$logs/$j.txt" ]; then continue; fi
+      echo "## $j"
+      digest "$logs/$j.txt" "${DIGEST[$j]}"
+    done
+    echo "# total $(el)"
+  } >>"$S"
+  cat "$S"
+}
+trap finish EXIT
+trap 'exit 143' TERM INT
+
+# The targets: everything if a job needs it, else the union of the jobs' own.
+targets=()
+for j in "${run_jobs[@]}"; do
+  if [ "${NEEDS[$j]}" = all ]; then
+    targets=()
+    break
+  fi
+  for t in ${NEEDS[$j]}; do [[ " ${targets[*]} " == *" $t "* ]] || targets+=("$t"); done
+done
+build new "${targets[@]}"
+[ ${#sides[@]} -gt 1 ] && build old "${targets[@]}"
+
+# Each job in a subshell: what it exports stays its own.
+for jobname in "${run_jobs[@]}"; do
+  [ -n "$dry" ] && printf '\n## %s\n' "$jobname"
+  ("job_${jobname//-/_}")
+done
