@@ -1,4 +1,4 @@
-// lanes_micro_plan: time to choose an algorithm (src/planner/size_rule.h), the
+// lanes_micro_plan: time to choose an algorithm (src/planner/registry.h), the
 // planner's share of every collective call's host overhead. One benchmark per
 // collective at a latency-bound, a middle and a bandwidth-bound size, for 2
 // and 8 ranks. The `algo` label shows what was chosen, so a run also shows the
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "algorithms/algorithm.h"
-#include "planner/size_rule.h"
+#include "planner/registry.h"
 
 namespace lanes::micro {
 namespace {
@@ -20,9 +20,10 @@ constexpr CollType kColls[] = {CollType::AllReduce, CollType::Broadcast,     Col
 void planSelect(benchmark::State& state, CollType coll) {
   const auto bytes = static_cast<size_t>(state.range(0));
   const auto nranks = static_cast<int>(state.range(1));
+  const SelectionConfig config;  // the defaults: what an unset environment gives
   AlgoChoice choice{};
   for (auto _ : state) {
-    choice = chooseAlgorithm(coll, bytes, nranks);
+    choice = chooseHostAlgorithm(coll, bytes, nranks, config);
     benchmark::DoNotOptimize(choice);
   }
   state.SetLabel(std::string("algo=") + algoName(choice.algo));

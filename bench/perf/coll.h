@@ -59,25 +59,11 @@ struct RankTraffic {
   double in = 0;
 };
 
-// Which planner decision describes the collective (for the JSON "plan").
-enum class PlanOf {
-  AllReduce,
-  AllGather,
-  ReduceScatter,
-  Broadcast,
-  Reduce,
-  AlltoAll,
-  Gather,
-  Scatter,
-  SendRecv
-};
-
 struct CollSpec {
   const char* name;  // "AllReduce"
   const char* key;   // "allreduce": the JSON "collective"
-  PlanOf plan;
-  bool reduces;  // takes an op (-o); otherwise the op column says "none"
-  bool rooted;   // takes a root (-r); otherwise the root column says -1
+  bool reduces;      // takes an op (-o); otherwise the op column says "none"
+  bool rooted;       // takes a root (-r); otherwise the root column says -1
   // Has an in-place form (nccl-tests runs one for every collective).
   bool inPlace;
   // Bytes per size the sweep asks for -> counts.

@@ -76,54 +76,46 @@ using namespace data;
     return s;                             \
   }
 
-PERF_SPEC(allReduceSpec, .name = "AllReduce", .key = "allreduce", .plan = PlanOf::AllReduce,
-          .reduces = true, .rooted = false, .inPlace = true, .counts = sameCounts,
-          .algBytes = paramBytes, .busFactor = allReduceBusFactor, .run = runAllReduce,
-          .input = allReduceInput, .expect = allReduceExpect, .traffic = allReduceTraffic,
-          .acceptsRanks = anyRanks)
-PERF_SPEC(allGatherSpec, .name = "AllGather", .key = "allgather", .plan = PlanOf::AllGather,
-          .reduces = false, .rooted = false, .inPlace = true, .counts = gatherCounts,
-          .algBytes = allRanksBytes, .busFactor = nMinusOneOverN, .run = runAllGather,
-          .input = ownInput, .expect = allGatherExpect, .traffic = allGatherTraffic,
-          .acceptsRanks = anyRanks)
-PERF_SPEC(reduceScatterSpec, .name = "ReduceScatter", .key = "reducescatter",
-          .plan = PlanOf::ReduceScatter, .reduces = true, .rooted = false, .inPlace = true,
-          .counts = scatterCounts, .algBytes = allRanksBytes, .busFactor = nMinusOneOverN,
-          .run = runReduceScatter, .input = allReduceInput, .expect = reduceScatterExpect,
-          .traffic = reduceScatterTraffic, .acceptsRanks = anyRanks)
-PERF_SPEC(broadcastSpec, .name = "Broadcast", .key = "broadcast", .plan = PlanOf::Broadcast,
-          .reduces = false, .rooted = true, .inPlace = true, .counts = sameCounts,
-          .algBytes = paramBytes, .busFactor = unitBusFactor, .run = runBroadcast,
-          .input = ownInput, .expect = broadcastExpect, .traffic = broadcastTraffic,
-          .acceptsRanks = anyRanks)
-PERF_SPEC(reduceSpec, .name = "Reduce", .key = "reduce", .plan = PlanOf::Reduce, .reduces = true,
-          .rooted = true, .inPlace = true, .counts = sameCounts, .algBytes = paramBytes,
-          .busFactor = unitBusFactor, .run = runReduce, .input = allReduceInput,
-          .expect = reduceExpect, .traffic = reduceTraffic, .acceptsRanks = anyRanks)
-PERF_SPEC(allToAllSpec, .name = "AlltoAll", .key = "alltoall", .plan = PlanOf::AlltoAll,
-          .reduces = false, .rooted = false, .inPlace = true, .counts = allToAllCounts,
-          .algBytes = allRanksBytes, .busFactor = nMinusOneOverN, .run = runAllToAll,
-          .input = ownInput, .expect = allToAllExpect, .traffic = allToAllTraffic,
-          .acceptsRanks = anyRanks)
-PERF_SPEC(gatherSpec, .name = "Gather", .key = "gather", .plan = PlanOf::Gather, .reduces = false,
-          .rooted = true, .inPlace = true, .counts = gatherCounts, .algBytes = allRanksBytes,
+PERF_SPEC(allReduceSpec, .name = "AllReduce", .key = "allreduce", .reduces = true, .rooted = false,
+          .inPlace = true, .counts = sameCounts, .algBytes = paramBytes,
+          .busFactor = allReduceBusFactor, .run = runAllReduce, .input = allReduceInput,
+          .expect = allReduceExpect, .traffic = allReduceTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(allGatherSpec, .name = "AllGather", .key = "allgather", .reduces = false, .rooted = false,
+          .inPlace = true, .counts = gatherCounts, .algBytes = allRanksBytes,
+          .busFactor = nMinusOneOverN, .run = runAllGather, .input = ownInput,
+          .expect = allGatherExpect, .traffic = allGatherTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(reduceScatterSpec, .name = "ReduceScatter", .key = "reducescatter", .reduces = true,
+          .rooted = false, .inPlace = true, .counts = scatterCounts, .algBytes = allRanksBytes,
+          .busFactor = nMinusOneOverN, .run = runReduceScatter, .input = allReduceInput,
+          .expect = reduceScatterExpect, .traffic = reduceScatterTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(broadcastSpec, .name = "Broadcast", .key = "broadcast", .reduces = false, .rooted = true,
+          .inPlace = true, .counts = sameCounts, .algBytes = paramBytes, .busFactor = unitBusFactor,
+          .run = runBroadcast, .input = ownInput, .expect = broadcastExpect,
+          .traffic = broadcastTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(reduceSpec, .name = "Reduce", .key = "reduce", .reduces = true, .rooted = true,
+          .inPlace = true, .counts = sameCounts, .algBytes = paramBytes, .busFactor = unitBusFactor,
+          .run = runReduce, .input = allReduceInput, .expect = reduceExpect,
+          .traffic = reduceTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(allToAllSpec, .name = "AlltoAll", .key = "alltoall", .reduces = false, .rooted = false,
+          .inPlace = true, .counts = allToAllCounts, .algBytes = allRanksBytes,
+          .busFactor = nMinusOneOverN, .run = runAllToAll, .input = ownInput,
+          .expect = allToAllExpect, .traffic = allToAllTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(gatherSpec, .name = "Gather", .key = "gather", .reduces = false, .rooted = true,
+          .inPlace = true, .counts = gatherCounts, .algBytes = allRanksBytes,
           .busFactor = nMinusOneOverN, .run = runGather, .input = ownInput, .expect = gatherExpect,
           .traffic = gatherTraffic, .acceptsRanks = anyRanks)
-PERF_SPEC(scatterSpec, .name = "Scatter", .key = "scatter", .plan = PlanOf::Scatter,
-          .reduces = false, .rooted = true, .inPlace = true, .counts = scatterCounts,
-          .algBytes = allRanksBytes, .busFactor = nMinusOneOverN, .run = runScatter,
-          .input = ownInput, .expect = scatterExpect, .traffic = scatterTraffic,
-          .acceptsRanks = anyRanks)
-PERF_SPEC(sendRecvSpec, .name = "SendRecv", .key = "sendrecv", .plan = PlanOf::SendRecv,
-          .reduces = false, .rooted = false, .inPlace = true, .counts = sameCounts,
-          .algBytes = paramBytes, .busFactor = unitBusFactor, .run = runSendRecv, .input = ownInput,
-          .expect = sendRecvExpect, .traffic = sendRecvTraffic, .acceptsRanks = anyRanks,
-          .inPlaceUndefinedOnNccl = true)
-PERF_SPEC(hyperCubeSpec, .name = "HyperCube", .key = "hypercube", .plan = PlanOf::SendRecv,
-          .reduces = false, .rooted = false, .inPlace = true, .counts = hyperCubeCounts,
-          .algBytes = othersBytes, .busFactor = unitBusFactor, .run = runHyperCube,
-          .input = ownInput, .expect = allGatherExpect, .traffic = allGatherTraffic,
-          .acceptsRanks = powerOfTwoRanks)
+PERF_SPEC(scatterSpec, .name = "Scatter", .key = "scatter", .reduces = false, .rooted = true,
+          .inPlace = true, .counts = scatterCounts, .algBytes = allRanksBytes,
+          .busFactor = nMinusOneOverN, .run = runScatter, .input = ownInput,
+          .expect = scatterExpect, .traffic = scatterTraffic, .acceptsRanks = anyRanks)
+PERF_SPEC(sendRecvSpec, .name = "SendRecv", .key = "sendrecv", .reduces = false, .rooted = false,
+          .inPlace = true, .counts = sameCounts, .algBytes = paramBytes, .busFactor = unitBusFactor,
+          .run = runSendRecv, .input = ownInput, .expect = sendRecvExpect,
+          .traffic = sendRecvTraffic, .acceptsRanks = anyRanks, .inPlaceUndefinedOnNccl = true)
+PERF_SPEC(hyperCubeSpec, .name = "HyperCube", .key = "hypercube", .reduces = false, .rooted = false,
+          .inPlace = true, .counts = hyperCubeCounts, .algBytes = othersBytes,
+          .busFactor = unitBusFactor, .run = runHyperCube, .input = ownInput,
+          .expect = allGatherExpect, .traffic = allGatherTraffic, .acceptsRanks = powerOfTwoRanks)
 
 #undef PERF_SPEC
 

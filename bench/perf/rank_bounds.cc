@@ -20,7 +20,6 @@
 #include "perf/rank_run.h"
 #include "perf/report.h"
 #include "perf/run_env.h"
-#include "planner/explain.h"
 
 namespace lanes::perf {
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "base/host_id.h"
+#include "core/plan_record.h"
 #include "perf/backend_nccl.h"
 #include "perf/bound_model.h"
 #include "perf/cpu_share.h"
@@ -20,7 +21,6 @@
 #include "perf/pattern.h"
 #include "perf/report.h"
 #include "perf/run_env.h"
-#include "planner/explain.h"
 
 extern char** environ;
 
@@ -30,27 +30,6 @@ namespace {
 std::string fromSlot(const uint8_t* p) {
   const char* c = reinterpret_cast<const char*>(p);
   return std::string(c, strnlen(c, kLine));
-}
-
-CollType collTypeOf(PlanOf p) {
-  switch (p) {
-    case PlanOf::AllGather:
-      return CollType::AllGather;
-    case PlanOf::ReduceScatter:
-      return CollType::ReduceScatter;
-    case PlanOf::Broadcast:
-      return CollType::Broadcast;
-    case PlanOf::Reduce:
-      return CollType::Reduce;
-    case PlanOf::AlltoAll:
-      return CollType::AlltoAll;
-    case PlanOf::Gather:
-      return CollType::Gather;
-    case PlanOf::Scatter:
-      return CollType::Scatter;
-    default:
-      return CollType::AllReduce;
-  }
 }
 
 }  // namespace
@@ -347,6 +326,8 @@ RankRun::Result RankRun::bench(CollBackend& b, uint64_t bytes, lanesDataType_t t
   DataKey key{t, op, rank_, nranks_, a_.root, c.paramCount, 99};
   if (a_.check) fill(c, key, inPlace);  // time on valid numbers, as nccl-tests does
   ok(tryLaunch(b, c, t, op, inPlace), spec_.name);
+  // Before the driver's own traffic on the communicator (barriers, checks).
+  const std::string plan = std::string(b.name()) == "lanes" ? lastPlanOf(comm_) : "";
   ok(mem_->wait(), "waiting for the stream");
 
   barrier();
@@ -357,6 +338,7 @@ RankRun::Result RankRun::bench(CollBackend& b, uint64_t bytes, lanesDataType_t t
   seconds = reduceTime(seconds);
 
   Result res;
+  res.plan = plan;
   res.timeUs = seconds * 1e6;
   res.cpuUs = cpu * 1e6;  // rank-local, as nccl-tests reports it
   res.algBw = spec_.algBytes(c.paramCount, elementSize(t), nranks_) / 1e9 / seconds;
@@ -372,24 +354,6 @@ RankRun::Result RankRun::bench(CollBackend& b, uint64_t bytes, lanesDataType_t t
     if (res.wrong != 0) ++errors_;
   }
   return res;
-}
-
-std::string RankRun::planFor(const CollCounts& c, size_t ts) const {
-  if (spec_.plan == PlanOf::SendRecv) return "p2p";
-  std::set<uint64_t> hosts;
-  for (const Place& p : places_) hosts.insert(p.hostHash);
-  PlanQuery q;
-  q.coll = collTypeOf(spec_.plan);
-  q.inputBytes = (spec_.plan == PlanOf::ReduceScatter ? c.sendCount : c.paramCount) * ts;
-  q.nranks = nranks_;
-  q.deviceMemory = setup_.memory == Memory::Device;
-  q.threadRanks = setup_.threadRanks && nranks_ > 1;
-  q.oneHost = hosts.size() == 1;
-  q.oneContext = q.threadRanks && std::all_of(places_.begin(), places_.end(), [&](const Place& p) {
-                   return p.hostHash == places_.front().hostHash && p.pid == places_.front().pid &&
-                          p.gpu == places_.front().gpu && p.gpu >= 0;
-                 });
-  return describePlan(q);
 }
 
 void RankRun::sweep(lanesDataType_t t, lanesRedOp_t op) {
@@ -435,14 +399,13 @@ void RankRun::sweep(lanesDataType_t t, lanesRedOp_t op) {
       }
       std::printf("%s\n", row.c_str());
       std::fflush(stdout);
-      const bool lanes = std::string(b.name()) == "lanes";
       json_.addRow({b.name(),
                     shown,
                     c.paramCount,
                     typeName,
                     opName,
                     root,
-                    lanes ? planFor(c, ts) : "",
+                    oop.plan,
                     bound,
                     {shownTime(oop), oop.algBw, oop.busBw, oop.wrong},
                     {shownTime(ip), ip.algBw, ip.busBw, ip.wrong}});

@@ -45,6 +45,8 @@ class RankRun {
   struct Result {
     double timeUs = 0, cpuUs = 0, algBw = 0, busBw = 0;
     int64_t wrong = -1;
+    // Where the call ran, as the library recorded it (core/plan_record.h); "" for NCCL.
+    std::string plan;
   };
   struct Place {
     uint64_t hostHash = 0;
@@ -79,7 +81,6 @@ class RankRun {
                  bool inPlace, double* seconds, double* cpuSeconds);
   Result bench(CollBackend& b, uint64_t bytes, lanesDataType_t t, lanesRedOp_t op, bool inPlace);
   std::optional<double> boundFor(const CollCounts& c, size_t typeSize) const;
-  std::string planFor(const CollCounts& c, size_t typeSize) const;
   void sweep(lanesDataType_t t, lanesRedOp_t op);
   void footer();
   void saveJson(bool complete);

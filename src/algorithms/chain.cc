@@ -9,64 +9,59 @@
 namespace lanes::algo {
 namespace {
 
-Status chainBroadcast(const CollArgs& a, Schedule* out) {
-  const size_t bytes = a.count * datatypeSize(a.type);
-  const int n = a.nranks, r = a.rank;
-  const int pos = mod(r - a.root, n);
-  if (bytes == 0) return Status::ok();
-  if (n == 1) {
-    localCopySchedule(a.send, a.recv, bytes, out);
-    return Status::ok();
-  }
-  const int next = mod(r + 1, n), prev = mod(r - 1, n);
-  Step& st = out->addStep();
-  if (pos == 0) {
-    addSend(st, next, a.send, bytes);
-    addCopy(st, a.recv, a.send, bytes);  // nothing in place
-  } else if (pos < n - 1) {
-    addRecvSend(st, prev, next, a.recv, bytes);
+// This rank's place in the line. Both chains run between the same two
+// neighbours, in opposite directions.
+struct Link {
+  size_t bytes = 0;
+  int pos = 0;   // from the root
+  int last = 0;  // the far end's pos
+  int up = 0;    // the rank one position nearer the root
+  int down = 0;  // the rank one position farther from it
+};
+
+void chainBroadcast(const CollArgs& a, const Link& l, Step& st) {
+  if (l.pos == 0) {
+    addSend(st, l.down, a.send, l.bytes);
+    addCopy(st, a.recv, a.send, l.bytes);  // nothing in place
+  } else if (l.pos < l.last) {
+    addRecvSend(st, l.up, l.down, a.recv, l.bytes);
   } else {
-    addRecv(st, prev, a.recv, bytes);
+    addRecv(st, l.up, a.recv, l.bytes);
   }
-  return Status::ok();
 }
 
-Status chainReduce(const CollArgs& a, Schedule* out) {
-  const size_t bytes = a.count * datatypeSize(a.type);
-  const int n = a.nranks, r = a.rank;
-  const int pos = mod(r - a.root, n);
-  if (bytes == 0) return Status::ok();
-  if (n == 1) {
-    localCopySchedule(a.send, a.recv, bytes, out);
-    return Status::ok();
-  }
-  const int from = mod(r + 1, n), to = mod(r - 1, n);
-  Step& st = out->addStep();
-  if (pos == n - 1) {
-    addSend(st, to, a.send, bytes);
-  } else if (pos > 0) {
+void chainReduce(const CollArgs& a, const Link& l, Step& st, Schedule* out) {
+  if (l.pos == l.last) {
+    addSend(st, l.up, a.send, l.bytes);
+  } else if (l.pos > 0) {
     // recvbuff is significant only at the root (NCCL), so partial sums need scratch.
-    addRecvReduceSend(st, from, to, out->allocScratch(bytes), a.send, bytes);
+    addRecvReduceSend(st, l.down, l.up, out->allocScratch(l.bytes), a.send, l.bytes);
   } else {
-    addRecvReduce(st, from, a.recv, a.send, bytes);
+    addRecvReduce(st, l.down, a.recv, a.send, l.bytes);
   }
-  return Status::ok();
 }
 
 }  // namespace
 
 Status buildChain(const CollArgs& args, Schedule* out) {
   beginSchedule(args, "chain", out);
-  switch (args.coll) {
-    case CollType::Broadcast:
-      return chainBroadcast(args, out);
-    case CollType::Reduce:
-      return chainReduce(args, out);
-    default:
-      break;
+  if (args.coll != CollType::Broadcast && args.coll != CollType::Reduce)
+    return invalidUsage(std::string("the chain algorithm does not implement ") +
+                        collTypeName(args.coll) + "; choose another algorithm.");
+  const size_t bytes = args.count * datatypeSize(args.type);
+  const int n = args.nranks, r = args.rank;
+  if (bytes == 0) return Status::ok();
+  if (n == 1) {
+    localCopySchedule(args.send, args.recv, bytes, out);
+    return Status::ok();
   }
-  return invalidUsage(std::string("the chain algorithm does not implement ") +
-                      collTypeName(args.coll) + "; choose another algorithm.");
+  const Link link{bytes, mod(r - args.root, n), n - 1, mod(r - 1, n), mod(r + 1, n)};
+  Step& st = out->addStep();
+  if (args.coll == CollType::Broadcast)
+    chainBroadcast(args, link, st);
+  else
+    chainReduce(args, link, st, out);
+  return Status::ok();
 }
 
 }  // namespace lanes::algo

@@ -126,7 +126,8 @@ std::optional<std::string> proto(const std::string& value, std::string* why) {
   static const std::vector<const char*> kProtos = {"LL", "LL128", "Simple"};
   auto allowed = allowedSet(value, kProtos, "protocol", why);
   if (!allowed) return std::nullopt;
-  if ((*allowed & 1u) == 0) return std::string("1");
+  // Lanes' LL kernel answers to NCCL's LL; everything else has no twin.
+  if ((*allowed & 1u) == 0) return std::string("^ll");
   *why = "allows LL: nothing to change";
   return std::nullopt;
 }
@@ -148,7 +149,7 @@ constexpr Twin kTwins[] = {
     {"NCCL_P2P_DISABLE", "LANES_P2P_DISABLE", disableFlag, nullptr},
     {"NCCL_SHM_DISABLE", "LANES_SHM_DISABLE", disableFlag, nullptr},
     {"NCCL_ALGO", "LANES_ALGO", algo, nullptr},
-    {"NCCL_PROTO", "LANES_LL_DISABLE", proto, nullptr},
+    {"NCCL_PROTO", "LANES_PROTO", proto, nullptr},
     {"NCCL_IB_DISABLE", nullptr, nullptr, "Lanes has no InfiniBand transport"},
     {"NCCL_COMM_ID", nullptr, nullptr, "the bootstrap root's address; rank 0 starts it"},
 };

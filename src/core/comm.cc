@@ -19,7 +19,7 @@ void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRan
 
 void lanesComm::runFailureHooksLocked() {
   for (auto& hook : onFailure)
-    if (hook) hook();
+    if (hook) hook(failureMessage);
 }
 
 void lanesComm::closeConnections() {

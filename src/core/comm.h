@@ -17,6 +17,7 @@
 #include "core/comm_topology.h"
 #include "core/progress.h"
 #include "core/registration.h"
+#include "exec/comm_view.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "transport/transport.h"
@@ -53,12 +54,14 @@ struct lanesComm {
   int processRanks = 1;     // ranks of this communicator in this process (threads)
   unsigned spinLimit = 64;  // see Backoff
   uint64_t seq = 0;         // collectives and groups issued so far
+  // LANES_PROTO, LANES_ALGO and the sizes path choice reads, read at init.
+  lanes::SelectionConfig selection;
+  // Where the last call ran, for the PLAN log and the perf tools.
+  std::mutex planMutex;
+  std::string lastPlanCall, lastPlan;  // "allreduce", "staged"
   // Every rank's GPU, host and NUMA placement, exchanged at init (planner input).
   std::vector<lanes::RankPlacement> placement;
   uint64_t splitSeq = 0;
-  // Device-buffer machinery, made on first use (src/exec/cuda).
-  std::mutex deviceMutex;
-  std::unique_ptr<lanes::DeviceContext> device;
   // Held while the host engine drives this communicator's connections (the
   // caller's thread for host buffers, the device proxy for device buffers).
   std::mutex engineMutex;
@@ -103,21 +106,14 @@ struct lanesComm {
   // recorded: device paths release GPU streams parked on flags. Hooks must be
   // short and must not call checkAbort(); an empty entry is skipped (a
   // context clears its entry, under failureMutex, when it goes away).
-  std::vector<std::function<void()>> onFailure;
+  std::vector<lanes::FailureHook> onFailure;
 
   std::mutex errorMutex;
   std::string lastError;
 
-  // Host-staged device path (src/exec/cuda/staged_*), made on first eligible
-  // call. Last member: destroyed first, while the failure state it uses lives.
-  std::unique_ptr<lanes::DeviceContext> staged;
-  // Small-message device all-reduce (src/exec/cuda/ll_*), made on first
-  // candidate call. After `staged`: destroyed before it, while the failure
-  // state it uses lives.
-  std::unique_ptr<lanes::DeviceContext> ll;
-  // Small device all-reduces when every rank is a thread on this GPU
-  // (src/exec/cuda/context_allreduce.*), made at init. Destroyed first.
-  std::unique_ptr<lanes::DeviceContext> sharedContext;
+  // The device paths (exec/comm_view.h). Last member: destroyed first, while
+  // the failure state their hooks and waits use lives.
+  lanes::DevicePaths devicePaths;
 
   // Records the first fatal failure and wakes every port.
   void fail(lanesResult_t code, const std::string& message, int deadRank = -1,

@@ -1,4 +1,6 @@
 // Turns queued requests into schedules, runs them, and finishes them (Avg).
+#include "core/execute.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -8,12 +10,12 @@
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/mismatch_check.h"
-#include "core/request.h"
+#include "core/plan_record.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "kernels/cpu/reduce.h"
-#include "planner/size_rule.h"
+#include "planner/registry.h"
 
 namespace lanes {
 namespace {
@@ -62,7 +64,9 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   args.redop = (r.op.kind == RedOpKind::Avg || r.op.kind == RedOpKind::PreMulSum) ? RedOpKind::Sum
                                                                                   : r.op.kind;
   size_t bytes = inputCount(args) * elem;
-  AlgoChoice choice = chooseAlgorithm(args.coll, bytes, args.nranks);
+  AlgoChoice choice = chooseHostAlgorithm(args.coll, bytes, args.nranks, r.comm->selection);
+  // Staged copies the proxy runs were recorded as "proxy/<algorithm>" when enqueued.
+  if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo));
   out->schedule = std::make_unique<Schedule>();
   LANES_RETURN_IF_ERROR(buildSchedule(choice.algo, args, out->schedule.get()));
   out->lane = lane;
@@ -78,6 +82,7 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
 // lane: per-peer FIFO keeps them matched in call order. Sends and receives to
 // self are paired in order and become local copies.
 Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
+  if (!reqs.empty() && !reqs.front()->viaProxy) notePlanOf(comm, "send/recv", "p2p");
   out->schedule = std::make_unique<Schedule>();
   out->schedule->name = "send/recv";
   out->schedule->type = lanesUint8;
@@ -196,14 +201,19 @@ struct DeviceBatch {
   std::vector<Request>* requests = nullptr;
 };
 
+// The registry's choice, handed to the device paths with each batch.
+constexpr PathChooser kChooser = {
+    [](const CallFacts& f, const SelectionConfig& c) { return chooseDevicePath(f, c).path; },
+    [](const CallFacts& f, const SelectionConfig& c) { return chooseHostAlgorithm(f, c).algo; }};
+
 Status enqueueBatch(const DeviceBatch& b) {
   LANES_RETURN_IF_ERROR(b.comm->checkAbort());
-  return enqueueDeviceRequests(*b.requests, b.requests->front().stream);
+  return enqueueDeviceRequests(*b.requests, b.requests->front().stream, kChooser);
 }
 
 // Several ranks of one communicator issued by this thread (NCCL's
 // single-thread multi-GPU style): each rank's enqueue may wait on the host
-// for its peers' part (exec/submit_ledger.h, exec/rank_meeting.h), so they go
+// for its peers' part (transport/channel/submit_ledger.h, exec/rank_meeting.h), so they go
 // side by side, a thread each, all joined before the next communicator.
 Status enqueueSideBySide(const std::vector<DeviceBatch>& ranks) {
   std::vector<Status> results(ranks.size());
@@ -315,9 +325,10 @@ Status executeRequests(std::vector<Request>& all) {
   std::vector<std::unique_lock<std::mutex>> engines;
   for (lanesComm* comm : comms) {
     {
-      std::lock_guard<std::mutex> lock(comm->deviceMutex);
-      if (comm->device)
-        LANES_RETURN_IF_ERROR(comm->device->drain(Deadline::after(comm->options.timeoutSeconds)));
+      std::lock_guard<std::mutex> lock(comm->devicePaths.mutex);
+      if (comm->devicePaths.proxy)
+        LANES_RETURN_IF_ERROR(
+            comm->devicePaths.proxy->drain(Deadline::after(comm->options.timeoutSeconds)));
     }
     engines.emplace_back(comm->engineMutex);
   }

@@ -1,7 +1,7 @@
 // lanesGroupStart/End: per-thread batching of calls, as NCCL's groups.
 #pragma once
 
-#include "core/request.h"
+#include "core/execute.h"
 
 namespace lanes {
 

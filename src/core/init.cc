@@ -143,6 +143,7 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
   comm->options = options;
   // Lane 0 carries send/recv, the others collectives: at least 2 (docs/env.md).
   comm->lanes = static_cast<int>(envInt("LANES_NLANES", 2, 2, 64));
+  comm->selection = SelectionConfig::fromEnv();
   comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
   return comm;
 }
@@ -194,8 +195,7 @@ Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
   LANES_RETURN_IF_ERROR(exchangePlacement(comm));  // topology: once per process
   bool allHaveGpus = true;
   for (const RankInfo& r : comm->bootstrap->ranks()) allHaveGpus = allHaveGpus && r.cudaDev >= 0;
-  if (allHaveGpus && !envBool("LANES_DEVICE_LAZY_SETUP", false))
-    LANES_RETURN_IF_ERROR(prepareDevicePaths(comm));
+  if (allHaveGpus) LANES_RETURN_IF_ERROR(prepareDevicePaths(comm));
   logTopology(comm);
   stopOnError.done = true;
   return Status::ok();

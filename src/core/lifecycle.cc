@@ -43,7 +43,7 @@ void lanes::releaseComm(lanesComm* comm, bool graceful) {
   // The init ended (releaseOrAbandon, or the abandoned init thread itself).
   if (owned->initThread.joinable()) owned->initThread.join();
   // The device proxy drives the connections: stop it first.
-  owned->device.reset();
+  owned->devicePaths.proxy.reset();
   {
     std::lock_guard<std::mutex> lock(owned->connectionsMutex);
     if (!graceful) {

@@ -14,7 +14,8 @@
 
 #include <vector>
 
-#include "core/request.h"
+#include "base/status.h"
+#include "exec/request.h"
 
 namespace lanes {
 

@@ -3,28 +3,46 @@
 #include <cstring>
 
 #include "base/datatype.h"
-#include "core/request.h"
+#include "exec/request.h"
 
 namespace lanes {
 namespace {
 
-bool hasRedOp(SigKind k) {
-  return k == SigKind::AllReduce || k == SigKind::Reduce || k == SigKind::ReduceScatter;
+// The kind byte of the wire form: CollType values stay below these.
+constexpr uint8_t kSendWireKind = 16;
+constexpr uint8_t kRecvWireKind = 17;
+static_assert(static_cast<uint8_t>(CollType::Scatter) < kSendWireKind);
+
+bool hasRedOp(const OpSignature& s) {
+  return !s.isPointToPoint() && (s.coll == CollType::AllReduce || s.coll == CollType::Reduce ||
+                                 s.coll == CollType::ReduceScatter);
 }
-bool hasRoot(SigKind k) {
-  return k == SigKind::Broadcast || k == SigKind::Reduce || k == SigKind::Gather ||
-         k == SigKind::Scatter;
+bool hasRoot(const OpSignature& s) {
+  return !s.isPointToPoint() && (s.coll == CollType::Broadcast || s.coll == CollType::Reduce ||
+                                 s.coll == CollType::Gather || s.coll == CollType::Scatter);
+}
+
+const char* callName(const OpSignature& s) {
+  switch (s.p2p) {
+    case P2pSide::Send:
+      return "send";
+    case P2pSide::Recv:
+      return "recv";
+    case P2pSide::None:
+      break;
+  }
+  return collTypeName(s.coll);
 }
 
 // "kind, datatype" — the fields in which two calls differ.
 std::string differences(const OpSignature& a, const OpSignature& b) {
   std::string out;
   auto add = [&out](const char* what) { out += (out.empty() ? "" : ", ") + std::string(what); };
-  if (a.kind != b.kind) add("collective");
+  if (a.coll != b.coll || a.p2p != b.p2p) add("collective");
   if (a.count != b.count) add("count");
   if (a.datatype != b.datatype) add("datatype");
   if (a.redop != b.redop) add("reduction op");
-  if (a.root != b.root) add(isPointToPoint(a.kind) ? "peer" : "root");
+  if (a.root != b.root) add(a.isPointToPoint() ? "peer" : "root");
   return out;
 }
 
@@ -32,10 +50,10 @@ std::string plural(size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-std::vector<OpSignature> ofKind(const std::vector<OpSignature>& sigs, SigKind kind) {
+std::vector<OpSignature> ofSide(const std::vector<OpSignature>& sigs, P2pSide side) {
   std::vector<OpSignature> out;
   for (const OpSignature& s : sigs)
-    if (s.kind == kind) out.push_back(s);
+    if (s.p2p == side) out.push_back(s);
   return out;
 }
 
@@ -59,43 +77,28 @@ std::string matchDirection(int from, const std::vector<OpSignature>& sends, int 
 
 }  // namespace
 
-bool isPointToPoint(SigKind k) { return k == SigKind::Send || k == SigKind::Recv; }
-
-const char* sigKindName(SigKind k) {
-  switch (k) {
-    case SigKind::Send:
-      return "send";
-    case SigKind::Recv:
-      return "recv";
-    default:
-      if (static_cast<uint8_t>(k) <= static_cast<uint8_t>(SigKind::Scatter))
-        return collTypeName(static_cast<CollType>(k));
-      return "unknown";
-  }
-}
-
 OpSignature signatureOf(const Request& r) {
   OpSignature s;
   s.count = r.args.count;
   s.datatype = static_cast<uint8_t>(r.args.type);
   if (r.isP2p) {
-    s.kind = r.isSend ? SigKind::Send : SigKind::Recv;
+    s.p2p = r.isSend ? P2pSide::Send : P2pSide::Recv;
     s.root = r.peer;
     return s;
   }
-  s.kind = static_cast<SigKind>(r.args.coll);
-  if (hasRedOp(s.kind)) s.redop = static_cast<uint8_t>(r.op.kind);
-  if (hasRoot(s.kind)) s.root = r.args.root;
+  s.coll = r.args.coll;
+  if (hasRedOp(s)) s.redop = static_cast<uint8_t>(r.op.kind);
+  if (hasRoot(s)) s.root = r.args.root;
   return s;
 }
 
 std::string describeSignature(const OpSignature& s) {
-  std::string out = std::string(sigKindName(s.kind)) + "(count " + std::to_string(s.count) + " " +
+  std::string out = std::string(callName(s)) + "(count " + std::to_string(s.count) + " " +
                     datatypeName(static_cast<lanesDataType_t>(s.datatype));
-  if (hasRedOp(s.kind)) out += std::string(" ") + redOpName(static_cast<RedOpKind>(s.redop));
-  if (hasRoot(s.kind)) out += " root " + std::to_string(s.root);
-  if (s.kind == SigKind::Send) out += " to rank " + std::to_string(s.root);
-  if (s.kind == SigKind::Recv) out += " from rank " + std::to_string(s.root);
+  if (hasRedOp(s)) out += std::string(" ") + redOpName(static_cast<RedOpKind>(s.redop));
+  if (hasRoot(s)) out += " root " + std::to_string(s.root);
+  if (s.p2p == P2pSide::Send) out += " to rank " + std::to_string(s.root);
+  if (s.p2p == P2pSide::Recv) out += " from rank " + std::to_string(s.root);
   return out + ")";
 }
 
@@ -106,7 +109,9 @@ std::vector<uint8_t> encodeSignatures(uint64_t firstIndex, const std::vector<OpS
   std::memcpy(out.data() + 8, &n, 4);
   uint8_t* p = out.data() + 12;
   for (const OpSignature& s : sigs) {
-    p[0] = static_cast<uint8_t>(s.kind);
+    p[0] = s.p2p == P2pSide::Send   ? kSendWireKind
+           : s.p2p == P2pSide::Recv ? kRecvWireKind
+                                    : static_cast<uint8_t>(s.coll);
     p[1] = s.datatype;
     p[2] = s.redop;
     p[3] = 0;
@@ -131,7 +136,12 @@ Status decodeSignatures(const std::vector<uint8_t>& bytes, uint64_t* firstIndex,
   const uint8_t* p = bytes.data() + 12;
   for (uint32_t i = 0; i < n; ++i, p += kSignatureBytes) {
     OpSignature s;
-    s.kind = static_cast<SigKind>(p[0]);
+    if (p[0] == kSendWireKind)
+      s.p2p = P2pSide::Send;
+    else if (p[0] == kRecvWireKind)
+      s.p2p = P2pSide::Recv;
+    else
+      s.coll = static_cast<CollType>(p[0]);
     s.datatype = p[1];
     s.redop = p[2];
     std::memcpy(&s.root, p + 4, 4);
@@ -169,8 +179,8 @@ std::string findP2pMismatch(int me, const std::vector<OpSignature>& mine, int pe
   int a = std::min(me, peer), b = std::max(me, peer);
   const std::vector<OpSignature>& A = me == a ? mine : theirs;
   const std::vector<OpSignature>& B = me == a ? theirs : mine;
-  std::string out = matchDirection(a, ofKind(A, SigKind::Send), b, ofKind(B, SigKind::Recv));
-  if (out.empty()) out = matchDirection(b, ofKind(B, SigKind::Send), a, ofKind(A, SigKind::Recv));
+  std::string out = matchDirection(a, ofSide(A, P2pSide::Send), b, ofSide(B, P2pSide::Recv));
+  if (out.empty()) out = matchDirection(b, ofSide(B, P2pSide::Send), a, ofSide(A, P2pSide::Recv));
   return out;
 }
 

@@ -7,33 +7,25 @@
 #include <string>
 #include <vector>
 
+#include "base/collective.h"
 #include "base/status.h"
 
 namespace lanes {
 
 struct Request;
 
-// Collectives use the values of CollType; point-to-point calls come after.
-enum class SigKind : uint8_t {
-  AllReduce,
-  Broadcast,
-  Reduce,
-  AllGather,
-  ReduceScatter,
-  AlltoAll,
-  Gather,
-  Scatter,
-  Send = 16,
-  Recv = 17,
-};
+// Which side of a send/recv a signature describes; None for a collective.
+enum class P2pSide : uint8_t { None, Send, Recv };
 
 struct OpSignature {
-  SigKind kind = SigKind::AllReduce;
+  CollType coll = CollType::AllReduce;  // AllReduce for a send/recv, so equal calls compare equal
+  P2pSide p2p = P2pSide::None;
   uint8_t datatype = 0;  // lanesDataType_t
   uint8_t redop = 0;     // RedOpKind; 0 where the call has no op
   int32_t root = 0;      // root of a rooted collective, peer of a send/recv, else 0
   uint64_t count = 0;    // elements as the API counts them
 
+  bool isPointToPoint() const { return p2p != P2pSide::None; }
   bool operator==(const OpSignature&) const = default;
 };
 
@@ -43,10 +35,10 @@ OpSignature signatureOf(const Request& r);
 // "allreduce(count 1024 float32 sum)", "broadcast(count 8 int32 root 0)",
 // "send(count 4 float32 to rank 1)".
 std::string describeSignature(const OpSignature& s);
-const char* sigKindName(SigKind k);
-bool isPointToPoint(SigKind k);
 
-// Wire form: u64 index of the first call, u32 count, then 16 bytes per call.
+// Wire form: u64 index of the first call, u32 count, then 16 bytes per call:
+// kind (the CollType value, 16 for a send, 17 for a receive), datatype,
+// redop, a zero byte, i32 root, u64 count.
 std::vector<uint8_t> encodeSignatures(uint64_t firstIndex, const std::vector<OpSignature>& sigs);
 // Appends to *out; fails on a malformed payload.
 Status decodeSignatures(const std::vector<uint8_t>& bytes, uint64_t* firstIndex,

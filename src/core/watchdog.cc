@@ -79,7 +79,7 @@ std::string describeHang(const std::string& lead, int self, const HangInfo& hang
   // Which ranks are not in the operation is known for a running collective
   // only (hang.seq >= 0); send/recv involve only the peers it waits for.
   std::vector<std::string> stalled, absent, waiting;
-  bool collective = !isPointToPoint(hang.op.kind) && hang.seq >= 0;
+  bool collective = !hang.op.isPointToPoint() && hang.seq >= 0;
   for (int p = 0; p < static_cast<int>(reports.size()); ++p) {
     if (p == self) continue;
     bool waited =
@@ -164,7 +164,7 @@ Status explainClosedByTimeout(lanesComm* comm, const HangInfo& hang, const Statu
 }
 
 Status nameRanksNeverCalled(lanesComm* comm, const HangInfo& hang, const Status& failure) {
-  if (hang.seq < 0 || isPointToPoint(hang.op.kind)) return failure;
+  if (hang.seq < 0 || hang.op.isPointToPoint()) return failure;
   const ProgressTracker::Run run = comm->watch.progress.lastRun();
   const auto now = ProgressTracker::Clock::now();
   if (run.ended < run.began || run.ended - run.began < kStuckFor) return failure;

@@ -7,6 +7,7 @@
 
 #include "base/deadline.h"
 #include "base/status.h"
+#include "exec/call_facts.h"
 #include "lanes/lanes.h"
 
 namespace lanes {
@@ -46,20 +47,21 @@ Status classifyBuffer(const void* ptr, BufferInfo* out);
 // Enqueues requests on device buffers of ONE communicator on `stream` and
 // returns without waiting: the work runs after what is already on the
 // stream, and later work on the stream waits for it.
-Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream);
+// `chooser` picks each batch's path (planner/registry.h).
+Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream,
+                             const PathChooser& chooser);
 // Whether `stream` is cudaStreamPerThread, which each thread resolves to its own stream.
 bool streamIsPerThread(cudaStream_t stream);
 
-// Whether the LL kernels may serve this communicator: not while two of its
-// ranks are threads of one process. An LL kernel spins until its peers'
-// kernels have written, so all must run at once; thread ranks' streams share
-// the context's hardware queues, where a peer's kernel can sit behind the
-// spinning one. (The staged path keeps thread ranks safe by submission order,
-// exec/submit_ledger.h; a kernel that waits cannot.) LANES_THREAD_FASTPATH=1
-// lifts the restriction (measurements).
-bool llKernelsAllowed(const lanesComm* comm);
-// LANES_THREAD_FASTPATH=1 (read once per process).
-bool threadFastPathRequested();
+// Whether the LL kernels may be set up on this communicator: always where no
+// process holds several ranks (LL's setup agrees whether LANES_PROTO allows
+// "ll"), and where ranks are threads only if LANES_PROTO names "ll_threads". An LL
+// kernel spins until its peers' kernels have written, so all must run at
+// once; thread ranks' streams share the context's hardware queues, where a
+// peer's kernel can sit behind the spinning one (the staged path keeps
+// thread ranks safe by submission order, transport/channel/submit_ledger.h; a kernel that
+// waits cannot), so "ll_threads" is off unless named.
+bool llKernelsAllowed(lanesComm* comm);
 
 // Sets up every device path of a communicator whose ranks all have a GPU
 // (collective: every rank calls it at init, before any work is enqueued).

@@ -85,16 +85,10 @@ void loadStep(const Step& step, StepState* s) {
   for (size_t i = 0; i < s->ops.size(); ++i) {
     const Op& op = *s->ops[i].op;
     if (op.kind == OpKind::Copy || op.bytes == 0) continue;
-    bool pending = false;
-    if (hasSend(op.kind)) {
-      queueFor(s->sendQueue, op.sendPeer).ops.push_back(i);
-      pending = true;
-    }
-    if (hasRecv(op.kind)) {
-      queueFor(s->recvQueue, op.recvPeer).ops.push_back(i);
-      pending = true;
-    }
-    if (pending) ++s->remaining;
+    const bool sends = hasSend(op.kind), receives = hasRecv(op.kind);
+    if (sends) queueFor(s->sendQueue, op.sendPeer).ops.push_back(i);
+    if (receives) queueFor(s->recvQueue, op.recvPeer).ops.push_back(i);
+    if (sends || receives) ++s->remaining;
   }
 }
 
@@ -108,86 +102,92 @@ Status missingConnection(const ExecWork& w, int peer) {
                        " that this communicator does not have; this is a bug in Lanes");
 }
 
-// Moves as many bytes as the ports allow for one step. Sets *progressed.
-Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
+// Advances one direction of a step, each peer's queue head first: ops to one
+// peer share a FIFO port, so an op waits for the one ahead of it. `move(conn,
+// st, &through)` moves what the port allows for one op and says whether the
+// op is through in this direction; the step counts an op done once both of
+// its directions are.
+template <typename Move>
+Status advanceQueues(const ExecWork& w, StepState& s, std::vector<PeerQueue>& queues, Move move) {
   const ConnectionTable& conns = *w.connections;
-  const Schedule& sched = *w.schedule;
-  const size_t elem = std::max<size_t>(1, datatypeSize(sched.type));
-
-  for (PeerQueue& q : s.recvQueue) {
-    const int peer = q.peer;
-    const std::vector<size_t>& queue = q.ops;
-    size_t& head = q.head;
-    while (head < queue.size()) {
-      OpState& st = s.ops[queue[head]];
-      if (peer < 0 || peer >= static_cast<int>(conns.size()) || conns[peer] == nullptr)
-        return missingConnection(w, peer);
-      RecvPort& port = conns[peer]->recvPort(w.lane);
-      std::span<const std::byte> view;
-      Status status = port.peek(&view);
+  for (PeerQueue& q : queues) {
+    while (q.head < q.ops.size()) {
+      OpState& st = s.ops[q.ops[q.head]];
+      if (q.peer < 0 || q.peer >= static_cast<int>(conns.size()) || conns[q.peer] == nullptr)
+        return missingConnection(w, q.peer);
+      bool through = false;
+      Status status = move(*conns[q.peer], st, &through);
       if (!status) return status;
-      // Work in pieces so the sender gets slots back while we reduce the rest.
-      size_t wire = std::min({view.size(), st.padded - st.recvWire, kRingCommitBytes});
-      if (wire == 0) break;
-      size_t payload = std::min(wire, st.op->bytes - st.received);
-      const Op& op = *st.op;
-      if (payload > 0) {
-        auto* dst = static_cast<std::byte*>(op.dst) + st.received;
-        if (isReduce(op.kind)) {
-          const auto* local = static_cast<const std::byte*>(op.src) + st.received;
-          cpu::reduce(dst, local, view.data(), payload / elem, sched.type, sched.redop);
-        } else if (op.dst != nullptr) {
-          std::memcpy(dst, view.data(), payload);
-        }
-      }
-      port.consume(wire);
-      st.received += payload;
-      st.recvWire += wire;
-      *progressed = true;
-      if (st.recvWire < st.padded) break;
-      if (st.sendDone()) --s.remaining;
-      ++head;
-    }
-  }
-
-  for (PeerQueue& q : s.sendQueue) {
-    const int peer = q.peer;
-    const std::vector<size_t>& queue = q.ops;
-    size_t& head = q.head;
-    while (head < queue.size()) {
-      OpState& st = s.ops[queue[head]];
-      if (peer < 0 || peer >= static_cast<int>(conns.size()) || conns[peer] == nullptr)
-        return missingConnection(w, peer);
-      SendPort& port = conns[peer]->sendPort(w.lane);
-      const Op& op = *st.op;
-      const auto* base = static_cast<const std::byte*>(isForward(op.kind) ? op.dst : op.src);
-      size_t ready = isForward(op.kind) ? st.received : op.bytes;
-      size_t alignedReady = ready & ~(kRingGranule - 1);
-      if (st.sentWire < alignedReady) {
-        size_t taken = 0;
-        Status status = port.post(base + st.sentWire, alignedReady - st.sentWire, &taken);
-        if (!status) return status;
-        if (taken > 0) *progressed = true;
-        st.sentWire += taken;
-      }
-      // The ragged tail crosses the wire padded to a full granule.
-      if (st.sentWire == alignedReady && ready == op.bytes && st.sentWire < st.padded) {
-        std::byte tail[kRingGranule] = {};
-        std::memcpy(tail, base + st.sentWire, op.bytes - st.sentWire);
-        size_t taken = 0;
-        Status status = port.post(tail, kRingGranule, &taken);
-        if (!status) return status;
-        if (taken == kRingGranule) {
-          st.sentWire += kRingGranule;
-          *progressed = true;
-        }
-      }
-      if (st.sentWire < st.padded) break;
-      if (st.recvDone()) --s.remaining;
-      ++head;
+      if (!through) break;
+      if (st.recvDone() && st.sendDone()) --s.remaining;
+      ++q.head;
     }
   }
   return Status::ok();
+}
+
+// Moves as many bytes as the ports allow for one step. Sets *progressed.
+Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
+  const Schedule& sched = *w.schedule;
+  const size_t elem = std::max<size_t>(1, datatypeSize(sched.type));
+
+  Status status =
+      advanceQueues(w, s, s.recvQueue, [&](Connection& conn, OpState& st, bool* through) {
+        RecvPort& port = conn.recvPort(w.lane);
+        std::span<const std::byte> view;
+        Status peeked = port.peek(&view);
+        if (!peeked) return peeked;
+        // Work in pieces so the sender gets slots back while we reduce the rest.
+        size_t wire = std::min({view.size(), st.padded - st.recvWire, kRingCommitBytes});
+        if (wire == 0) return Status::ok();
+        size_t payload = std::min(wire, st.op->bytes - st.received);
+        const Op& op = *st.op;
+        if (payload > 0) {
+          auto* dst = static_cast<std::byte*>(op.dst) + st.received;
+          if (isReduce(op.kind)) {
+            const auto* local = static_cast<const std::byte*>(op.src) + st.received;
+            cpu::reduce(dst, local, view.data(), payload / elem, sched.type, sched.redop);
+          } else if (op.dst != nullptr) {
+            std::memcpy(dst, view.data(), payload);
+          }
+        }
+        port.consume(wire);
+        st.received += payload;
+        st.recvWire += wire;
+        *progressed = true;
+        *through = st.recvWire == st.padded;
+        return Status::ok();
+      });
+  if (!status) return status;
+
+  return advanceQueues(w, s, s.sendQueue, [&](Connection& conn, OpState& st, bool* through) {
+    SendPort& port = conn.sendPort(w.lane);
+    const Op& op = *st.op;
+    const auto* base = static_cast<const std::byte*>(isForward(op.kind) ? op.dst : op.src);
+    size_t ready = isForward(op.kind) ? st.received : op.bytes;
+    size_t alignedReady = ready & ~(kRingGranule - 1);
+    if (st.sentWire < alignedReady) {
+      size_t taken = 0;
+      Status posted = port.post(base + st.sentWire, alignedReady - st.sentWire, &taken);
+      if (!posted) return posted;
+      if (taken > 0) *progressed = true;
+      st.sentWire += taken;
+    }
+    // The ragged tail crosses the wire padded to a full granule.
+    if (st.sentWire == alignedReady && ready == op.bytes && st.sentWire < st.padded) {
+      std::byte tail[kRingGranule] = {};
+      std::memcpy(tail, base + st.sentWire, op.bytes - st.sentWire);
+      size_t taken = 0;
+      Status posted = port.post(tail, kRingGranule, &taken);
+      if (!posted) return posted;
+      if (taken == kRingGranule) {
+        st.sentWire += kRingGranule;
+        *progressed = true;
+      }
+    }
+    *through = st.sentWire == st.padded;
+    return Status::ok();
+  });
 }
 
 // Names what a stuck step still waits for, for the timeout message.

@@ -22,7 +22,8 @@ inline SharedStreamsMode parseSharedStreamsMode(const char* value) {
 
 // `ranksOnMyGpu`: this communicator's ranks in this process on this GPU
 // (this one included). Auto shares where the slots are in host memory: with
-// P2P slots a shared set halved the speed on the H200 (session 7).
+// P2P slots a shared set is slower than a set each (docs/gpu_data_path.md
+// has the measurements).
 inline bool shareStageStreams(SharedStreamsMode mode, bool p2pSlots, size_t ranksOnMyGpu) {
   if (ranksOnMyGpu < 2) return false;
   switch (mode) {

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include "base/env.h"
 #include "base/log.h"
+#include "tools/lanes_topo_plan.h"
 #include "topology/discovery.h"
 #include "topology/import_nvidia_smi.h"
 #include "topology/json_io.h"
@@ -20,13 +22,16 @@ using namespace lanes::topo;
 namespace {
 
 const char kUsage[] =
-    "usage: lanes-topo [--json] [--probe] [--load FILE | --import-hwloc FILE |\n"
+    "usage: lanes-topo [--json] [--probe] [--plan [-n N]] [--load FILE | --import-hwloc FILE |\n"
     "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml] [--help] [--version]\n"
     "  (no option)              discover this machine and print the report\n"
     "  --json                   print the model as JSON (what LANES_TOPO_FILE loads)\n"
     "  --probe                  measure H2D/D2H/both-ways per GPU, all GPUs at once, and\n"
     "                           P2P correctness and bandwidth per pair; cached in\n"
     "                           LANES_TOPO_CACHE for communicators to reuse\n"
+    "  --plan                   after the report: where each collective would run, by size,\n"
+    "                           from the function every call asks (LANES_PROTO, LANES_ALGO)\n"
+    "  -n N                     ranks for --plan (default: one per GPU, at least 2)\n"
     "  --load FILE              a JSON model (lanes-topo --json, LANES_TOPO_DUMP_FILE)\n"
     "  --import-hwloc FILE      hwloc XML (`lstopo --of xml` on the other machine);\n"
     "                           needs a build with hwloc\n"
@@ -72,7 +77,8 @@ int fail(const Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool json = false, probe = false;
+  bool json = false, probe = false, plan = false;
+  int planRanks = 0;
   std::string load, hwlocXml, smi;
   DiscoverOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -86,7 +92,17 @@ int main(int argc, char** argv) {
       json = true;
     else if (a == "--probe")
       probe = true;
-    else if (a == "--no-hwloc")
+    else if (a == "--plan")
+      plan = true;
+    else if (a == "-n" && i + 1 < argc) {
+      std::string n = argv[++i];
+      int64_t v = 0;
+      if (!parseInt64(n, &v) || v < 1 || v > 4096) {
+        std::fprintf(stderr, "lanes-topo: -n %s is not a rank count (1..4096)\n", n.c_str());
+        return 2;
+      }
+      planRanks = static_cast<int>(v);
+    } else if (a == "--no-hwloc")
       options.hwloc = false;
     else if (a == "--no-nvml")
       options.nvml = false;
@@ -142,6 +158,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "lanes-topo: probe results cached in %s\n", cache.c_str());
   }
   std::string text = json ? toJson(t).dump() + "\n" : formatReport(t);
+  if (plan && !json) {
+    const int gpus = static_cast<int>(t.gpus.size());
+    text += "\n" + formatPlanTable(t, planRanks > 0 ? planRanks : (gpus > 1 ? gpus : 2));
+  }
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -29,7 +29,7 @@ namespace {
 using test::GpuRank;
 
 uint64_t callsThroughPath(lanesComm_t comm) {
-  auto* path = dynamic_cast<ContextAllReduce*>(comm->sharedContext.get());
+  auto* path = dynamic_cast<ContextAllReduce*>(comm->devicePaths.sharedContext.get());
   return path == nullptr ? 0 : path->calls();
 }
 

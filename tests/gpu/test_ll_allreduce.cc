@@ -11,7 +11,7 @@
 //  - CUDA Graph capture, replayed 3 times with new inputs, eager calls between;
 //  - all-gather (byte patterns, in and out of place), mixed with all-reduces;
 //  - failures: a peer that never calls (timeout) or aborts releases the kernel
-//    and the error reaches lanesCommGetAsyncError; LANES_LL_DISABLE=1.
+//    and the error reaches lanesCommGetAsyncError; LANES_PROTO=^ll.
 // Skipped when no GPU is visible.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -58,7 +58,7 @@ constexpr size_t kLlBytes = LlAllReduce::kDefaultMaxBytes;
 constexpr uint8_t kUntouched = 0xEE;  // output bytes a call must not write
 
 const LlAllReduce* llOf(lanesComm_t comm) {
-  return dynamic_cast<const LlAllReduce*>(comm->ll.get());
+  return dynamic_cast<const LlAllReduce*>(comm->devicePaths.ll.get());
 }
 bool llActive(lanesComm_t comm) {
   const LlAllReduce* ll = llOf(comm);
@@ -75,9 +75,10 @@ class LlTest : public ::testing::Test {
     // routes to the proxy path for now (gpuDrivenPathsAllowed in
     // src/exec/device_path.h: thread ranks hung on the H200). The LL path
     // with one rank per process is covered by DeviceMatrix.Procs*.
-    if (std::getenv("LANES_THREAD_FASTPATH") == nullptr)
-      GTEST_SKIP() << "LL is not used for thread ranks; set LANES_THREAD_FASTPATH=1 to test it";
-    for (const char* name : {"LANES_LL_DISABLE", "LANES_LL_MAX_BYTES"}) {
+    if (!pathAllowed(SelectionConfig::fromEnv(), DevicePath::LlThreads))
+      GTEST_SKIP() << "LL is not used for thread ranks; set LANES_PROTO=ll_threads,staged,proxy "
+                      "to test it";
+    for (const char* name : {"LANES_LL_MAX_BYTES"}) {
       const char* v = std::getenv(name);
       saved_.push_back({name, v ? std::string(v) : std::string(), v != nullptr});
       unsetenv(name);
@@ -527,12 +528,12 @@ TEST_F(LlTest, GraphCaptureAndReplay3Ranks) { test::runGpuThreads(3, graphReplay
 
 TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
-  test::ScopedEnv disable("LANES_LL_DISABLE", std::nullopt),
-      shared("LANES_LL_SHARED_GPU", std::nullopt);
+  test::ScopedEnv proto("LANES_PROTO", std::nullopt), shared("LANES_LL_SHARED_GPU", std::nullopt);
   test::ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", std::nullopt),
       p2p("LANES_P2P_DISABLE", std::nullopt);
   test::runGpuProcesses(2, [](GpuRank& self) {
-    const auto* staged = dynamic_cast<const StagedCollectives*>(self.comm->staged.get());
+    const auto* staged =
+        dynamic_cast<const StagedCollectives*>(self.comm->devicePaths.staged.get());
     GPU_CHECK(staged != nullptr && staged->enabled(), "the staged path is off");
     const bool sharing = test::rankGpu(0) == test::rankGpu(1);
     GPU_CHECK(llActive(self.comm) != sharing, "the LL path is %s, but the two processes %s a GPU",
@@ -562,8 +563,7 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
 
 TEST(LlProcesses, Matrix2RanksWithSharedGpuOverride) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
-  test::ScopedEnv disable("LANES_LL_DISABLE", std::nullopt),
-      max("LANES_LL_MAX_BYTES", std::nullopt);
+  test::ScopedEnv proto("LANES_PROTO", std::nullopt), max("LANES_LL_MAX_BYTES", std::nullopt);
   test::ScopedEnv shared("LANES_LL_SHARED_GPU", "1");
   test::runGpuProcesses(2, [](GpuRank& self) {
     std::vector<std::vector<std::byte>> results;
@@ -572,12 +572,12 @@ TEST(LlProcesses, Matrix2RanksWithSharedGpuOverride) {
 }
 
 TEST_F(LlTest, DisabledByEnvironmentStillCorrect) {
-  setenv("LANES_LL_DISABLE", "1", 1);
+  setenv("LANES_PROTO", "^ll", 1);
   test::runGpuThreads(2, [](GpuRank& self) {
     DeviceBuffer send(256, self.stream), recv(256, self.stream);
     std::vector<std::vector<std::byte>> results;
     runCase(self, {lanesFloat32, Reduction::Sum}, 7, kAligned, send, recv, &results);
-    GPU_CHECK(!llActive(self.comm), "LANES_LL_DISABLE=1 but the LL path was used");
+    GPU_CHECK(!llActive(self.comm), "LANES_PROTO=^ll but the LL path was used");
   });
 }
 

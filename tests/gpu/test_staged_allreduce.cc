@@ -206,7 +206,7 @@ std::string firstMismatch(const std::vector<uint8_t>& got, const std::vector<uin
 }
 
 bool stagedActive(lanesComm_t comm) {
-  auto* staged = dynamic_cast<StagedCollectives*>(comm->staged.get());
+  auto* staged = dynamic_cast<StagedCollectives*>(comm->devicePaths.staged.get());
   return staged != nullptr && staged->enabled();
 }
 
@@ -257,7 +257,7 @@ class StagedAllReduceProcesses : public ::testing::TestWithParam<std::tuple<int,
 
 int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
   if (!gpuVisible()) return kNoDevice;
-  setenv("LANES_LL_DISABLE", "1", 1);  // the small counts of the matrix test the staged path
+  setenv("LANES_PROTO", "^ll", 1);  // the small counts of the matrix test the staged path
   setenv("LANES_SHARED_GPU_PROXY_BYTES", "0", 1);  // even between processes on one GPU
   // Past 8 ranks, 4 MiB slots: the default 16 MiB would need (N+1) x 4 x 16 MiB of
   // /dev/shm (704 MiB for 10); the 12 MiB calls still span several chunks.
@@ -273,7 +273,7 @@ int childMain(const lanesUniqueId& id, int nranks, int rank, Slots slots) {
     fprintf(stderr, "rank %d: init failed: %s\n", rank, lanesGetLastError(nullptr));
     return 3;
   }
-  auto* staged = dynamic_cast<StagedCollectives*>(comm->staged.get());
+  auto* staged = dynamic_cast<StagedCollectives*>(comm->devicePaths.staged.get());
   const bool p2p = staged != nullptr && staged->usesP2p();
   const StreamMemops* memops = nullptr;
   if (slots == Slots::HostStagedFlagKernels &&
@@ -358,7 +358,8 @@ TEST(StagedCollectivesProcesses, GatherBroadcastScatterOnTheStagedPath) {
   test::ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
   test::ScopedEnv p2p("LANES_P2P_DISABLE", "1");
   test::runGpuProcesses(3, [](test::GpuRank& self) {
-    const auto* staged = dynamic_cast<const StagedCollectives*>(self.comm->staged.get());
+    const auto* staged =
+        dynamic_cast<const StagedCollectives*>(self.comm->devicePaths.staged.get());
     GPU_CHECK(staged != nullptr && staged->enabled() && staged->servesGatherScatter(),
               "the staged path does not serve all-gather/broadcast/reduce-scatter");
     const int n = self.nranks;
@@ -431,14 +432,10 @@ class StagedThreads : public ::testing::Test {
   void SetUp() override {
     GPU_SKIP_UNLESS_GPU_HERE();  // also tells the harness CUDA is now in use here
     // Small calls would go to the shared-context path (or LL, with
-    // LANES_THREAD_FASTPATH=1); these tests are about the staged one.
-    setenv("LANES_LL_DISABLE", "1", 1);
-    setenv("LANES_SHARED_CONTEXT_DISABLE", "1", 1);
+    // LANES_PROTO=ll_threads); these tests are about the staged one.
+    setenv("LANES_PROTO", "^ll,shared_context", 1);
   }
-  void TearDown() override {
-    unsetenv("LANES_LL_DISABLE");
-    unsetenv("LANES_SHARED_CONTEXT_DISABLE");
-  }
+  void TearDown() override { unsetenv("LANES_PROTO"); }
   // Ranks as threads on GPU 0 via lanesCommInitAll.
   static std::vector<lanesComm_t> initAll(int nranks) {
     std::vector<lanesComm_t> comms(static_cast<size_t>(nranks), nullptr);
@@ -488,7 +485,7 @@ TEST_P(StagedAllReduceThreads, MatchesExpectedBitIdenticalOnEveryRank) {
   ASSERT_NE(comms[0], nullptr);
   if (hostSlots && nranks > 1) {
     // The path is set up at init; its slots and streams are what this case is about.
-    const auto* staged = dynamic_cast<const StagedCollectives*>(comms[0]->staged.get());
+    const auto* staged = dynamic_cast<const StagedCollectives*>(comms[0]->devicePaths.staged.get());
     ASSERT_TRUE(staged != nullptr && staged->enabled()) << "the staged path is off";
     EXPECT_FALSE(staged->usesP2p()) << "LANES_P2P_DISABLE=1, yet the slots are in GPU memory";
     EXPECT_TRUE(staged->sharesStreams()) << "thread ranks with host slots share one stream set";
@@ -549,7 +546,7 @@ bool streamFinishes(cudaStream_t stream, int seconds) {
 
 // Rank 1 never joins the all-reduce and aborts. Rank 0's call waits on the
 // host for rank 1 to issue its part (thread ranks keep submission order,
-// src/exec/submit_ledger.h); the abort must end that wait with an error, and
+// transport/channel/submit_ledger.h); the abort must end that wait with an error, and
 // what rank 0 had already put on its stream must not stay parked.
 TEST_F(StagedThreads, PeerAbortReleasesWaitingRank) {
   std::vector<lanesComm_t> comms = initAll(2);
@@ -693,7 +690,7 @@ TEST_F(StagedThreads, OneThreadDrivesEveryRankInOneGroup) {
         << "send/recv ring, rank " << r;
   }
 
-  auto* staged = dynamic_cast<StagedCollectives*>(comms[0]->staged.get());
+  auto* staged = dynamic_cast<StagedCollectives*>(comms[0]->devicePaths.staged.get());
   ASSERT_NE(staged, nullptr);
   EXPECT_GT(staged->chunksIssued(), 1u) << "the collectives did not take the staged path";
   EXPECT_GT(staged->pairChunksIssued(), 0u) << "the send/recv did not take the pair slots";

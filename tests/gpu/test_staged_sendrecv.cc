@@ -54,7 +54,7 @@ void expectMessage(const DeviceBuffer& buf, int src, int dst, size_t count, cons
 }
 
 const StagedCollectives& stagedPath(const GpuRank& self) {
-  const auto* staged = dynamic_cast<const StagedCollectives*>(self.comm->staged.get());
+  const auto* staged = dynamic_cast<const StagedCollectives*>(self.comm->devicePaths.staged.get());
   GPU_CHECK(staged != nullptr && staged->enabled(), "the host-staged path is not set up");
   return *staged;
 }

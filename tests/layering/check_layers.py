@@ -7,10 +7,8 @@ Every folder may include only folders of a lower layer:
       < algorithms < exec < planner < core < compat, tools
 
 Folders of one layer do not include each other. Fails, naming file, line and
-both layers, on an include that breaks the order; KNOWN_UPWARD lists the
-breaks still in the tree, and fails as well when one of them is gone (so the
-list shrinks with the code). `--graph` prints which folder includes which,
-with counts.
+both layers, on an include that breaks the order. `--graph` prints which
+folder includes which, with counts.
 
 Usage: check_layers.py SOURCE_DIR [--graph]
 """
@@ -32,27 +30,6 @@ LAYERS = [
 ]
 RANK = {folder: i for i, layer in enumerate(LAYERS) for folder in layer}
 
-# Upward includes not yet removed: the CUDA paths still see the communicator
-# (lanesComm, its requests and placement) instead of a narrow view of it.
-KNOWN_UPWARD = {
-    ("src/exec/cuda/context_allreduce.cc", "core/comm.h"),
-    ("src/exec/cuda/context_allreduce.cc", "core/comm_topology.h"),
-    ("src/exec/cuda/context_allreduce.h", "core/request.h"),
-    ("src/exec/cuda/device_proxy.cc", "core/comm.h"),
-    ("src/exec/cuda/device_proxy.h", "core/request.h"),
-    ("src/exec/cuda/ll_allreduce.cc", "core/comm.h"),
-    ("src/exec/cuda/ll_allreduce.cc", "core/comm_topology.h"),
-    ("src/exec/cuda/ll_allreduce.h", "core/request.h"),
-    ("src/exec/cuda/staged_collectives.cc", "core/comm.h"),
-    ("src/exec/cuda/staged_collectives.cc", "core/comm_topology.h"),
-    ("src/exec/cuda/staged_collectives.h", "core/request.h"),
-    ("src/exec/cuda/staged_gather_scatter.cc", "core/comm.h"),
-    ("src/exec/cuda/staged_sendrecv.cc", "core/comm.h"),
-    ("src/exec/cuda/staged_watchdog.cc", "core/comm.h"),
-    ("src/exec/cuda/stream_join.h", "core/request.h"),
-    ("src/exec/nocuda/device_path_stub.cc", "core/request.h"),
-}
-
 SOURCE = re.compile(r"\.(cc|h|cu|cuh|c)$")
 INCLUDE = re.compile(r'\s*#\s*include\s+"([^"]+)"')
 
@@ -73,7 +50,6 @@ def main():
     root = sys.argv[1]
     graph = collections.Counter()
     errors = []
-    seen_known = set()
     for top in ["include", "src", "transport", "topology", "kernels"]:
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in sorted(files):
@@ -96,14 +72,9 @@ def main():
                         graph[(src, dst)] += 1
                         if RANK[dst] < RANK[src]:
                             continue
-                        if (rel, m.group(1)) in KNOWN_UPWARD:
-                            seen_known.add((rel, m.group(1)))
-                            continue
                         how = "the same layer" if RANK[dst] == RANK[src] else "a higher layer"
                         errors.append(f"{rel}:{lineno}: {src} includes {m.group(1)}, from {how} "
                                       f"({dst}); {src} may include only {below(src)}")
-    for rel, inc in sorted(KNOWN_UPWARD - seen_known):
-        errors.append(f"{rel} no longer includes {inc}: remove it from KNOWN_UPWARD in {__file__}")
     if "--graph" in sys.argv:
         for (src, dst), n in sorted(graph.items(), key=lambda e: (RANK[e[0][0]], e[0])):
             print(f"{src:11s} -> {dst:11s} {n:3d}")
@@ -112,8 +83,7 @@ def main():
     if errors:
         print(f"{len(errors)} include(s) break the layer order", file=sys.stderr)
         return 1
-    print(f"layer order holds ({sum(graph.values())} includes across folders; "
-          f"{len(KNOWN_UPWARD)} known upward includes left)")
+    print(f"layer order holds ({sum(graph.values())} includes across folders)")
     return 0
 
 

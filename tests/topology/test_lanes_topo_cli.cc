@@ -1,6 +1,7 @@
 // lanes-topo's own text: --help describes every flag its usage line lists,
-// --help and --version say which optional pieces this build has, and
-// --import-hwloc in a build without hwloc says how to get it.
+// --help and --version say which optional pieces this build has,
+// --import-hwloc in a build without hwloc says how to get it, and --plan
+// prints the path registry's choices.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "fixture_util.h"
 #include "lanes/lanes.h"
@@ -78,6 +80,51 @@ TEST(LanesTopoCli, ImportHwlocWithoutHwlocSaysHowToGetIt) {
                      "and rebuild Lanes"),
             std::string::npos)
       << out;
+}
+
+// The row of `coll` in the table under `heading`, split into its cells.
+std::vector<std::string> planRow(const std::string& out, const std::string& heading,
+                                 const std::string& coll) {
+  const size_t table = out.find(heading);
+  if (table == std::string::npos) return {};
+  std::istringstream lines(out.substr(table));
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> cells;
+    for (std::string w; words >> w;) cells.push_back(w);
+    if (!cells.empty() && cells[0] == coll) return cells;
+  }
+  return {};
+}
+
+TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
+  int rc = -1;
+  const std::string cmd = "--load " + fixture("switch_4x4090.json") + " --plan";
+  std::string out = run(cmd, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("# Path choice for 4 ranks as processes of this host"), std::string::npos)
+      << out;
+  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank.
+  EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
+            (std::vector<std::string>{"allreduce", "ll", "staged", "staged", "staged"}))
+      << out;
+  EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
+            (std::vector<std::string>{"reduce", "proxy/chain", "proxy/chain", "proxy/chain",
+                                      "proxy/chain"}))
+      << out;
+  EXPECT_EQ(planRow(out, "# Host buffers", "allreduce"),
+            (std::vector<std::string>{"allreduce", "recursive_doubling", "recursive_doubling",
+                                      "ring", "ring"}))
+      << out;
+  // Six ranks on four GPUs share GPUs: no LL, the proxy below 256 KiB.
+  out = run("-n 6 " + cmd, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
+            (std::vector<std::string>{"allreduce", "proxy/recursive_doubling",
+                                      "proxy/recursive_doubling", "staged", "staged"}))
+      << out;
+  out = run("-n 0 " + cmd, &rc);
+  EXPECT_EQ(rc, 2) << out;
 }
 
 }  // namespace

@@ -9,16 +9,16 @@
 #include "bootstrap/bootstrap.h"
 #include "core/op_signature.h"
 #include "core/progress.h"
-#include "core/request.h"
 #include "core/watchdog.h"
+#include "exec/request.h"
 
 namespace lanes {
 namespace {
 
-OpSignature coll(SigKind kind, uint64_t count, lanesDataType_t type, RedOpKind op = RedOpKind::Sum,
+OpSignature coll(CollType kind, uint64_t count, lanesDataType_t type, RedOpKind op = RedOpKind::Sum,
                  int root = 0) {
   OpSignature s;
-  s.kind = kind;
+  s.coll = kind;
   s.count = count;
   s.datatype = static_cast<uint8_t>(type);
   s.redop = static_cast<uint8_t>(op);
@@ -26,9 +26,11 @@ OpSignature coll(SigKind kind, uint64_t count, lanesDataType_t type, RedOpKind o
   return s;
 }
 
-OpSignature p2p(SigKind kind, uint64_t count, lanesDataType_t type, int peer) {
-  OpSignature s = coll(kind, count, type);
-  s.redop = 0;
+OpSignature p2p(P2pSide side, uint64_t count, lanesDataType_t type, int peer) {
+  OpSignature s;
+  s.p2p = side;
+  s.count = count;
+  s.datatype = static_cast<uint8_t>(type);
   s.root = peer;
   return s;
 }
@@ -39,9 +41,9 @@ bool contains(const std::string& text, const std::string& part) {
 
 TEST(MismatchSignature, EncodeDecodeRoundTrip) {
   std::vector<OpSignature> sigs = {
-      coll(SigKind::AllReduce, 1u << 20, lanesFloat32, RedOpKind::Max),
-      coll(SigKind::Broadcast, 7, lanesInt64, RedOpKind::Sum, 3),
-      p2p(SigKind::Send, (1ull << 40) + 5, lanesUint8, 12),
+      coll(CollType::AllReduce, 1u << 20, lanesFloat32, RedOpKind::Max),
+      coll(CollType::Broadcast, 7, lanesInt64, RedOpKind::Sum, 3),
+      p2p(P2pSide::Send, (1ull << 40) + 5, lanesUint8, 12),
   };
   std::vector<uint8_t> bytes = encodeSignatures(41, sigs);
   EXPECT_EQ(bytes.size(), 12 + 3 * kSignatureBytes);
@@ -52,8 +54,32 @@ TEST(MismatchSignature, EncodeDecodeRoundTrip) {
   EXPECT_EQ(back, sigs);
 }
 
+// The bytes a peer reads: the kind byte is the CollType value for a
+// collective, 16 for a send and 17 for a receive.
+TEST(MismatchSignature, WireBytes) {
+  std::vector<uint8_t> bytes = encodeSignatures(
+      0x0102030405060708ull,
+      {coll(CollType::Scatter, 0x1234, lanesInt32, RedOpKind::Sum, 0x0a0b0c0d),
+       p2p(P2pSide::Send, 5, lanesUint8, 2), p2p(P2pSide::Recv, 6, lanesFloat64, 3)});
+  const uint8_t i32 = static_cast<uint8_t>(lanesInt32), u8 = static_cast<uint8_t>(lanesUint8),
+                f64 = static_cast<uint8_t>(lanesFloat64);
+  std::vector<uint8_t> want = {8, 7, 6, 5, 4, 3, 2, 1, 3, 0, 0, 0};  // first index, calls
+  auto call = [&want](std::initializer_list<uint8_t> b) { want.insert(want.end(), b); };
+  call({7, i32, 0, 0, 0x0d, 0x0c, 0x0b, 0x0a, 0x34, 0x12, 0, 0, 0, 0, 0, 0});
+  call({16, u8, 0, 0, 2, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0});
+  call({17, f64, 0, 0, 3, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0});
+  EXPECT_EQ(bytes, want);
+  // A kind byte this build does not know survives a round trip unchanged.
+  bytes[12] = 42;
+  uint64_t first = 0;
+  std::vector<OpSignature> back;
+  ASSERT_TRUE(decodeSignatures(bytes, &first, &back).isOk());
+  EXPECT_EQ(encodeSignatures(first, back), bytes);
+  EXPECT_EQ(describeSignature(back[0]), "unknown(count 4660 int32)");
+}
+
 TEST(MismatchSignature, DecodeRejectsMalformed) {
-  std::vector<uint8_t> bytes = encodeSignatures(0, {coll(SigKind::AllReduce, 4, lanesFloat32)});
+  std::vector<uint8_t> bytes = encodeSignatures(0, {coll(CollType::AllReduce, 4, lanesFloat32)});
   uint64_t first = 0;
   std::vector<OpSignature> out;
   std::vector<uint8_t> shortened(bytes.begin(), bytes.end() - 1);
@@ -83,14 +109,14 @@ TEST(MismatchSignature, SignatureOfRequests) {
 }
 
 TEST(MismatchSignature, EqualCollectivesMatch) {
-  std::vector<OpSignature> calls = {coll(SigKind::AllReduce, 8, lanesFloat32),
-                                    coll(SigKind::Broadcast, 8, lanesInt32, RedOpKind::Sum, 1)};
+  std::vector<OpSignature> calls = {coll(CollType::AllReduce, 8, lanesFloat32),
+                                    coll(CollType::Broadcast, 8, lanesInt32, RedOpKind::Sum, 1)};
   EXPECT_EQ(findCollectiveMismatch({calls, calls, calls}, 0), "");
 }
 
 TEST(MismatchSignature, KindMismatchNamesBothCalls) {
-  std::vector<OpSignature> a = {coll(SigKind::AllReduce, 1024, lanesFloat32)};
-  std::vector<OpSignature> b = {coll(SigKind::Broadcast, 1024, lanesInt32, RedOpKind::Sum, 0)};
+  std::vector<OpSignature> a = {coll(CollType::AllReduce, 1024, lanesFloat32)};
+  std::vector<OpSignature> b = {coll(CollType::Broadcast, 1024, lanesInt32, RedOpKind::Sum, 0)};
   std::string m = findCollectiveMismatch({a, b, a}, 7);
   EXPECT_TRUE(contains(m, "collective #7")) << m;
   EXPECT_TRUE(contains(m, "rank 1 called broadcast(count 1024 int32 root 0)")) << m;
@@ -99,7 +125,7 @@ TEST(MismatchSignature, KindMismatchNamesBothCalls) {
 }
 
 TEST(MismatchSignature, CountDatatypeOpRootMismatches) {
-  OpSignature ref = coll(SigKind::Reduce, 100, lanesFloat32, RedOpKind::Sum, 0);
+  OpSignature ref = coll(CollType::Reduce, 100, lanesFloat32, RedOpKind::Sum, 0);
   OpSignature count = ref, type = ref, op = ref, root = ref;
   count.count = 50;
   type.datatype = lanesFloat64;
@@ -113,17 +139,17 @@ TEST(MismatchSignature, CountDatatypeOpRootMismatches) {
 }
 
 TEST(MismatchSignature, DifferentNumberOfCollectivesInAGroup) {
-  OpSignature x = coll(SigKind::AllReduce, 8, lanesFloat32);
+  OpSignature x = coll(CollType::AllReduce, 8, lanesFloat32);
   std::string m = findCollectiveMismatch({{x, x}, {x}}, 3);
   EXPECT_TRUE(contains(m, "rank 1 issued 1 collective (from #3) while rank 0 issued 2")) << m;
 }
 
 TEST(MismatchSignature, SendRecvPairs) {
   // Rank 0 sends 1024 floats to 1 and receives 4 ints from it.
-  std::vector<OpSignature> r0 = {p2p(SigKind::Send, 1024, lanesFloat32, 1),
-                                 p2p(SigKind::Recv, 4, lanesInt32, 1)};
-  std::vector<OpSignature> r1 = {p2p(SigKind::Recv, 1024, lanesFloat32, 0),
-                                 p2p(SigKind::Send, 4, lanesInt32, 0)};
+  std::vector<OpSignature> r0 = {p2p(P2pSide::Send, 1024, lanesFloat32, 1),
+                                 p2p(P2pSide::Recv, 4, lanesInt32, 1)};
+  std::vector<OpSignature> r1 = {p2p(P2pSide::Recv, 1024, lanesFloat32, 0),
+                                 p2p(P2pSide::Send, 4, lanesInt32, 0)};
   EXPECT_EQ(findP2pMismatch(0, r0, 1, r1), "");
   EXPECT_EQ(findP2pMismatch(1, r1, 0, r0), "");
   std::vector<OpSignature> bad = r1;
@@ -145,9 +171,9 @@ TEST(MismatchSignature, ProgressReportRoundTripAndWords) {
   ProgressTracker t;
   ProgressReport idle = t.snapshot();
   EXPECT_EQ(idle.describe(), "no operation completed yet, no operation running");
-  t.begin(0, coll(SigKind::AllReduce, 8, lanesFloat32), 1);
+  t.begin(0, coll(CollType::AllReduce, 8, lanesFloat32), 1);
   t.end(0, true);
-  t.begin(1, coll(SigKind::Broadcast, 16, lanesInt8, RedOpKind::Sum, 2), 3);
+  t.begin(1, coll(CollType::Broadcast, 16, lanesInt8, RedOpKind::Sum, 2), 3);
   ProgressReport r = t.snapshot();
   r.rank = 4;
   ProgressReport back;
@@ -163,7 +189,7 @@ TEST(MismatchSignature, ProgressReportRoundTripAndWords) {
 TEST(MismatchSignature, HangSentenceNamesWaitedAndAbsentRanks) {
   HangInfo hang;
   hang.seq = 5;
-  hang.op = coll(SigKind::AllReduce, 1024, lanesFloat32);
+  hang.op = coll(CollType::AllReduce, 1024, lanesFloat32);
   hang.waitingFor = {3};
   std::vector<ProgressReport> reports(4);
   for (int r = 0; r < 4; ++r) reports[r].rank = r;

@@ -30,7 +30,7 @@ constexpr const char* kLanesTwins[] = {
     "LANES_DEBUG",         "LANES_DEBUG_SUBSYS",    "LANES_DEBUG_FILE",
     "LANES_SOCKET_IFNAME", "LANES_SOCKET_NTHREADS", "LANES_NSOCKS_PERTHREAD",
     "LANES_P2P_DISABLE",   "LANES_SHM_DISABLE",     "LANES_ALGO",
-    "LANES_LL_DISABLE"};
+    "LANES_PROTO"};
 
 // Every case starts from an environment without NCCL_* or twinned LANES_*
 // variables (whatever the runner set) and with the twins off, and ends so.
@@ -161,9 +161,9 @@ TEST_F(NcclEnv, DisableFlagsTranslateOnlyOne) {
 TEST_F(NcclEnv, ProtoWithoutLlDisablesLl) {
   enableNcclEnvironment();
   for (const char* v : {"^LL", "Simple", "LL128,Simple", "simple", "^ll,LL128"})
-    EXPECT_EQ(twin("LANES_LL_DISABLE", "NCCL_PROTO", v), "1") << v;
+    EXPECT_EQ(twin("LANES_PROTO", "NCCL_PROTO", v), "^ll") << v;
   for (const char* v : {"LL", "LL,Simple", "^LL128", "^Simple", "allreduce:simple", "Fast"})
-    EXPECT_FALSE(twin("LANES_LL_DISABLE", "NCCL_PROTO", v)) << v;
+    EXPECT_FALSE(twin("LANES_PROTO", "NCCL_PROTO", v)) << v;
 }
 
 TEST_F(NcclEnv, AlgoMapsOnlyRingAlone) {

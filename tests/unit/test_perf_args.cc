@@ -16,8 +16,6 @@
 #include "bench/perf/report.h"
 #include "bench/perf/run_env.h"
 #include "bench/perf/staged_bound.h"
-#include "planner/explain.h"
-#include "planner/size_rule.h"
 
 namespace lanes::perf {
 namespace {
@@ -529,37 +527,6 @@ TEST(PerfEnv, ListsPrefixedVariablesAndRedactsSecrets) {
   EXPECT_EQ(envLine({}), "(none set)");
   char* argv[] = {a.data(), c.data()};
   EXPECT_EQ(commandLine(2, argv), "LANES_P2P_DISABLE=1 PATH=/bin");
-}
-
-// describePlan reuses the size rule: it must name what chooseAlgorithm picks.
-TEST(PerfPlan, DescribesTheSizeRulesChoice) {
-  PlanQuery q;
-  q.coll = CollType::AllReduce;
-  q.nranks = 4;
-  q.inputBytes = 1024;
-  EXPECT_EQ(describePlan(q), algoName(chooseAlgorithm(CollType::AllReduce, 1024, 4).algo));
-  q.inputBytes = 64 << 20;
-  EXPECT_EQ(describePlan(q), "ring");
-  q.coll = CollType::Broadcast;
-  EXPECT_EQ(describePlan(q), "chain");
-  q.deviceMemory = true;
-  EXPECT_EQ(describePlan(q), "staged");  // broadcast: staged since session 5
-  q.coll = CollType::Reduce;
-  EXPECT_EQ(describePlan(q).rfind("proxy/", 0), 0u);
-  q.coll = CollType::AllReduce;
-  EXPECT_EQ(describePlan(q), "staged");
-  q.inputBytes = 1024;
-  EXPECT_EQ(describePlan(q), "ll");
-  q.threadRanks = true;  // thread ranks: no LL, the staged path
-  EXPECT_EQ(describePlan(q), "staged");
-  q.oneContext = true;  // ... or all on one GPU: the shared-context path
-  EXPECT_EQ(describePlan(q), "shared_context");
-  q.inputBytes = size_t{1} << 20;
-  EXPECT_EQ(describePlan(q), "staged");
-  q.inputBytes = 1024;
-  q.oneContext = false;
-  q.oneHost = false;
-  EXPECT_EQ(describePlan(q).rfind("proxy/", 0), 0u);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// SubmitLedger (src/exec/submit_ledger.h): the host-side order that keeps
+// SubmitLedger (transport/channel/submit_ledger.h): the host-side order that keeps
 // thread ranks' counter waits behind the writes they wait for. Real threads:
 // a wait returns once the value is posted, compares modulo 2^32 as the stream
 // waits do, ends at its deadline or when poisoned, and ranks of one
@@ -7,9 +7,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <memory>
 #include <thread>
 
-#include "exec/submit_ledger.h"
+#include "exec/per_communicator.h"
+#include "transport/channel/submit_ledger.h"
 
 namespace lanes {
 namespace {
@@ -138,10 +141,15 @@ TEST(SubmitLedger, NoWakeUpIsLostUnderRacingPosts) {
   EXPECT_EQ(ledger.posted(1), kRounds);
 }
 
+// The staged path finds its communicator's ledger so (staged_setup.cc).
+std::shared_ptr<SubmitLedger> ledgerOf(uint64_t commId, size_t lines) {
+  return sharedPerCommunicator<SubmitLedger>(commId, lines);
+}
+
 TEST(SubmitLedger, RanksOfOneCommunicatorShareOneLedger) {
-  auto first = SubmitLedger::join(0x1234, 6);
-  auto second = SubmitLedger::join(0x1234, 6);
-  auto other = SubmitLedger::join(0x5678, 6);
+  auto first = ledgerOf(0x1234, 6);
+  auto second = ledgerOf(0x1234, 6);
+  auto other = ledgerOf(0x5678, 6);
   EXPECT_EQ(first.get(), second.get());
   EXPECT_NE(first.get(), other.get());
   first->post(4, 3);
@@ -150,7 +158,7 @@ TEST(SubmitLedger, RanksOfOneCommunicatorShareOneLedger) {
   // Once every rank let go, the id is free again: a new ledger, fresh counters.
   first.reset();
   second.reset();
-  auto again = SubmitLedger::join(0x1234, 6);
+  auto again = ledgerOf(0x1234, 6);
   EXPECT_EQ(again->posted(4), 0u);
 }
 

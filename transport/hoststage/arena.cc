@@ -138,16 +138,4 @@ StageArena::~StageArena() {
   if (registered_) cudaHostUnregister(segment_->data());
 }
 
-void StageArena::poisonAll(uint32_t value) const {
-  for (int r = 0; r < layout_.nranks; ++r) {
-    for (StageFlag f : {StageFlag::Ready, StageFlag::Reduced, StageFlag::Consumed})
-      __atomic_store_n(flag(f, r), value, __ATOMIC_RELEASE);
-    for (int d = 0; layout_.pairs() > 0 && d < layout_.nranks; ++d) {
-      if (d == r) continue;
-      for (PairFlag f : {PairFlag::Sent, PairFlag::Acked})
-        __atomic_store_n(pairFlag(f, r, d), value, __ATOMIC_RELEASE);
-    }
-  }
-}
-
 }  // namespace lanes

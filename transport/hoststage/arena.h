@@ -9,7 +9,10 @@
 //   - result slots: slots x chunkBytes (each rank writes its reduced segment);
 //   - pair slots for send/recv: for every ordered pair (sender, receiver)
 //     kPairSlots x pairChunkBytes, with two counters per pair (sent, acked)
-//     in the flags page; always in host memory, also when P2P holds the rest.
+//     in the flags page; in host memory unless P2P holds them too
+//     (pairHostData).
+// Which of these a communicator uses, and how, is its staged channel's
+// business (transport/channel/stage_channel.h), which also owns the arena.
 // The lowest rank creates and sizes the segment, every rank maps it, and the
 // creator removes the name once all have mapped it: nothing is left in
 // /dev/shm even when a rank dies later. Pages are placed on NUMA nodes by
@@ -138,9 +141,6 @@ class StageArena {
     return reinterpret_cast<volatile uint32_t*>(base() +
                                                 layout_.pairFlagOffset(f, sender, receiver));
   }
-  // Stores `value` into every counter of every rank and pair (failure: lets
-  // each parked stream wait pass). Any thread, any time while the arena lives.
-  void poisonAll(uint32_t value) const;
   // The arena is given up without unregistering or unmapping: used when a
   // stream may still touch it after the destroy deadline.
   void leak() { leaked_ = true; }

@@ -124,8 +124,8 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
       slots->routes_[static_cast<size_t>(me)] = "itself";
       // Written and finished before the offer goes out: a memset may still be
       // queued when cudaMemset returns, and a peer process on the same GPU
-      // (another context, another time slice) read stale bytes before it ran
-      // (H200, 3 processes: "the probe read a wrong byte ... at offset 0").
+      // (another context, another time slice) can read stale bytes before it
+      // runs, which fails the probe.
       e = stream.emplace().error();
       if (e == cudaSuccess) e = cudaMemsetAsync(block, probeByte(me), kProbeBytes, stream->get());
       if (e == cudaSuccess) e = cudaStreamSynchronize(stream->get());
@@ -142,9 +142,9 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
 
   // Processes sharing one GPU take turns on it (time slices), and a copy
   // within one GPU runs as a kernel: each chunk's hand-off then waits for a
-  // slice. Measured on the H200: 256 MiB over 2 processes, 106.7 ms with P2P
-  // against 25.5 ms host-staged. Decided from the offers alone, so every rank
-  // agrees without another exchange.
+  // slice, which makes P2P several times slower than host staging there
+  // (docs/gpu_data_path.md, "P2P"). Decided from the offers alone, so every
+  // rank agrees without another exchange.
   bool everyoneForced = true;
   for (const Offer& o : offers) everyoneForced = everyoneForced && o.forced;
   if (!everyoneForced) {

@@ -3,8 +3,6 @@
 #include "base/cuda_check.h"
 #include "base/env.h"
 #include "base/log.h"
-#include "core/comm.h"
-#include "core/comm_topology.h"
 #include "exec/cuda/device_scope.h"
 #include "kernels/cuda/reduce.h"
 
@@ -24,9 +22,9 @@ struct ContextAllReduce::Offer {
 namespace {
 
 // Every rank a thread of this process on this GPU (facts all ranks share).
-bool oneContext(const lanesComm* comm) {
-  return comm->nranks >= 2 && comm->nranks <= cuda::kMaxReduceSources &&
-         static_cast<int>(ranksSharingMyContext(comm).size()) == comm->nranks;
+bool oneContext(CommView comm) {
+  return comm.nranks() >= 2 && comm.nranks() <= cuda::kMaxReduceSources &&
+         static_cast<int>(comm.ranksSharingMyContext().size()) == comm.nranks();
 }
 
 std::string describeCall(const Request& r) {
@@ -36,39 +34,38 @@ std::string describeCall(const Request& r) {
 
 }  // namespace
 
-Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduce>* out) {
+Status ContextAllReduce::create(CommView comm, std::unique_ptr<ContextAllReduce>* out) {
   out->reset();
   if (!oneContext(comm)) return Status::ok();
-  if (threadFastPathRequested()) {
-    LANES_INFO(Init, comm->rank,
+  // Where LANES_PROTO names ll_threads, the LL kernel serves these instead.
+  if (pathAllowed(comm.selection(), DevicePath::LlThreads)) {
+    LANES_INFO(Init, comm.rank(),
                "small device all-reduces between thread ranks: the LL kernel "
-               "(LANES_THREAD_FASTPATH=1)");
+               "(LANES_PROTO=%s)",
+               comm.selection().proto.text().c_str());
     return Status::ok();
   }
-  if (envBool("LANES_SHARED_CONTEXT_DISABLE", false)) {
-    LANES_INFO(
-        Init, comm->rank,
-        "small device all-reduces between thread ranks: off (LANES_SHARED_CONTEXT_DISABLE=1)");
+  if (!pathAllowed(comm.selection(), DevicePath::SharedContext)) {
+    LANES_INFO(Init, comm.rank(),
+               "small device all-reduces between thread ranks: not the shared context "
+               "(LANES_PROTO=%s)",
+               comm.selection().proto.text().c_str());
     return Status::ok();
   }
-  DeviceScope device(comm->cudaDev);
+  DeviceScope device(comm.cudaDev());
   std::unique_ptr<ContextAllReduce> path(new ContextAllReduce(comm));
   for (cudaEvent_t* e : {&path->ready_, &path->done_})
     LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   path->maxBytes_ = static_cast<size_t>(
       envSize("LANES_SHARED_CONTEXT_MAX_BYTES", ContextAllReduce::kDefaultMaxBytes));
-  path->meeting_ = RankMeeting::join(comm->bootstrap->id().commId, comm->nranks);
-  {
-    std::lock_guard<std::mutex> lock(comm->failureMutex);
-    path->hookIndex_ = comm->onFailure.size();
-    // Hooks run inside fail(), under failureMutex, with the message set.
-    comm->onFailure.push_back([meeting = path->meeting_, comm] {
-      // lanesRemoteError whatever the cause: a waiting peer's own
-      // communicator must fail too (lanesInvalidUsage would read as a mismatch).
-      meeting->poison(remoteError(comm->describe() + " failed: " + comm->failureMessage));
-    });
-  }
-  LANES_INFO(Init, comm->rank,
+  path->meeting_ = RankMeeting::join(comm.commId(), comm.nranks());
+  path->hookIndex_ = comm.addFailureHook(
+      [meeting = path->meeting_, who = comm.describe()](const std::string& message) {
+        // lanesRemoteError whatever the cause: a waiting peer's own
+        // communicator must fail too (lanesInvalidUsage would read as a mismatch).
+        meeting->poison(remoteError(who + " failed: " + message));
+      });
+  LANES_INFO(Init, comm.rank(),
              "small device all-reduces: every rank is a thread on this GPU; the last to call "
              "reduces for all, up to %zu bytes",
              path->maxBytes_);
@@ -76,19 +73,9 @@ Status ContextAllReduce::create(lanesComm* comm, std::unique_ptr<ContextAllReduc
   return Status::ok();
 }
 
-ContextAllReduce* ContextAllReduce::route(lanesComm* comm, const std::vector<Request>& requests) {
-  auto* path = static_cast<ContextAllReduce*>(comm->sharedContext.get());
-  if (path == nullptr || requests.size() != 1) return nullptr;
-  const Request& r = requests.front();
-  if (r.isP2p || r.args.coll != CollType::AllReduce) return nullptr;
-  const size_t bytes = r.args.count * datatypeSize(r.args.type);
-  return bytes > 0 && bytes <= path->maxBytes_ ? path : nullptr;
-}
-
 ContextAllReduce::~ContextAllReduce() {
   if (hookIndex_ != SIZE_MAX) {
-    std::lock_guard<std::mutex> lock(comm_->failureMutex);
-    comm_->onFailure[hookIndex_] = nullptr;
+    comm_.removeFailureHook(hookIndex_);
   }
   // A stream may still wait for these: CUDA frees them once it passed.
   for (cudaEvent_t e : {ready_, done_})
@@ -96,22 +83,22 @@ ContextAllReduce::~ContextAllReduce() {
 }
 
 Status ContextAllReduce::enqueue(const Request& r, cudaStream_t stream) {
-  DeviceScope device(comm_->cudaDev);
+  DeviceScope device(comm_.cudaDev());
   LANES_RETURN_IF_ERROR(refuseCapture(
       stream,
       "capturing a small device all-reduce between thread ranks of one GPU into a CUDA Graph is "
       "refused: the ranks' streams wait for events of each other's streams, recorded by other "
-      "threads, which a capture of one rank cannot hold. Issue it outside the capture, or set "
-      "LANES_SHARED_CONTEXT_DISABLE=1."));
+      "threads, which a capture of one rank cannot hold. Issue it outside the capture, or leave "
+      "the path out with LANES_PROTO=^shared_context."));
   LANES_CUDA_RETURN(cudaEventRecord(ready_, stream));
   const Offer mine{&r, ready_, done_};
   Status s = meeting_->meet(
-      comm_->rank, &mine, Deadline::after(comm_->options.timeoutSeconds),
-      "device all-reduce (" + describeCall(r) + ") on " + comm_->describe(),
+      comm_.rank(), &mine, comm_.deadline(),
+      "device all-reduce (" + describeCall(r) + ") on " + comm_.describe(),
       [this, &mine, stream](const std::vector<const void*>& offers) {
         return enqueueForAll(offers, mine, stream);
       },
-      &comm_->aborted);
+      &comm_.abortFlag());
   // Also after a failed act: whatever it enqueued writes this rank's output.
   if (mine.recorded) {
     Status waited =
@@ -123,13 +110,13 @@ Status ContextAllReduce::enqueue(const Request& r, cudaStream_t stream) {
     return s;
   }
   // Mismatched calls enqueued nothing: the communicator stays usable.
-  if (s.code() != lanesInvalidUsage) comm_->fail(s.code(), s.message());
+  if (s.code() != lanesInvalidUsage) comm_.fail(s.code(), s.message());
   return s;
 }
 
 Status ContextAllReduce::enqueueForAll(const std::vector<const void*>& offers, const Offer& mine,
                                        cudaStream_t stream) {
-  const int n = comm_->nranks;
+  const int n = comm_.nranks();
   std::vector<const Offer*> o;
   for (const void* p : offers) o.push_back(static_cast<const Offer*>(p));
   const Request& r0 = *o[0]->request;

@@ -26,9 +26,10 @@
 #include <memory>
 #include <vector>
 
-#include "core/request.h"
+#include "exec/comm_view.h"
 #include "exec/device_path.h"
 #include "exec/rank_meeting.h"
+#include "exec/request.h"
 
 namespace lanes {
 
@@ -38,9 +39,7 @@ class ContextAllReduce final : public DeviceContext {
 
   // Makes the path where it applies (at init; events only, no collective
   // step: the ranks are all in this process). *out stays null elsewhere.
-  static Status create(lanesComm* comm, std::unique_ptr<ContextAllReduce>* out);
-  // Whether it serves this batch (the same answer on every rank).
-  static ContextAllReduce* route(lanesComm* comm, const std::vector<Request>& requests);
+  static Status create(CommView comm, std::unique_ptr<ContextAllReduce>* out);
   ~ContextAllReduce() override;
 
   Status drain(Deadline) override { return Status::ok(); }
@@ -53,7 +52,7 @@ class ContextAllReduce final : public DeviceContext {
 
  private:
   struct Offer;
-  explicit ContextAllReduce(lanesComm* comm) : comm_(comm) {}
+  explicit ContextAllReduce(CommView comm) : comm_(comm) {}
   // Run by the last arrival (`mine`, on its `stream`), for all.
   Status enqueueForAll(const std::vector<const void*>& offers, const Offer& mine,
                        cudaStream_t stream);
@@ -61,12 +60,12 @@ class ContextAllReduce final : public DeviceContext {
   static Status reduceForAll(const std::vector<const Offer*>& offers, const Offer& mine,
                              bool sameScalar, cudaStream_t stream);
 
-  lanesComm* comm_;
+  CommView comm_;
   size_t maxBytes_ = kDefaultMaxBytes;
   std::shared_ptr<RankMeeting> meeting_;
   cudaEvent_t ready_ = nullptr;  // recorded on this rank's stream at its arrival
   cudaEvent_t done_ = nullptr;   // recorded by the actor once this rank's output is written
-  size_t hookIndex_ = SIZE_MAX;  // our entry in comm_->onFailure
+  size_t hookIndex_ = SIZE_MAX;  // our failure hook (CommView::addFailureHook)
   uint64_t calls_ = 0;
 };
 

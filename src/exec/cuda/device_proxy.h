@@ -15,17 +15,18 @@
 #include <thread>
 #include <vector>
 
-#include "core/request.h"
+#include "exec/comm_view.h"
 #include "exec/cuda/pinned_pool.h"
 #include "exec/cuda/stream_memops.h"
 #include "exec/device_path.h"
+#include "exec/request.h"
 
 namespace lanes {
 
 class DeviceProxy final : public DeviceContext {
  public:
   // The communicator's proxy, created on first use.
-  static Status of(lanesComm* comm, DeviceProxy** out);
+  static Status of(CommView comm, DeviceProxy** out);
   ~DeviceProxy() override;
 
   Status enqueue(std::vector<Request>& requests, cudaStream_t stream);
@@ -43,13 +44,13 @@ class DeviceProxy final : public DeviceContext {
     cudaEvent_t finished = nullptr;  // after the result copies: staging reusable
   };
 
-  DeviceProxy(lanesComm* comm, const StreamMemops* memops);
+  DeviceProxy(CommView comm, const StreamMemops* memops);
   Status init();
   void run();
   void reclaim(bool wait);
   void waitForStart(const Batch& batch);
 
-  lanesComm* comm_;
+  CommView comm_;
   const StreamMemops* memops_;
   PinnedPool pool_;
   // flags_[0]: start (written by streams), flags_[16]: done (written here).

@@ -9,26 +9,24 @@
 #include "base/cuda_temp_stream.h"
 #include "base/env.h"
 #include "base/log.h"
-#include "core/comm.h"
-#include "core/comm_topology.h"
 #include "exec/cuda/device_scope.h"
 
 namespace lanes {
 namespace {
 
 // Identical on every rank: depends on the requests and the host map only.
-bool candidate(lanesComm* comm, const std::vector<Request>& requests, size_t* bytes) {
+bool candidate(CommView comm, const std::vector<Request>& requests, size_t* bytes) {
   if (requests.size() != 1) return false;
   const Request& r = requests.front();
   if (r.isP2p) return false;
   if (r.args.coll != CollType::AllReduce && r.args.coll != CollType::AllGather) return false;
   *bytes = r.args.count * datatypeSize(r.args.type);
   if (*bytes == 0 || *bytes > LlAllReduce::kHardMaxBytes) return false;
-  if (comm->nranks > cuda::kLlMaxRanks) return false;
-  if (!llKernelsAllowed(comm)) return false;
-  if (comm->nranks == 1) return true;
-  if (!comm->bootstrap) return false;
-  const auto& ranks = comm->bootstrap->ranks();
+  if (comm.nranks() > cuda::kLlMaxRanks) return false;
+  if (!llKernelsAllowed(comm.handle())) return false;
+  if (comm.nranks() == 1) return true;
+  if (!comm.hasBootstrap()) return false;
+  const auto& ranks = comm.bootstrap().ranks();
   for (const RankInfo& info : ranks)
     if (info.hostHash != ranks.front().hostHash) return false;
   return true;
@@ -54,13 +52,12 @@ uint64_t loadWord(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIR
 
 }  // namespace
 
-Status LlAllReduce::route(lanesComm* comm, const std::vector<Request>& requests,
-                          LlAllReduce** out) {
+Status LlAllReduce::route(CommView comm, const std::vector<Request>& requests, LlAllReduce** out) {
   *out = nullptr;
   size_t bytes = 0;
   if (!candidate(comm, requests, &bytes)) return Status::ok();
-  std::lock_guard<std::mutex> lock(comm->deviceMutex);
-  if (!comm->ll) {
+  std::lock_guard<std::mutex> lock(comm.paths().mutex);
+  if (!comm.paths().ll) {
     std::unique_ptr<LlAllReduce> ll(new LlAllReduce(comm));
     // The first call may come inside a CUDA Graph capture (ranks capture
     // alike, so setup happens there on all of them). Setup allocates and
@@ -71,13 +68,13 @@ Status LlAllReduce::route(lanesComm* comm, const std::vector<Request>& requests,
     const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
     Status s = ll->setup();
     if (exchanged) cudaThreadExchangeStreamCaptureMode(&mode);
-    comm->ll = std::move(ll);
+    comm.paths().ll = std::move(ll);
     if (!s) {
-      comm->fail(s.code(), s.message());
+      comm.fail(s.code(), s.message());
       return s;
     }
   }
-  auto* ll = static_cast<LlAllReduce*>(comm->ll.get());
+  auto* ll = static_cast<LlAllReduce*>(comm.paths().ll.get());
   if (ll->enabled_ && bytes <= ll->maxBytes_) *out = ll;
   return Status::ok();
 }
@@ -121,15 +118,17 @@ void LlAllReduce::releaseLocalResources() {
 }
 
 Status LlAllReduce::setup() {
-  DeviceScope device(comm_->cudaDev);
-  const int n = comm_->nranks;
+  DeviceScope device(comm_.cudaDev());
+  const int n = comm_.nranks();
   std::string why;
   bool expected = false;  // off by choice or by the placement: INFO, not WARN
   Status local;
-  if (envBool("LANES_LL_DISABLE", false)) {
-    why = "LANES_LL_DISABLE=1";
+  const DevicePath llPath =
+      comm_.someProcessHoldsSeveralRanks() ? DevicePath::LlThreads : DevicePath::Ll;
+  if (!pathAllowed(comm_.selection(), llPath)) {
+    why = "LANES_PROTO=" + comm_.selection().proto.text() + " leaves out " + devicePathName(llPath);
     expected = true;
-  } else if (n > 1 && processesShareGpu(comm_) && !envBool("LANES_LL_SHARED_GPU", false)) {
+  } else if (n > 1 && comm_.processesShareGpu() && !envBool("LANES_LL_SHARED_GPU", false)) {
     // Their kernels meet only at time-slice switches: 2.25 ms for 8 B on the
     // H200 against 7 us for 2 threads (LANES_LL_SHARED_GPU=1: under MPS).
     why =
@@ -143,15 +142,15 @@ Status LlAllReduce::setup() {
       cudaGetLastError();
     }
   }
-  const size_t mine = maxBytesFromEnv(comm_->rank);
+  const size_t mine = maxBytesFromEnv(comm_.rank());
 
   if (n > 1) {
     // 1. Every rank must be able to; the smallest LANES_LL_MAX_BYTES wins.
-    Deadline deadline = Deadline::after(comm_->options.timeoutSeconds);
+    Deadline deadline = comm_.deadline();
     std::vector<Proposal> all(static_cast<size_t>(n));
-    all[static_cast<size_t>(comm_->rank)].willing = why.empty() ? 1 : 0;
-    all[static_cast<size_t>(comm_->rank)].maxBytes = mine;
-    LANES_RETURN_IF_ERROR(comm_->bootstrap->allGather(all.data(), sizeof(Proposal), deadline));
+    all[static_cast<size_t>(comm_.rank())].willing = why.empty() ? 1 : 0;
+    all[static_cast<size_t>(comm_.rank())].maxBytes = mine;
+    LANES_RETURN_IF_ERROR(comm_.bootstrap().allGather(all.data(), sizeof(Proposal), deadline));
     maxBytes_ = mine;
     for (int r = 0; r < n; ++r) {
       const Proposal& p = all[static_cast<size_t>(r)];
@@ -164,13 +163,12 @@ Status LlAllReduce::setup() {
     // 2. The shared slots (collective; on failure every rank falls back alike).
     if (why.empty()) {
       char tag[32];
-      snprintf(tag, sizeof(tag), "lanes-%016llx",
-               static_cast<unsigned long long>(comm_->bootstrap->id().commId));
+      snprintf(tag, sizeof(tag), "lanes-%016llx", static_cast<unsigned long long>(comm_.commId()));
       bool fatal = false;
       const size_t bytes = (2 * static_cast<size_t>(n) * slotBytes_ + 4095) / 4096 * 4096;
-      std::vector<int> rankNodes;  // each rank's GPU NUMA node: where its lines go
-      for (const RankPlacement& p : comm_->placement) rankNodes.push_back(p.numa);
-      Status s = LlArena::create(*comm_->bootstrap, tag, bytes, 2 * slotBytes_, rankNodes, deadline,
+      // Each rank's GPU NUMA node: where its lines go.
+      const std::vector<int> rankNodes = comm_.rankNumaNodes();
+      Status s = LlArena::create(comm_.bootstrap(), tag, bytes, 2 * slotBytes_, rankNodes, deadline,
                                  &arena_, &fatal);
       if (fatal) return s;
       if (!s) why = s.message();
@@ -183,26 +181,21 @@ Status LlAllReduce::setup() {
     releaseLocalResources();
     arena_.reset();
     if (expected)
-      LANES_INFO(Init, comm_->rank, "small device all-reduces: LL kernel path off (%s)",
+      LANES_INFO(Init, comm_.rank(), "small device all-reduces: LL kernel path off (%s)",
                  why.c_str());
     else
-      LANES_WARN(Init, comm_->rank, "small device all-reduces: the LL kernel path is off (%s)",
+      LANES_WARN(Init, comm_.rank(), "small device all-reduces: the LL kernel path is off (%s)",
                  why.c_str());
     return Status::ok();
   }
 
   // 3. Failure handling: a failed communicator sets the abort word.
-  {
-    std::lock_guard<std::mutex> lock(comm_->failureMutex);
-    cuda::LlControl* control = control_;
-    hookIndex_ = comm_->onFailure.size();
-    comm_->onFailure.push_back(
-        [control] { __atomic_store_n(&control->abort, 1u, __ATOMIC_RELEASE); });
-    if (comm_->asyncError.load() != lanesSuccess) setAbort();  // failed meanwhile
-  }
+  hookIndex_ = comm_.addFailureHook([control = control_](const std::string&) {
+    __atomic_store_n(&control->abort, 1u, __ATOMIC_RELEASE);
+  });
   if (n > 1) monitor_ = std::thread([this] { monitor(); });
   enabled_ = true;
-  LANES_INFO(Init, comm_->rank,
+  LANES_INFO(Init, comm_.rank(),
              "small device all-reduces: one LL kernel through mapped host memory, up to %zu bytes",
              maxBytes_);
   return Status::ok();
@@ -215,7 +208,7 @@ void LlAllReduce::setAbort() {
 Status LlAllReduce::checkKernels() {
   const uint32_t error = loadWord(&control_->error);
   if (error == cuda::kLlOk) return Status::ok();
-  Status failed = comm_->checkAbort();
+  Status failed = comm_.checkAbort();
   if (!failed) return failed;  // the communicator failed first: that is the cause
   const auto peer = static_cast<int>(loadWord(&control_->peer));
   const auto seq = static_cast<unsigned long long>(loadWord(&control_->seq));
@@ -228,14 +221,14 @@ Status LlAllReduce::checkKernels() {
              "and gave up: rank %d did not make the same call (check that every rank issues the "
              "same collectives in the same order) or its GPU stream is stuck; destroy the "
              "communicator",
-             seq, comm_->describe().c_str(), comm_->options.timeoutSeconds, peer, peer);
+             seq, comm_.describe().c_str(), comm_.timeoutSeconds(), peer, peer);
     s = timeoutError(text);
   } else {
     s = Status(lanesInternalError, "small device all-reduce/all-gather #" + std::to_string(seq) +
-                                       " on " + comm_->describe() +
+                                       " on " + comm_.describe() +
                                        " was stopped by an abort; destroy the communicator");
   }
-  comm_->fail(s.code(), s.message());
+  comm_.fail(s.code(), s.message());
   return s;
 }
 
@@ -253,7 +246,7 @@ void LlAllReduce::monitor() {
 }
 
 Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
-  DeviceScope device(comm_->cudaDev);
+  DeviceScope device(comm_.cudaDev());
   LANES_RETURN_IF_ERROR(checkKernels());
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   LANES_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
@@ -273,13 +266,13 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   a.op = r.op.kind;
   a.premulScalar = r.op.scalar;
   a.allGather = r.args.coll == CollType::AllGather;
-  a.rank = comm_->rank;
-  a.nranks = comm_->nranks;
+  a.rank = comm_.rank();
+  a.nranks = comm_.nranks();
   a.slots = arena_ ? arena_->device() : nullptr;
   a.slotBytes = slotBytes_;
   a.state = state_;
   a.control = controlDevice_;
-  const double ns = comm_->options.timeoutSeconds * 1e9;
+  const double ns = comm_.timeoutSeconds() * 1e9;
   // Saturated well below 2^64 - %globaltimer (ns since 1970, ~2^61 today).
   a.timeoutNs = static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
   const int rc = cuda::launchLlAllReduce(a, stream);
@@ -287,7 +280,7 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
     Status s = kernelStatus(rc, "launching the LL kernel");
     // The peers' kernels will wait for this rank's lines: fail (they time out
     // or learn of it through the bootstrap).
-    comm_->fail(s.code(), "small device collective on " + comm_->describe() + ": " + s.message());
+    comm_.fail(s.code(), "small device collective on " + comm_.describe() + ": " + s.message());
     return s;
   }
   if (!capturing) {
@@ -321,25 +314,22 @@ LlAllReduce::~LlAllReduce() {
     releaseLocalResources();
     return;
   }
-  DeviceScope device(comm_->cudaDev);
-  const bool failed = comm_->aborted.load() || comm_->asyncError.load() != lanesSuccess;
+  DeviceScope device(comm_.cudaDev());
+  const bool failed = comm_.failed();
   if (failed) setAbort();
-  bool idle = waitIdle(Deadline::after(comm_->options.timeoutSeconds));
+  bool idle = waitIdle(comm_.deadline());
   if (!idle && !failed) {
-    LANES_WARN(Init, comm_->rank,
+    LANES_WARN(Init, comm_.rank(),
                "destroying the communicator while a small device all-reduce still waits for "
                "peers after %.0f s; stopping it (its result is undefined)",
-               comm_->options.timeoutSeconds);
+               comm_.timeoutSeconds());
     setAbort();
     idle = waitIdle(Deadline::after(10));
   }
-  {
-    std::lock_guard<std::mutex> lock(comm_->failureMutex);
-    if (hookIndex_ < comm_->onFailure.size()) comm_->onFailure[hookIndex_] = nullptr;
-  }
+  comm_.removeFailureHook(hookIndex_);
   cudaGetLastError();
   if (!idle) {
-    LANES_WARN(Init, comm_->rank,
+    LANES_WARN(Init, comm_.rank(),
                "an LL all-reduce kernel still runs; leaking its memory rather than freeing "
                "memory the GPU may touch");
     if (arena_) arena_->leak();

@@ -22,9 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/request.h"
+#include "exec/comm_view.h"
 #include "exec/cuda/ll_arena.h"
 #include "exec/device_path.h"
+#include "exec/request.h"
 #include "kernels/cuda/ll_allreduce.h"
 
 namespace lanes {
@@ -37,12 +38,12 @@ class LlAllReduce final : public DeviceContext {
 
   // Whether LL serves this batch: one all-reduce or all-gather of at most the
   // agreed LANES_LL_MAX_BYTES per rank, every rank on this host, LL not
-  // disabled (LANES_LL_DISABLE=1 on any rank) and set up on every rank. The
+  // left out (LANES_PROTO, on any rank) and set up on every rank. The
   // first candidate call (one all-reduce or all-gather of at most
   // kHardMaxBytes per rank, every rank on this host: facts every rank sees
   // alike) sets LL up, collectively. *out is null when another path must
   // serve the batch.
-  static Status route(lanesComm* comm, const std::vector<Request>& requests, LlAllReduce** out);
+  static Status route(CommView comm, const std::vector<Request>& requests, LlAllReduce** out);
   ~LlAllReduce() override;
 
   // Nothing runs on the host: stream order alone orders LL calls.
@@ -54,7 +55,7 @@ class LlAllReduce final : public DeviceContext {
   size_t maxBytes() const { return maxBytes_; }
 
  private:
-  explicit LlAllReduce(lanesComm* comm) : comm_(comm) {}
+  explicit LlAllReduce(CommView comm) : comm_(comm) {}
   // Collective (one rank: local). A non-OK status means the communicator
   // failed (the ranks could not agree).
   Status setup();
@@ -67,7 +68,7 @@ class LlAllReduce final : public DeviceContext {
   bool waitIdle(Deadline deadline);
   void monitor();
 
-  lanesComm* comm_;
+  CommView comm_;
   bool enabled_ = false;
   size_t maxBytes_ = 0;
   size_t slotBytes_ = 0;
@@ -77,7 +78,7 @@ class LlAllReduce final : public DeviceContext {
   cuda::LlDeviceState* state_ = nullptr;      // device memory: sequence number, failed
   cudaEvent_t last_ = nullptr;                // after the last eager launch
   cudaStream_t lastStream_ = nullptr;         // where last_ was recorded
-  size_t hookIndex_ = SIZE_MAX;               // our entry in comm_->onFailure
+  size_t hookIndex_ = SIZE_MAX;               // our failure hook (CommView::addFailureHook)
 
   std::mutex monitorMutex_;
   std::condition_variable monitorWake_;

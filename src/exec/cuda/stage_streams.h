@@ -20,8 +20,7 @@ namespace lanes {
 
 class StageStreams {
  public:
-  // ownUpload false: the upload runs on the reduce stream.
-  static Status create(bool ownUpload, std::unique_ptr<StageStreams>* out);
+  static Status create(std::unique_ptr<StageStreams>* out);
   ~StageStreams();
   StageStreams(const StageStreams&) = delete;
   StageStreams& operator=(const StageStreams&) = delete;
@@ -37,7 +36,7 @@ class StageStreams {
 class SharedStageStreams {
  public:
   // The set of `device` (the caller's current GPU), made by the first caller.
-  Status get(int device, bool ownUpload, StageStreams** out);
+  Status get(int device, StageStreams** out);
 
  private:
   std::mutex mutex_;

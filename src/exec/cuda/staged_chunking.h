@@ -15,8 +15,8 @@ inline size_t roundUp(size_t v, size_t m) { return ceilDiv(v, m) * m; }
 
 // Bytes of one pipeline chunk for a call of `bytes`: a whole slot for large
 // calls, since each copy then moves 16 MiB / nranks and runs near the link's
-// rate (on the H200, 256 MiB with 2 ranks: 12.5 ms with 16 MiB chunks, 14.4 ms
-// with 4 MiB, 22.3 ms with 1 MiB); smaller calls are cut into 8 chunks so the
+// rate, where smaller copies fall well short of it (docs/gpu_data_path.md,
+// "Arena", has the measurements); smaller calls are cut into 8 chunks so the
 // stages still overlap, but not below 4 MiB.
 inline size_t pipelineChunkBytes(size_t slotBytes, size_t bytes) {
   const size_t eighth = roundUp(ceilDiv(bytes, 8), 64 * 1024);

@@ -1,10 +1,10 @@
 // All-gather, broadcast and reduce-scatter on the host-staged path: the same
-// slots, counters, streams and failure handling as the all-reduce
-// (staged_collectives.cc, docs/gpu_data_path.md), other choreographies. Every
-// chunk g of every rank ends with consumed[me] = g on up_, written once this
-// rank has finished reading every peer's slot of that chunk; A (down) of
-// chunk g waits for every rank's consumed >= g - K before it reuses slot
-// g mod K. On unless a rank sets LANES_STAGED_COLLECTIVES=0.
+// channel (slots and counters), streams and failure handling as the
+// all-reduce (staged_allreduce.cc, docs/gpu_data_path.md), other
+// choreographies. Every chunk g of every rank ends with consumed[me] = g on
+// up_, written once this rank has finished reading every peer's slot of that
+// chunk; A (down) of chunk g waits for every rank's consumed >= g - K before
+// it reuses slot g mod K. On unless a rank sets LANES_STAGED_COLLECTIVES=0.
 //
 // Per chunk g (slot k):
 //   all-gather     A: D2H my piece of send -> in[me][k]; ready[me] = g.
@@ -14,10 +14,10 @@
 //                     recv (D2D, unless in place).
 //                  C (others): wait ready[root] >= g, H2D in[root][k] -> recv.
 //   reduce-scatter A: D2H every peer p's block of my send into in[p][k] at
-//                     offset me x len (p's inbox; P2P: into in[me][k] at
-//                     offset p x len); ready[me] = g.
+//                     offset me x len (p's inbox; without inboxes: into
+//                     in[me][k] at offset p x len); ready[me] = g.
 //                  B1: wait ready[p] >= g; H2D my inbox in[me][k] -> scratch
-//                     in two copies (P2P: in[p][k] block me, per peer).
+//                     in two copies (without: in[p][k] block me, per peer).
 //                  B2: reduce my block of send with the uploaded ones -> recv.
 //                  C: consumed after B2.
 #include <cuda_runtime.h>
@@ -27,7 +27,6 @@
 
 #include "base/cuda_check.h"
 #include "base/datatype.h"
-#include "core/comm.h"
 #include "exec/cuda/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 #include "kernels/cuda/reduce.h"
@@ -43,28 +42,11 @@ size_t chunkElements(size_t chunkBytes, size_t elem) {
 }
 }  // namespace
 
-StagedCollectives::Chunk StagedCollectives::nextChunk() {
-  Chunk c;
-  c.issued = ++chunksIssued_;
-  c.g = static_cast<uint32_t>(c.issued);
-  c.slot = static_cast<int>(c.issued % static_cast<uint64_t>(arena_->layout().slots));
-  watchdog_->noteChunk(c.g);
-  return c;
-}
-
-Status StagedCollectives::waitSlotFree(cudaStream_t stream, const Chunk& c) const {
-  const auto slots = static_cast<uint64_t>(arena_->layout().slots);
-  if (c.issued <= slots) return Status::ok();
-  for (int p = 0; p < comm_->nranks; ++p)
-    LANES_RETURN_IF_ERROR(awaitCounter(stream, arena_->flag(StageFlag::Consumed, p),
-                                       static_cast<uint32_t>(c.issued - slots), p));
-  return Status::ok();
-}
-
 Status StagedCollectives::enqueueAllGather(const Request& r) {
-  const StageArenaLayout& layout = arena_->layout();
-  const int n = comm_->nranks;
-  const int me = comm_->rank;
+  const StageChannel& ch = *channel_;
+  const StageArenaLayout& layout = ch.layout();
+  const int n = comm_.nranks();
+  const int me = comm_.rank();
   const size_t elem = datatypeSize(r.args.type);
   const size_t count = r.args.count;  // per rank
   const size_t chunkElems =
@@ -81,9 +63,9 @@ Status StagedCollectives::enqueueAllGather(const Request& r) {
 
     // A (down).
     LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
-    LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(me, slot), send + off * elem, len * elem,
+    LANES_CUDA_RETURN(cudaMemcpyAsync(ch.inputSlot(me, slot), send + off * elem, len * elem,
                                       cudaMemcpyDefault, down_));
-    LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, me), g));
+    LANES_RETURN_IF_ERROR(ch.post(down_, ch.counter(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
     // C (up): after A, which orders it after the user's stream.
@@ -94,18 +76,19 @@ Status StagedCollectives::enqueueAllGather(const Request& r) {
                                         up_));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      LANES_RETURN_IF_ERROR(awaitCounter(up_, arena_->flag(StageFlag::Ready, p), g, p));
+      LANES_RETURN_IF_ERROR(ch.await(up_, ch.counter(StageFlag::Ready, p), g));
       LANES_CUDA_RETURN(cudaMemcpyAsync(recv + (static_cast<size_t>(p) * count + off) * elem,
-                                        inputSlot(p, slot), len * elem, cudaMemcpyDefault, up_));
+                                        ch.inputSlot(p, slot), len * elem, cudaMemcpyDefault, up_));
     }
-    LANES_RETURN_IF_ERROR(postCounter(up_, arena_->flag(StageFlag::Consumed, me), g));
+    LANES_RETURN_IF_ERROR(ch.post(up_, ch.counter(StageFlag::Consumed, me), g));
   }
   return Status::ok();
 }
 
 Status StagedCollectives::enqueueBroadcast(const Request& r) {
-  const StageArenaLayout& layout = arena_->layout();
-  const int me = comm_->rank;
+  const StageChannel& ch = *channel_;
+  const StageArenaLayout& layout = ch.layout();
+  const int me = comm_.rank();
   const int root = r.args.root;
   const size_t elem = datatypeSize(r.args.type);
   const size_t count = r.args.count;
@@ -123,9 +106,9 @@ Status StagedCollectives::enqueueBroadcast(const Request& r) {
     // A (down): the root's slot is free once every rank consumed its last use.
     if (me == root) {
       LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
-      LANES_CUDA_RETURN(cudaMemcpyAsync(inputSlot(root, slot), send + off * elem, len * elem,
+      LANES_CUDA_RETURN(cudaMemcpyAsync(ch.inputSlot(root, slot), send + off * elem, len * elem,
                                         cudaMemcpyDefault, down_));
-      LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, root), g));
+      LANES_RETURN_IF_ERROR(ch.post(down_, ch.counter(StageFlag::Ready, root), g));
     }
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
@@ -136,19 +119,20 @@ Status StagedCollectives::enqueueBroadcast(const Request& r) {
         LANES_CUDA_RETURN(cudaMemcpyAsync(recv + off * elem, send + off * elem, len * elem,
                                           cudaMemcpyDeviceToDevice, up_));
     } else {
-      LANES_RETURN_IF_ERROR(awaitCounter(up_, arena_->flag(StageFlag::Ready, root), g, root));
-      LANES_CUDA_RETURN(cudaMemcpyAsync(recv + off * elem, inputSlot(root, slot), len * elem,
+      LANES_RETURN_IF_ERROR(ch.await(up_, ch.counter(StageFlag::Ready, root), g));
+      LANES_CUDA_RETURN(cudaMemcpyAsync(recv + off * elem, ch.inputSlot(root, slot), len * elem,
                                         cudaMemcpyDefault, up_));
     }
-    LANES_RETURN_IF_ERROR(postCounter(up_, arena_->flag(StageFlag::Consumed, me), g));
+    LANES_RETURN_IF_ERROR(ch.post(up_, ch.counter(StageFlag::Consumed, me), g));
   }
   return Status::ok();
 }
 
 Status StagedCollectives::enqueueReduceScatter(const Request& r) {
-  const StageArenaLayout& layout = arena_->layout();
-  const int n = comm_->nranks;
-  const int me = comm_->rank;
+  const StageChannel& ch = *channel_;
+  const StageArenaLayout& layout = ch.layout();
+  const int n = comm_.nranks();
+  const int me = comm_.rank();
   const size_t elem = datatypeSize(r.args.type);
   const size_t count = r.args.count;  // per rank (recvcount)
   // The slot holds one piece per rank; pieces start 16-byte aligned.
@@ -168,15 +152,16 @@ Status StagedCollectives::enqueueReduceScatter(const Request& r) {
     auto piece = [&](int p) { return static_cast<size_t>(p) * chunkElems * elem; };
     auto block = [&](int p) { return send + (static_cast<size_t>(p) * count + off) * elem; };
 
-    // A (down): every peer's block of my input, into the peer's inbox (host
-    // arena) or my own slot (P2P); see uploadPieces.
+    // A (down): every peer's block of my input, into the peer's inbox or my
+    // own slot (no inboxes); see uploadPieces.
     LANES_RETURN_IF_ERROR(waitSlotFree(down_, c));
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      std::byte* dst = inbox() ? inputSlot(p, slot) + piece(me) : inputSlot(me, slot) + piece(p);
+      std::byte* dst =
+          ch.inbox() ? ch.inputSlot(p, slot) + piece(me) : ch.inputSlot(me, slot) + piece(p);
       LANES_CUDA_RETURN(cudaMemcpyAsync(dst, block(p), len * elem, cudaMemcpyDefault, down_));
     }
-    LANES_RETURN_IF_ERROR(postCounter(down_, arena_->flag(StageFlag::Ready, me), g));
+    LANES_RETURN_IF_ERROR(ch.post(down_, ch.counter(StageFlag::Ready, me), g));
     LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
 
     // B1 (upload): every peer's piece for me, into this chunk's scratch half.
@@ -206,7 +191,7 @@ Status StagedCollectives::enqueueReduceScatter(const Request& r) {
 
     // C: nothing comes up; consumed once this rank read every peer's slot.
     LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, reduceDone_[half], 0));
-    LANES_RETURN_IF_ERROR(postCounter(up_, arena_->flag(StageFlag::Consumed, me), g));
+    LANES_RETURN_IF_ERROR(ch.post(up_, ch.counter(StageFlag::Consumed, me), g));
   }
   return Status::ok();
 }

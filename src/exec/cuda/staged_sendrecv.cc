@@ -1,6 +1,8 @@
 // Device send/recv on the host-staged path: no CPU thread between the GPUs.
 // Every ordered pair (sender s, receiver d) of the host owns kPairSlots slots
-// of pairChunkBytes in the shared arena and two counters (arena.h):
+// of pairChunkBytes and two counters of the stage channel (stage_channel.h;
+// the slots in the shared arena, or with LANES_STAGE_PAIR_P2P in the
+// receiver's GPU memory):
 //   send, chunk q of the pair (slot q mod K), on the sender's down_:
 //     wait acked[s][d] >= q + 1 - K (the slot's last chunk was taken out);
 //     D2H the chunk into the slot; sent[s][d] = q + 1.
@@ -24,7 +26,6 @@
 #include <utility>
 
 #include "base/cuda_check.h"
-#include "core/comm.h"
 #include "exec/cuda/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 
@@ -105,15 +106,16 @@ Status receivesAfterSends(const std::vector<Request>& requests,
 
 Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
                                        StagedWatchdog::Batch* batch) {
-  const StageArenaLayout& layout = arena_->layout();
+  const StageChannel& ch = *channel_;
+  const StageArenaLayout& layout = ch.layout();
   constexpr uint64_t kSlots = StageArenaLayout::kPairSlots;
-  const int me = comm_->rank;
+  const int me = comm_.rank();
   const auto channels = cutIntoChannels(requests, layout.pairChunkBytes);
   std::map<ChannelKey, std::vector<bool>> waitForSends;
   if (Status refused = receivesAfterSends(requests, channels, &waitForSends); !refused) {
     // The peers have enqueued their side of this group already: their pair
     // counters would run ahead of this rank's. The communicator cannot go on.
-    comm_->fail(refused.code(), refused.message());
+    comm_.fail(refused.code(), refused.message());
     return refused;
   }
 
@@ -136,13 +138,13 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
     expects->push_back({isSend, peer, static_cast<uint32_t>(target), static_cast<uint32_t>(last)});
     batch->label += std::string(" ") + (isSend ? "to " : "from ") + std::to_string(peer);
   }
-  const StageArena* arena = arena_.get();
-  batch->lag = [arena, expects, me] {
+  const StageChannel* stage = channel_.get();
+  batch->lag = [stage, expects, me] {
     std::string out;
     for (const Expect& e : *expects) {
       const uint32_t now =
-          e.isSend ? __atomic_load_n(arena->pairFlag(PairFlag::Acked, me, e.peer), __ATOMIC_ACQUIRE)
-                   : __atomic_load_n(arena->pairFlag(PairFlag::Sent, e.peer, me), __ATOMIC_ACQUIRE);
+          StageChannel::read(e.isSend ? stage->pairCounter(PairFlag::Acked, me, e.peer)
+                                      : stage->pairCounter(PairFlag::Sent, e.peer, me));
       if (static_cast<int32_t>(now - e.target) >= 0) continue;
       if (!out.empty()) out += "; ";
       out += e.isSend ? "rank " + std::to_string(e.peer) + " has taken " + std::to_string(now) +
@@ -172,16 +174,16 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
           uint64_t& q = pairSent_[static_cast<size_t>(peer)];
           const int slot = static_cast<int>(q % kSlots);
           if (q >= kSlots)
-            LANES_RETURN_IF_ERROR(awaitCounter(down_, arena_->pairFlag(PairFlag::Acked, me, peer),
-                                               static_cast<uint32_t>(q + 1 - kSlots), peer));
+            LANES_RETURN_IF_ERROR(ch.await(down_, ch.pairCounter(PairFlag::Acked, me, peer),
+                                           static_cast<uint32_t>(q + 1 - kSlots)));
           LANES_CUDA_RETURN(
-              cudaMemcpyAsync(pairSlot(me, peer, slot),
+              cudaMemcpyAsync(ch.pairSlot(me, peer, slot),
                               static_cast<const std::byte*>(c.request->sendbuf) + c.offset, c.bytes,
                               cudaMemcpyDefault, down_));
           ++q;
           watchdog_->noteChunk(static_cast<uint32_t>(q));
-          LANES_RETURN_IF_ERROR(postCounter(down_, arena_->pairFlag(PairFlag::Sent, me, peer),
-                                            static_cast<uint32_t>(q)));
+          LANES_RETURN_IF_ERROR(
+              ch.post(down_, ch.pairCounter(PairFlag::Sent, me, peer), static_cast<uint32_t>(q)));
         } else {
           uint64_t& q = pairReceived_[static_cast<size_t>(peer)];
           const int slot = static_cast<int>(q % kSlots);
@@ -189,15 +191,15 @@ Status StagedCollectives::enqueuePairs(const std::vector<Request>& requests,
             LANES_CUDA_RETURN(cudaEventRecord(downDone_, down_));
             LANES_CUDA_RETURN(cudaStreamWaitEvent(up_, downDone_, 0));
           }
-          LANES_RETURN_IF_ERROR(awaitCounter(up_, arena_->pairFlag(PairFlag::Sent, peer, me),
-                                             static_cast<uint32_t>(q + 1), peer));
+          LANES_RETURN_IF_ERROR(ch.await(up_, ch.pairCounter(PairFlag::Sent, peer, me),
+                                         static_cast<uint32_t>(q + 1)));
           LANES_CUDA_RETURN(cudaMemcpyAsync(static_cast<std::byte*>(c.request->recvbuf) + c.offset,
-                                            pairSlot(peer, me, slot), c.bytes, cudaMemcpyDefault,
+                                            ch.pairSlot(peer, me, slot), c.bytes, cudaMemcpyDefault,
                                             up_));
           ++q;
           watchdog_->noteChunk(static_cast<uint32_t>(q));
-          LANES_RETURN_IF_ERROR(postCounter(up_, arena_->pairFlag(PairFlag::Acked, peer, me),
-                                            static_cast<uint32_t>(q)));
+          LANES_RETURN_IF_ERROR(
+              ch.post(up_, ch.pairCounter(PairFlag::Acked, peer, me), static_cast<uint32_t>(q)));
         }
       }
     }

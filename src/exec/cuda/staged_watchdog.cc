@@ -4,7 +4,6 @@
 
 #include "base/cuda_check.h"
 #include "base/log.h"
-#include "core/comm.h"
 
 namespace lanes {
 namespace {
@@ -22,8 +21,8 @@ bool finished(cudaEvent_t ev) {
 
 }  // namespace
 
-StagedWatchdog::StagedWatchdog(lanesComm* comm, const StageArena* arena)
-    : comm_(comm), arena_(arena) {
+StagedWatchdog::StagedWatchdog(CommView comm, const StageChannel* channel)
+    : comm_(comm), channel_(channel) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -58,7 +57,7 @@ void StagedWatchdog::track(Batch batch) {
 }
 
 void StagedWatchdog::poison() {
-  arena_->poisonAll(lastIssued_.load(std::memory_order_relaxed) + kPoisonLead);
+  channel_->poisonAll(lastIssued_.load(std::memory_order_relaxed) + kPoisonLead);
   poisoned_.store(true, std::memory_order_release);
   wake_.notify_all();
 }
@@ -94,7 +93,7 @@ void StagedWatchdog::run() {
     if (poisoned_.load(std::memory_order_acquire)) {
       // Streams that were released write their (smaller) counters back;
       // store the poison again until this context is destroyed.
-      arena_->poisonAll(lastIssued_.load(std::memory_order_relaxed) + kPoisonLead);
+      channel_->poisonAll(lastIssued_.load(std::memory_order_relaxed) + kPoisonLead);
       continue;
     }
     retireFinished();
@@ -111,28 +110,28 @@ void StagedWatchdog::run() {
       continue;
     }
     double waited = std::chrono::duration<double>(now - oldestStarted_).count();
-    if (waited < comm_->options.timeoutSeconds) continue;
+    if (waited < comm_.timeoutSeconds()) continue;
     timedOut_ = true;
     std::string message =
-        oldest.label + " on " + comm_->describe() + " made no progress for " +
+        oldest.label + " on " + comm_.describe() + " made no progress for " +
         std::to_string(static_cast<int>(waited)) +
         " s (LANES_TIMEOUT): " + (oldest.lag ? oldest.lag() : lagReport(oldest.lastChunk)) +
         ". A rank is stuck, died, or did not issue the same collectives (or the matching "
         "send/recv) in the "
         "same order; destroy the communicator (lanesCommAbort) and recreate it.";
     lock.unlock();
-    comm_->fail(lanesTimeout, message);  // runs the hook: poison()
+    comm_.fail(lanesTimeout, message);  // runs the hook: poison()
     lock.lock();
   }
 }
 
 std::string StagedWatchdog::lagReport(uint32_t g) const {
   std::string lagging;
-  const int n = arena_->layout().nranks;
+  const int n = channel_->layout().nranks;
   for (int r = 0; r < n; ++r) {
-    uint32_t ready = __atomic_load_n(arena_->flag(StageFlag::Ready, r), __ATOMIC_ACQUIRE);
-    uint32_t reduced = __atomic_load_n(arena_->flag(StageFlag::Reduced, r), __ATOMIC_ACQUIRE);
-    uint32_t consumed = __atomic_load_n(arena_->flag(StageFlag::Consumed, r), __ATOMIC_ACQUIRE);
+    const uint32_t ready = StageChannel::read(channel_->counter(StageFlag::Ready, r));
+    const uint32_t reduced = StageChannel::read(channel_->counter(StageFlag::Reduced, r));
+    const uint32_t consumed = StageChannel::read(channel_->counter(StageFlag::Consumed, r));
     if (static_cast<int32_t>(consumed - g) >= 0) continue;
     if (!lagging.empty()) lagging += "; ";
     lagging += "rank " + std::to_string(r) + " (ready " + std::to_string(ready) + ", reduced " +

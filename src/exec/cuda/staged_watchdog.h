@@ -1,7 +1,8 @@
 // StagedWatchdog: the host side of the host-staged path's failure handling.
-// GPU streams of every local rank wait on counters in the shared arena
-// (cuStreamWaitValue32). If a peer dies, aborts, or never calls the
-// collective, those waits would park the streams forever. The watchdog
+// GPU streams of every local rank wait on the stage channel's counters in the
+// shared arena (cuStreamWaitValue32; transport/channel/stage_channel.h). If a
+// peer dies, aborts, or never calls the collective, those waits would park
+// the streams forever. The watchdog
 //  - poisons: on a communicator failure it stores a value far ahead of every
 //    counter into all of them, and keeps re-storing it (a stream that runs
 //    on may write a smaller value back) until the context is destroyed, so
@@ -28,7 +29,8 @@
 
 #include "base/deadline.h"
 #include "base/status.h"
-#include "transport/hoststage/arena.h"
+#include "exec/comm_view.h"
+#include "transport/channel/stage_channel.h"
 
 struct lanesComm;
 
@@ -47,7 +49,7 @@ class StagedWatchdog {
     std::function<std::string()> lag;
   };
 
-  StagedWatchdog(lanesComm* comm, const StageArena* arena);
+  StagedWatchdog(CommView comm, const StageChannel* channel);
   ~StagedWatchdog();  // stops the thread; call drain() first
   StagedWatchdog(const StagedWatchdog&) = delete;
   StagedWatchdog& operator=(const StagedWatchdog&) = delete;
@@ -77,8 +79,8 @@ class StagedWatchdog {
   void checkStall(Clock::time_point now);
   std::string lagReport(uint32_t g) const;
 
-  lanesComm* comm_;
-  const StageArena* arena_;
+  CommView comm_;
+  const StageChannel* channel_;
   std::atomic<uint32_t> lastIssued_{0};
   std::atomic<bool> poisoned_{false};
   std::atomic<bool> stop_{false};

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "core/request.h"
+#include "exec/request.h"
 
 namespace lanes {
 

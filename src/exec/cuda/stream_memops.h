@@ -4,7 +4,8 @@
 // kernels (kernels/cuda/stream_flags.h) where the driver lacks or refuses
 // them. LANES_STREAM_MEMOPS: auto (default), driver, kernel. The two ways are
 // interchangeable per operation: the counters live in host memory and mean
-// the same either way, so ranks need not agree.
+// the same either way, so ranks need not agree. The staged channels take it
+// as their StreamCounters (transport/channel/stream_counters.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,19 +14,20 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "transport/channel/stream_counters.h"
 
 namespace lanes {
 
-class StreamMemops {
+class StreamMemops final : public StreamCounters {
  public:
   // The process-wide table; an error only when LANES_STREAM_MEMOPS=driver and
   // the driver lacks the entry points, or the variable is not understood.
   static Status get(const StreamMemops** out);
   // Writes `value` to `hostFlag` (registered, mapped host memory) once the
   // stream's earlier work is done.
-  Status write(cudaStream_t stream, volatile uint32_t* hostFlag, uint32_t value) const;
+  Status write(cudaStream_t stream, volatile uint32_t* hostFlag, uint32_t value) const override;
   // Holds the stream until (int32_t)(*hostFlag - value) >= 0.
-  Status waitGeq(cudaStream_t stream, volatile uint32_t* hostFlag, uint32_t value) const;
+  Status waitGeq(cudaStream_t stream, volatile uint32_t* hostFlag, uint32_t value) const override;
   // Whether the driver's memory operations are in use (else the kernels).
   bool usesDriver() const { return driver_.load(std::memory_order_relaxed); }
 

@@ -1,8 +1,8 @@
 // Built when Lanes is compiled without CUDA: every buffer is host memory.
 #include <cstring>
 
-#include "core/request.h"
 #include "exec/device_path.h"
+#include "exec/request.h"
 
 namespace lanes {
 
@@ -22,11 +22,10 @@ Status classifyBuffer(const void*, BufferInfo* out) {
 }
 
 Status prepareDevicePaths(lanesComm*) { return Status::ok(); }
-bool llKernelsAllowed(const lanesComm*) { return false; }
-bool threadFastPathRequested() { return false; }
+bool llKernelsAllowed(lanesComm*) { return false; }
 bool streamIsPerThread(cudaStream_t) { return false; }
 
-Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t) {
+Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t, const PathChooser&) {
   return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");
 }
 

@@ -1,15 +1,9 @@
-#include "exec/submit_ledger.h"
+#include "transport/channel/submit_ledger.h"
 
 #include <algorithm>
 #include <thread>
 
-#include "exec/per_communicator.h"
-
 namespace lanes {
-
-std::shared_ptr<SubmitLedger> SubmitLedger::join(uint64_t commId, size_t lines) {
-  return sharedPerCommunicator<SubmitLedger>(commId, lines);
-}
 
 SubmitLedger::SubmitLedger(size_t lines, std::chrono::milliseconds slice)
     : lines_(lines), slice_(slice), values_(std::make_unique<std::atomic<uint32_t>[]>(lines)) {

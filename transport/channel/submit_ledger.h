@@ -15,8 +15,10 @@
 // until that value was posted. The price: a thread rank's call blocks until
 // its peers of this process have issued the matching part of the same call.
 //
-// One ledger per communicator and process, shared by its thread ranks
-// (join); lines are the staging arena's counter lines (StageArenaLayout).
+// One ledger per communicator and process, shared by its thread ranks (the
+// staged path finds it by the communicator's id); lines are the staging
+// arena's counter lines (StageArenaLayout), posted and awaited by the staged
+// channels (stage_channel.h).
 #pragma once
 
 #include <atomic>
@@ -35,10 +37,6 @@ namespace lanes {
 class SubmitLedger {
  public:
   enum class Wait { Posted, Poisoned, TimedOut, Aborted };
-
-  // The ledger of communicator `commId` in this process (made by the first
-  // rank to join, with `lines`: the same on every rank).
-  static std::shared_ptr<SubmitLedger> join(uint64_t commId, size_t lines);
 
   // `slice`: how often a sleeping wait looks at the deadline and its abort
   // flag (posts and poison wake it at once). Tests lengthen it.

@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/algorithm.h"
+#include "base/collective.h"
 #include "base/datatype.h"
-#include "core/comm.h"
+#include "lanes/lanes.h"
+
+struct lanesComm;
 
 namespace lanes {
 
@@ -23,6 +25,8 @@ struct Request {
   size_t recvBytes = 0;
   // Device buffers run on the stream; host buffers complete before the call returns.
   bool onDevice = false;
+  // A staged copy of a device call that the proxy runs on the host engine.
+  bool viaProxy = false;
   cudaStream_t stream = nullptr;
   // Send/recv.
   bool isSend = false;
@@ -31,11 +35,5 @@ struct Request {
   void* recvbuf = nullptr;
   size_t bytes = 0;
 };
-
-// Runs requests issued together (a group, or one call): host buffers to
-// completion, device buffers enqueued on their streams.
-Status executeRequests(std::vector<Request>& requests);
-// Runs requests on host buffers to completion (also the device proxy's engine).
-Status executeHostRequests(std::vector<Request>& requests);
 
 }  // namespace lanes

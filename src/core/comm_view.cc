@@ -1,0 +1,69 @@
+// The core's side of exec/comm_view.h: the narrow view the device paths have
+// of a communicator.
+#include "exec/comm_view.h"
+
+#include "core/comm.h"
+#include "core/comm_topology.h"
+#include "core/execute.h"
+#include "core/plan_record.h"
+
+namespace lanes {
+
+DevicePaths::~DevicePaths() = default;
+
+int CommView::rank() const { return comm_->rank; }
+int CommView::nranks() const { return comm_->nranks; }
+int CommView::cudaDev() const { return comm_->cudaDev; }
+int CommView::processRanks() const { return comm_->processRanks; }
+Bootstrap& CommView::bootstrap() const { return *comm_->bootstrap; }
+bool CommView::hasBootstrap() const { return comm_->bootstrap != nullptr; }
+uint64_t CommView::commId() const { return comm_->bootstrap->id().commId; }
+double CommView::timeoutSeconds() const { return comm_->options.timeoutSeconds; }
+std::string CommView::describe() const { return comm_->describe(); }
+DevicePaths& CommView::paths() const { return comm_->devicePaths; }
+const SelectionConfig& CommView::selection() const { return comm_->selection; }
+void CommView::notePlan(const std::string& call, const std::string& plan) const {
+  notePlanOf(comm_, call, plan);
+}
+bool CommView::processesShareGpu() const { return lanes::processesShareGpu(comm_); }
+bool CommView::someProcessHoldsSeveralRanks() const {
+  return lanes::someProcessHoldsSeveralRanks(comm_);
+}
+bool CommView::threadsBesideProcesses() const { return lanes::threadsBesideProcesses(comm_); }
+std::vector<int> CommView::ranksSharingMyContext() const {
+  return lanes::ranksSharingMyContext(comm_);
+}
+
+std::vector<int> CommView::rankNumaNodes() const {
+  std::vector<int> nodes;
+  for (const RankPlacement& p : comm_->placement) nodes.push_back(p.numa);
+  return nodes;
+}
+
+void CommView::fail(lanesResult_t code, const std::string& message) const {
+  comm_->fail(code, message);
+}
+Status CommView::checkAbort() const { return comm_->checkAbort(); }
+bool CommView::failed() const {
+  return comm_->aborted.load() || comm_->asyncError.load() != lanesSuccess;
+}
+const std::atomic<bool>& CommView::abortFlag() const { return comm_->aborted; }
+
+size_t CommView::addFailureHook(FailureHook hook) const {
+  std::lock_guard<std::mutex> lock(comm_->failureMutex);
+  if (comm_->asyncError.load() != lanesSuccess) hook(comm_->failureMessage);
+  comm_->onFailure.push_back(std::move(hook));
+  return comm_->onFailure.size() - 1;
+}
+
+void CommView::removeFailureHook(size_t slot) const {
+  std::lock_guard<std::mutex> lock(comm_->failureMutex);
+  if (slot < comm_->onFailure.size()) comm_->onFailure[slot] = nullptr;
+}
+
+Status CommView::runOnHost(std::vector<Request>& requests) const {
+  std::lock_guard<std::mutex> engine(comm_->engineMutex);
+  return executeHostRequests(requests);
+}
+
+}  // namespace lanes

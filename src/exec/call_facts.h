@@ -1,0 +1,70 @@
+// The facts a path choice reads about one batch of calls (planner/registry.h
+// chooses; the device paths state their part: exec/device_path.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "algorithms/algorithm.h"
+#include "base/collective.h"
+#include "base/name_list.h"
+
+namespace lanes {
+
+// Where a batch of device-buffer calls runs. LlThreads is the LL kernel for
+// ranks that are threads of one process: off unless named in LANES_PROTO (a
+// spinning kernel can sit behind a peer thread's work in the shared context).
+enum class DevicePath : uint8_t { SharedContext, Ll, LlThreads, Staged, Proxy };
+inline constexpr int kDevicePaths = 5;
+const char* devicePathName(DevicePath p);
+
+// What selection reads about one batch of calls and its communicator. Every
+// field is the same on every rank, so every rank picks the same entry.
+struct CallFacts {
+  CollType coll = CollType::AllReduce;
+  int calls = 1;         // collectives in the batch
+  bool sameColl = true;  // all of them are `coll`
+  bool p2p = false;      // the batch holds sends or receives
+  size_t bytes = 0;      // input bytes per rank over the batch (from the counts)
+  int nranks = 1;
+  bool device = false;  // device buffers (else host memory)
+  // The rank set.
+  bool oneHost = true;
+  bool threadRanks = false;             // some process holds several ranks
+  bool threadsBesideProcesses = false;  // ... and other processes hold ranks too
+  bool oneContext = false;              // every rank a thread of this process on its GPU
+  // The device paths as the ranks set them up and agreed at init.
+  struct Limit {
+    bool ready = false;
+    size_t maxBytes = 0;
+  };
+  Limit sharedContext, ll;
+  struct Staged {
+    bool ready = false;
+    bool gatherScatter = false;  // all-gather, broadcast, reduce-scatter too
+    size_t proxyUpToBytes = 0;   // processes share a GPU: smaller batches take the proxy
+  } staged;
+};
+
+// The selection knobs, read once per communicator at init.
+struct SelectionConfig {
+  NameList proto;             // LANES_PROTO: device paths
+  NameList algo;              // LANES_ALGO: host algorithms
+  size_t smallBytes = 65536;  // LANES_SMALL_MSG_BYTES
+  // Reads LANES_PROTO, LANES_ALGO and LANES_SMALL_MSG_BYTES; a bad value
+  // warns once and leaves the default.
+  static SelectionConfig fromEnv();
+};
+
+// The choice itself belongs to the layer above (planner/registry.h), which
+// hands the device paths these two when it enqueues work on them.
+struct PathChooser {
+  DevicePath (*devicePath)(const CallFacts&, const SelectionConfig&);
+  AlgoId (*hostAlgo)(const CallFacts&, const SelectionConfig&);
+};
+
+// Whether `config` lets `path` run (its LANES_PROTO name, on by default
+// except LlThreads).
+bool pathAllowed(const SelectionConfig& config, DevicePath path);
+
+}  // namespace lanes

@@ -1,0 +1,235 @@
+// A communicator's device paths as a set: made at init, described to the
+// chooser as facts (call_facts.h), and a batch of device-buffer calls handed
+// to the one the chooser picks. The choice itself is the planner's
+// (planner/registry.h); nothing here ranks one path above another.
+#include <algorithm>
+
+#include "base/cuda_check.h"
+#include "base/log.h"
+#include "exec/comm_view.h"
+#include "exec/cuda/context_allreduce.h"
+#include "exec/cuda/device_proxy.h"
+#include "exec/cuda/device_scope.h"
+#include "exec/cuda/ll_allreduce.h"
+#include "exec/cuda/staged_collectives.h"
+#include "exec/cuda/stream_join.h"
+#include "exec/device_path.h"
+#include "kernels/cuda/ll_allreduce.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/stream_flags.h"
+
+namespace lanes {
+namespace {
+
+// One rank, in place: the result already is the input (PreMulSum, which
+// scales it, aside), so nothing goes on the stream; NCCL returns at once too.
+bool singleRankNoOp(const Request& r) {
+  if (r.isP2p || r.args.nranks != 1 || r.args.send != r.args.recv) return false;
+  const bool reduces = r.args.coll == CollType::AllReduce || r.args.coll == CollType::Reduce ||
+                       r.args.coll == CollType::ReduceScatter;
+  return !(reduces && r.op.kind == RedOpKind::PreMulSum);
+}
+
+bool holdsP2p(const std::vector<Request>& requests) {
+  return std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; });
+}
+
+bool allOnThisHost(CommView comm) {
+  if (!comm.hasBootstrap()) return true;
+  const auto& ranks = comm.bootstrap().ranks();
+  return std::all_of(ranks.begin(), ranks.end(),
+                     [&](const RankInfo& r) { return r.hostHash == ranks.front().hostHash; });
+}
+
+// The facts of `requests` and of the paths as set up, the same on every rank:
+// sizes come from the counts (a broadcast's non-roots send nothing).
+CallFacts factsOf(CommView comm, const std::vector<Request>& requests) {
+  CallFacts f;
+  f.device = true;
+  f.nranks = comm.nranks();
+  f.calls = 0;
+  bool first = true;
+  for (const Request& r : requests) {
+    f.bytes += r.args.count * datatypeSize(r.args.type);
+    if (r.isP2p) {
+      f.p2p = true;
+      continue;
+    }
+    if (first) f.coll = r.args.coll;
+    f.sameColl = f.sameColl && r.args.coll == f.coll;
+    first = false;
+    ++f.calls;
+  }
+  f.oneHost = allOnThisHost(comm);
+  f.threadRanks = comm.someProcessHoldsSeveralRanks();
+  f.threadsBesideProcesses = comm.threadsBesideProcesses();
+  f.oneContext = static_cast<int>(comm.ranksSharingMyContext().size()) == comm.nranks();
+  DevicePaths& paths = comm.paths();
+  std::lock_guard<std::mutex> lock(paths.mutex);
+  if (auto* shared = static_cast<ContextAllReduce*>(paths.sharedContext.get()))
+    f.sharedContext = {true, shared->maxBytes()};
+  if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled())
+    f.ll = {true, ll->maxBytes()};
+  if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
+      staged != nullptr && staged->enabled())
+    f.staged = {true, staged->servesGatherScatter(), staged->proxyUpToBytes()};
+  return f;
+}
+
+// What ran, per call, for the PLAN log and the perf tools.
+void notePlans(CommView comm, const std::vector<Request>& requests, DevicePath path,
+               const PathChooser& chooser) {
+  for (const Request& r : requests) {
+    std::string plan = devicePathName(path);
+    if (path == DevicePath::Proxy) {
+      CallFacts one;
+      one.coll = r.args.coll;
+      one.p2p = r.isP2p;
+      one.bytes = r.args.count * datatypeSize(r.args.type);
+      one.nranks = comm.nranks();
+      plan = r.isP2p ? "proxy/p2p"
+                     : "proxy/" + std::string(algoName(chooser.hostAlgo(one, comm.selection())));
+    }
+    comm.notePlan(r.isP2p ? (r.isSend ? "send" : "recv") : collTypeName(r.args.coll), plan);
+  }
+}
+
+// One batch of the group, on the path the chooser picks.
+Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
+                     const PathChooser& chooser) {
+  const CommView comm(requests.front().comm);
+  const DevicePath path = chooser.devicePath(factsOf(comm, requests), comm.selection());
+  notePlans(comm, requests, path, chooser);
+  DevicePaths& paths = comm.paths();
+  switch (path) {
+    case DevicePath::SharedContext:
+      return static_cast<ContextAllReduce*>(paths.sharedContext.get())
+          ->enqueue(requests.front(), stream);
+    case DevicePath::Ll:
+    case DevicePath::LlThreads:
+      return static_cast<LlAllReduce*>(paths.ll.get())->enqueue(requests.front(), stream);
+    case DevicePath::Staged:
+      return static_cast<StagedCollectives*>(paths.staged.get())->enqueue(requests, stream);
+    case DevicePath::Proxy:
+      break;
+  }
+  // Before any other CUDA call of the proxy: under global capture mode even
+  // a query could invalidate the caller's capture.
+  LANES_RETURN_IF_ERROR(refuseCapture(
+      stream,
+      "capturing this Lanes call on device buffers into a CUDA Graph is refused: the "
+      "host-staged proxy path orders each call by a sequence number written into the stream, "
+      "and a graph replay would repeat the captured number instead of taking a new one. Issue "
+      "the call outside the capture (small all-reduces and all-gathers, which take the LL "
+      "kernel, can be captured)."));
+  DeviceProxy* proxy = nullptr;
+  LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
+  return proxy->enqueue(requests, stream);
+}
+
+}  // namespace
+
+Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream,
+                             const PathChooser& chooser) {
+  if (std::erase_if(requests, singleRankNoOp) > 0) {
+    if (requests.empty()) return Status::ok();
+    // `stream` was the first request's; the paths below take it as the
+    // stream the batch runs on (LL launches on it alone).
+    stream = requests.front().stream;
+  }
+  const CommView comm(requests.front().comm);
+  // Before routePairs takes requests out: the split below joins every stream.
+  const std::vector<cudaStream_t> others = otherStreams(requests, stream);
+
+  // Sends and receives between ranks of one host: the pair slots of the
+  // host-staged path (staged_sendrecv.cc).
+  std::vector<Request> pairs;
+  StagedCollectives* pairPath = nullptr;
+  LANES_RETURN_IF_ERROR(StagedCollectives::routePairs(comm, requests, &pairs, &pairPath));
+  if (pairPath != nullptr) notePlans(comm, pairs, DevicePath::Staged, chooser);
+  // Sends and receives left (to itself, small ones between processes on one
+  // GPU, ranks of other hosts) beside collectives that a GPU-driven path
+  // takes: they go to the proxy on their own, or they would turn those
+  // collectives away from the path of the ranks whose groups hold none.
+  // (Where the collectives go to the proxy anyway, the group stays one batch:
+  // the host engine runs it as one group.)
+  std::vector<Request> leftover;
+  if (holdsP2p(requests) &&
+      !std::all_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; })) {
+    std::vector<Request> collectives;
+    for (const Request& r : requests) (r.isP2p ? leftover : collectives).push_back(r);
+    const DevicePath path = chooser.devicePath(factsOf(comm, collectives), comm.selection());
+    if (path != DevicePath::Proxy)
+      requests = std::move(collectives);
+    else
+      leftover.clear();
+  }
+  if (pairPath == nullptr && leftover.empty()) return enqueueChosen(requests, stream, chooser);
+
+  // A split group: every part runs on `stream`, which the group's other
+  // streams join first and wait for after (NCCL completes a group on all of
+  // its streams).
+  DeviceScope device(comm.cudaDev());
+  LANES_RETURN_IF_ERROR(joinStreams(stream, others));
+  for (std::vector<Request>* part : {&pairs, &requests, &leftover})
+    for (Request& r : *part) r.stream = stream;
+  if (pairPath != nullptr) LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
+  if (!requests.empty()) LANES_RETURN_IF_ERROR(enqueueChosen(requests, stream, chooser));
+  if (!leftover.empty()) LANES_RETURN_IF_ERROR(enqueueChosen(leftover, stream, chooser));
+  return forkStreams(stream, others);
+}
+
+// From facts every rank shares: a rank in a process of its own must not set
+// LL up alone while its peers that are threads stay away (setup is collective).
+// Whether "ll" itself is allowed is agreed in LL's setup, so a rank that
+// leaves it out still takes part in that agreement.
+bool llKernelsAllowed(lanesComm* handle) {
+  const CommView comm(handle);
+  return !comm.someProcessHoldsSeveralRanks() ||
+         pathAllowed(comm.selection(), DevicePath::LlThreads);
+}
+
+bool streamIsPerThread(cudaStream_t stream) { return stream == cudaStreamPerThread; }
+
+Status prepareDevicePaths(lanesComm* handle) {
+  const CommView comm(handle);
+  // Setting a path up allocates and registers memory, and those CUDA calls
+  // may wait for the whole device. Made lazily, inside a later call, they
+  // could wait for a Lanes kernel that waits for a peer thread of this
+  // process that the same CUDA lock holds up: a deadlock. At init nothing of
+  // Lanes is in flight, so every path is made here, on every rank alike.
+  DeviceScope guard(comm.cudaDev());
+  // Lazy module loading would load each kernel at its first launch, inside a
+  // call, where loading can wait for streams parked on peers (reduce.h).
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadReduceKernels()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlKernels()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadFlagKernels()));
+  DeviceProxy* proxy = nullptr;
+  LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
+  LANES_RETURN_IF_ERROR(proxy->prewarm());
+  Request probe;
+  probe.comm = comm.handle();
+  probe.args.coll = CollType::AllReduce;
+  probe.args.count = 1;
+  probe.args.type = lanesFloat32;
+  probe.args.rank = comm.rank();
+  probe.args.nranks = comm.nranks();
+  probe.sendBytes = probe.recvBytes = sizeof(float);
+  probe.onDevice = true;
+  std::vector<Request> batch{probe};
+  {
+    std::unique_ptr<ContextAllReduce> shared;
+    LANES_RETURN_IF_ERROR(ContextAllReduce::create(comm, &shared));
+    std::lock_guard<std::mutex> lock(comm.paths().mutex);
+    comm.paths().sharedContext = std::move(shared);
+  }
+  // Each path's setup is collective where it applies; the probe (one float
+  // all-reduce) is a call every path that applies to this rank set serves.
+  LlAllReduce* ll = nullptr;
+  LANES_RETURN_IF_ERROR(LlAllReduce::route(comm, batch, &ll));
+  StagedCollectives* staged = nullptr;
+  LANES_RETURN_IF_ERROR(StagedCollectives::route(comm, batch, &staged));
+  return Status::ok();
+}
+
+}  // namespace lanes

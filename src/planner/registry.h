@@ -1,0 +1,61 @@
+// Path choice as data. Every device path and every host algorithm is an
+// entry that states its name, the collectives it serves, its size range, when
+// it may run and what it costs; one selection function picks the cheapest
+// eligible entry. Execution, the PLAN log, lanes-topo and the perf tools ask
+// the same function, so what is reported is what ran. The costs restate the
+// rules Lanes has measured so far (docs/architecture.md, "Path choice").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "base/collective.h"
+#include "base/status.h"
+#include "exec/call_facts.h"
+
+namespace lanes {
+
+struct DevicePathEntry {
+  DevicePath path;
+  const char* name;
+  bool onByDefault;
+  const char* serves;  // the collectives and sizes, for --help and the docs
+  bool (*eligible)(const CallFacts&);
+  double (*cost)(const CallFacts&);
+};
+// Host algorithms serve what algoSupports says; the cost decides among them.
+struct HostAlgoEntry {
+  AlgoId algo;
+  double (*cost)(const CallFacts&, const SelectionConfig&);
+};
+const std::vector<DevicePathEntry>& devicePathRegistry();
+const std::vector<HostAlgoEntry>& hostAlgoRegistry();
+
+struct DeviceChoice {
+  DevicePath path = DevicePath::Proxy;
+  std::string why;
+};
+struct AlgoChoice {
+  AlgoId algo = AlgoId::Ring;
+  std::string why;
+};
+
+// The cheapest eligible device path that `config` allows; the proxy when
+// none is (it serves everything).
+DeviceChoice chooseDevicePath(const CallFacts& facts, const SelectionConfig& config);
+// The cheapest eligible host algorithm that `config` allows; where the list
+// allows none that serves the collective, the cheapest of all.
+AlgoChoice chooseHostAlgorithm(const CallFacts& facts, const SelectionConfig& config);
+// The same for one collective by size alone (perf tools, lanes-topo).
+AlgoChoice chooseHostAlgorithm(CollType coll, size_t bytes, int nranks,
+                               const SelectionConfig& config);
+
+// "ll", "staged", "proxy/ring", or for host memory "ring": the name the PLAN
+// log, the perf tools' JSON and lanes-topo print for one call.
+std::string planName(const CallFacts& facts, const SelectionConfig& config);
+
+}  // namespace lanes

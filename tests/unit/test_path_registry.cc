@@ -1,0 +1,219 @@
+// Path choice as data (planner/registry.h): the host algorithms reproduce the
+// size rule they replaced, the device paths the ladder they replaced, and
+// LANES_ALGO / LANES_PROTO lists in NCCL's syntax restrict both.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "base/name_list.h"
+#include "planner/registry.h"
+
+namespace lanes {
+namespace {
+
+const std::vector<std::string> kNames = {"alpha", "beta", "gamma"};
+
+TEST(NameList, UnsetAllowsWhatIsOnByDefault) {
+  NameList l;
+  ASSERT_TRUE(NameList::parse("", kNames, &l));
+  EXPECT_FALSE(l.set());
+  EXPECT_TRUE(l.allows("alpha", true));
+  EXPECT_FALSE(l.allows("gamma", false));
+}
+
+TEST(NameList, ListAllowsOnlyItsNamesIncludingOnesOffByDefault) {
+  NameList l;
+  ASSERT_TRUE(NameList::parse(" Alpha , GAMMA", kNames, &l));
+  EXPECT_TRUE(l.allows("alpha", true));
+  EXPECT_FALSE(l.allows("beta", true));
+  EXPECT_TRUE(l.allows("gamma", false));
+}
+
+TEST(NameList, CaretExcludesAndKeepsTheDefaultsOfTheRest) {
+  NameList l;
+  ASSERT_TRUE(NameList::parse("^beta", kNames, &l));
+  EXPECT_TRUE(l.allows("alpha", true));
+  EXPECT_FALSE(l.allows("beta", true));
+  EXPECT_FALSE(l.allows("gamma", false));
+}
+
+TEST(NameList, UnknownNameIsRefusedNamingTheValidOnes) {
+  NameList l;
+  Status s = NameList::parse("alpha,delta", kNames, &l);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("\"delta\""), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("alpha, beta, gamma"), std::string::npos) << s.message();
+  EXPECT_FALSE(NameList::parse(",", kNames, &l));
+}
+
+// The rule chooseAlgorithm applied before the registry, restated.
+AlgoId sizeRule(CollType coll, size_t bytes, int nranks, size_t small) {
+  const bool pow2 = (nranks & (nranks - 1)) == 0;
+  switch (coll) {
+    case CollType::AllReduce:
+      return bytes <= small && nranks > 1 ? AlgoId::RecursiveDoubling : AlgoId::Ring;
+    case CollType::AllGather:
+      return bytes <= small && pow2 && nranks > 2 ? AlgoId::RecursiveDoubling : AlgoId::Ring;
+    case CollType::ReduceScatter:
+      return AlgoId::Ring;
+    case CollType::Broadcast:
+    case CollType::Reduce:
+      return AlgoId::Chain;
+    case CollType::AlltoAll:
+      return AlgoId::Pairwise;
+    case CollType::Gather:
+    case CollType::Scatter:
+      return AlgoId::Direct;
+  }
+  return AlgoId::Ring;
+}
+
+TEST(HostAlgorithmChoice, ReproducesTheSizeRule) {
+  const SelectionConfig config;
+  for (int c = 0; c <= static_cast<int>(CollType::Scatter); ++c) {
+    const auto coll = static_cast<CollType>(c);
+    for (size_t bytes : {size_t{0}, size_t{8}, size_t{65536}, size_t{65537}, size_t{256} << 20})
+      for (int n : {1, 2, 3, 4, 6, 8}) {
+        EXPECT_EQ(chooseHostAlgorithm(coll, bytes, n, config).algo,
+                  sizeRule(coll, bytes, n, config.smallBytes))
+            << collTypeName(coll) << " " << bytes << " B, " << n << " ranks";
+      }
+  }
+}
+
+TEST(HostAlgorithmChoice, SmallMessageBytesMovesTheCrossover) {
+  SelectionConfig config;
+  config.smallBytes = 4096;
+  EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 4096, 4, config).algo,
+            AlgoId::RecursiveDoubling);
+  EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 4097, 4, config).algo, AlgoId::Ring);
+}
+
+TEST(HostAlgorithmChoice, AlgoListRestrictsAndFallsBackWhereItServesNothing) {
+  SelectionConfig config;
+  ASSERT_TRUE(NameList::parse("ring", {"ring", "recursive_doubling", "chain", "pairwise", "direct"},
+                              &config.algo));
+  EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 8, 4, config).algo, AlgoId::Ring);
+  AlgoChoice bcast = chooseHostAlgorithm(CollType::Broadcast, 8, 4, config);
+  EXPECT_EQ(bcast.algo, AlgoId::Chain);
+  EXPECT_NE(bcast.why.find("names nothing that serves broadcast"), std::string::npos) << bcast.why;
+  ASSERT_TRUE(NameList::parse(
+      "^chain", {"ring", "recursive_doubling", "chain", "pairwise", "direct"}, &config.algo));
+  EXPECT_EQ(chooseHostAlgorithm(CollType::Broadcast, 8, 4, config).algo, AlgoId::Direct);
+  // Recursive doubling where it cannot serve (all-gather on 3 ranks): the default.
+  ASSERT_TRUE(NameList::parse("recursive_doubling",
+                              {"ring", "recursive_doubling", "chain", "pairwise", "direct"},
+                              &config.algo));
+  EXPECT_EQ(chooseHostAlgorithm(CollType::AllGather, 8, 3, config).algo, AlgoId::Ring);
+  EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 256 << 20, 4, config).algo,
+            AlgoId::RecursiveDoubling);
+}
+
+// Four ranks of one host, as processes, every path set up as by default.
+CallFacts deviceCall(CollType coll, size_t bytes) {
+  CallFacts f;
+  f.coll = coll;
+  f.bytes = bytes;
+  f.nranks = 4;
+  f.device = true;
+  f.ll = {true, 16 << 10};
+  f.staged = {true, true, 0};
+  return f;
+}
+
+TEST(DevicePathChoice, FollowsTheOrderThePathsWereMeasuredIn) {
+  const SelectionConfig config;
+  auto path = [&](const CallFacts& f) { return chooseDevicePath(f, config).path; };
+  EXPECT_EQ(path(deviceCall(CollType::AllReduce, 1024)), DevicePath::Ll);
+  EXPECT_EQ(path(deviceCall(CollType::AllReduce, 16 << 10)), DevicePath::Ll);
+  EXPECT_EQ(path(deviceCall(CollType::AllReduce, (16 << 10) + 4)), DevicePath::Staged);
+  EXPECT_EQ(path(deviceCall(CollType::AllGather, 1024)), DevicePath::Ll);
+  EXPECT_EQ(path(deviceCall(CollType::Broadcast, 1024)), DevicePath::Staged);
+  EXPECT_EQ(path(deviceCall(CollType::Reduce, 1024)), DevicePath::Proxy);
+  EXPECT_EQ(path(deviceCall(CollType::AlltoAll, 64 << 20)), DevicePath::Proxy);
+
+  CallFacts batch = deviceCall(CollType::AllReduce, 1024);
+  batch.calls = 3;  // a group of all-reduces: staged, not LL
+  EXPECT_EQ(path(batch), DevicePath::Staged);
+  batch.sameColl = false;
+  EXPECT_EQ(path(batch), DevicePath::Proxy);
+
+  CallFacts gs = deviceCall(CollType::ReduceScatter, 1 << 20);
+  gs.staged.gatherScatter = false;  // a rank set LANES_STAGED_COLLECTIVES=0
+  EXPECT_EQ(path(gs), DevicePath::Proxy);
+
+  CallFacts shared = deviceCall(CollType::AllReduce, 1 << 20);
+  shared.staged.proxyUpToBytes = 256 << 10;  // processes share a GPU
+  EXPECT_EQ(path(shared), DevicePath::Staged);
+  shared.bytes = 256 << 10;
+  shared.ll.ready = false;
+  EXPECT_EQ(path(shared), DevicePath::Proxy);
+
+  CallFacts hosts = deviceCall(CollType::AllReduce, 1024);
+  hosts.oneHost = false;
+  hosts.ll.ready = hosts.staged.ready = false;
+  EXPECT_EQ(path(hosts), DevicePath::Proxy);
+
+  CallFacts mixed = deviceCall(CollType::AllReduce, 1 << 20);
+  mixed.threadRanks = mixed.threadsBesideProcesses = true;
+  EXPECT_EQ(path(mixed), DevicePath::Proxy);
+}
+
+TEST(DevicePathChoice, ThreadRanksTakeSharedContextThenStagedNotLl) {
+  const SelectionConfig config;
+  CallFacts f = deviceCall(CollType::AllReduce, 1024);
+  f.threadRanks = true;
+  EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::Staged);  // LL: not for threads
+  f.oneContext = true;
+  f.sharedContext = {true, 256 << 10};
+  EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::SharedContext);
+  f.bytes = 1 << 20;
+  EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::Staged);
+}
+
+TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
+  const std::vector<std::string> names = {"shared_context", "ll", "ll_threads", "staged", "proxy"};
+  SelectionConfig config;
+  ASSERT_TRUE(NameList::parse("^ll", names, &config.proto));
+  EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path,
+            DevicePath::Staged);
+  ASSERT_TRUE(NameList::parse("^ll,staged", names, &config.proto));
+  EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path,
+            DevicePath::Proxy);
+  // The proxy serves what nothing allowed does, even left out.
+  ASSERT_TRUE(NameList::parse("ll", names, &config.proto));
+  EXPECT_EQ(chooseDevicePath(deviceCall(CollType::Reduce, 1024), config).path, DevicePath::Proxy);
+
+  CallFacts threads = deviceCall(CollType::AllReduce, 1024);
+  threads.threadRanks = true;
+  config = SelectionConfig();
+  EXPECT_FALSE(pathAllowed(config, DevicePath::LlThreads));
+  EXPECT_EQ(chooseDevicePath(threads, config).path, DevicePath::Staged);
+  ASSERT_TRUE(NameList::parse("ll_threads,staged,proxy", names, &config.proto));
+  EXPECT_TRUE(pathAllowed(config, DevicePath::LlThreads));
+  EXPECT_EQ(chooseDevicePath(threads, config).path, DevicePath::LlThreads);
+}
+
+TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {
+  const SelectionConfig config;
+  EXPECT_EQ(planName(deviceCall(CollType::AllReduce, 1024), config), "ll");
+  EXPECT_EQ(planName(deviceCall(CollType::Broadcast, 1 << 20), config), "staged");
+  EXPECT_EQ(planName(deviceCall(CollType::Reduce, 1 << 20), config), "proxy/chain");
+  CallFacts host = deviceCall(CollType::AllReduce, 64 << 20);
+  host.device = false;
+  EXPECT_EQ(planName(host, config), "ring");
+}
+
+TEST(SelectionConfig, BadListsWarnAndKeepTheDefaults) {
+  ::setenv("LANES_PROTO", "ll,nvls", 1);
+  ::setenv("LANES_ALGO", "^tree", 1);
+  const SelectionConfig c = SelectionConfig::fromEnv();
+  ::unsetenv("LANES_PROTO");
+  ::unsetenv("LANES_ALGO");
+  EXPECT_FALSE(c.proto.set());
+  EXPECT_FALSE(c.algo.set());
+  EXPECT_TRUE(pathAllowed(c, DevicePath::Staged));
+}
+
+}  // namespace
+}  // namespace lanes
