@@ -36,6 +36,10 @@ struct DevicePaths {
   std::unique_ptr<DeviceContext> staged;
   std::unique_ptr<DeviceContext> ll;
   std::unique_ptr<DeviceContext> sharedContext;
+  // The rank set and the paths as set up, fixed once init made them: what
+  // every call's facts start from (no per-call walk over the ranks).
+  bool settled = false;
+  CallFacts settledFacts;
   ~DevicePaths();
 };
 

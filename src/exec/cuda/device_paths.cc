@@ -41,12 +41,35 @@ bool allOnThisHost(CommView comm) {
                      [&](const RankInfo& r) { return r.hostHash == ranks.front().hostHash; });
 }
 
+// The rank set and the paths as set up; the caller holds the paths' mutex.
+CallFacts rankSetFacts(CommView comm) {
+  CallFacts f;
+  f.device = true;
+  f.nranks = comm.nranks();
+  f.oneHost = allOnThisHost(comm);
+  f.threadRanks = comm.someProcessHoldsSeveralRanks();
+  f.threadsBesideProcesses = comm.threadsBesideProcesses();
+  f.oneContext = static_cast<int>(comm.ranksSharingMyContext().size()) == comm.nranks();
+  DevicePaths& paths = comm.paths();
+  if (auto* shared = static_cast<ContextAllReduce*>(paths.sharedContext.get()))
+    f.sharedContext = {true, shared->maxBytes()};
+  if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled())
+    f.ll = {true, ll->maxBytes()};
+  if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
+      staged != nullptr && staged->enabled())
+    f.staged = {true, staged->servesGatherScatter(), staged->proxyUpToBytes()};
+  return f;
+}
+
 // The facts of `requests` and of the paths as set up, the same on every rank:
 // sizes come from the counts (a broadcast's non-roots send nothing).
 CallFacts factsOf(CommView comm, const std::vector<Request>& requests) {
   CallFacts f;
-  f.device = true;
-  f.nranks = comm.nranks();
+  {
+    DevicePaths& paths = comm.paths();
+    std::lock_guard<std::mutex> lock(paths.mutex);
+    f = paths.settled ? paths.settledFacts : rankSetFacts(comm);
+  }
   f.calls = 0;
   bool first = true;
   for (const Request& r : requests) {
@@ -60,19 +83,6 @@ CallFacts factsOf(CommView comm, const std::vector<Request>& requests) {
     first = false;
     ++f.calls;
   }
-  f.oneHost = allOnThisHost(comm);
-  f.threadRanks = comm.someProcessHoldsSeveralRanks();
-  f.threadsBesideProcesses = comm.threadsBesideProcesses();
-  f.oneContext = static_cast<int>(comm.ranksSharingMyContext().size()) == comm.nranks();
-  DevicePaths& paths = comm.paths();
-  std::lock_guard<std::mutex> lock(paths.mutex);
-  if (auto* shared = static_cast<ContextAllReduce*>(paths.sharedContext.get()))
-    f.sharedContext = {true, shared->maxBytes()};
-  if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled())
-    f.ll = {true, ll->maxBytes()};
-  if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
-      staged != nullptr && staged->enabled())
-    f.staged = {true, staged->servesGatherScatter(), staged->proxyUpToBytes()};
   return f;
 }
 
@@ -229,6 +239,9 @@ Status prepareDevicePaths(lanesComm* handle) {
   LANES_RETURN_IF_ERROR(LlAllReduce::route(comm, batch, &ll));
   StagedCollectives* staged = nullptr;
   LANES_RETURN_IF_ERROR(StagedCollectives::route(comm, batch, &staged));
+  std::lock_guard<std::mutex> lock(comm.paths().mutex);
+  comm.paths().settledFacts = rankSetFacts(comm);
+  comm.paths().settled = true;
   return Status::ok();
 }
 
