@@ -129,8 +129,9 @@ Status LlAllReduce::setup() {
     why = "LANES_PROTO=" + comm_.selection().proto.text() + " leaves out " + devicePathName(llPath);
     expected = true;
   } else if (n > 1 && comm_.processesShareGpu() && !envBool("LANES_LL_SHARED_GPU", false)) {
-    // Their kernels meet only at time-slice switches: 2.25 ms for 8 B on the
-    // H200 against 7 us for 2 threads (LANES_LL_SHARED_GPU=1: under MPS).
+    // Their kernels meet only at time-slice switches, a thousand times slower
+    // than threads of one context (docs/gpu_data_path.md has the figures);
+    // LANES_LL_SHARED_GPU=1 for MPS, where they run side by side.
     why =
         "ranks of different processes share a GPU, whose time slices would stall the kernel; "
         "set LANES_LL_SHARED_GPU=1 under MPS";
