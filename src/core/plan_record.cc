@@ -11,8 +11,7 @@ void notePlanOf(lanesComm* comm, const std::string& call, const std::string& pla
     comm->lastPlanCall = call;
     comm->lastPlan = plan;
   }
-  LANES_TRACE(Plan, comm->rank, "%s #%llu: %s", call.c_str(),
-              static_cast<unsigned long long>(comm->seq), plan.c_str());
+  LANES_TRACE(Plan, comm->rank, "%s: %s", call.c_str(), plan.c_str());
 }
 
 std::string lastPlanOf(lanesComm* comm) {

@@ -23,12 +23,37 @@ const std::vector<std::string>& hostAlgoNames() {
   return names;
 }
 
+// Each name of a LANES_ALGO list as algoName spells it (parseAlgoName also
+// takes "rd" and "recursivedoubling"); others stay for the parser to refuse.
+std::string canonicalAlgoList(const std::string& text) {
+  std::string out;
+  size_t at = 0;
+  if (!text.empty() && text[0] == '^') {
+    out = "^";
+    at = 1;
+  }
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(at, comma - at);
+    std::string trimmed = item;
+    trimmed.erase(0, trimmed.find_first_not_of(" \t"));
+    trimmed.erase(trimmed.find_last_not_of(" \t") + 1);
+    AlgoId id;
+    if (parseAlgoName(trimmed.c_str(), &id)) item = algoName(id);
+    out += (out.empty() || out == "^" ? "" : ",") + item;
+    at = comma + 1;
+  }
+  return out;
+}
+
 // An unset or bad list allows the defaults; a bad one says so once.
-NameList listFromEnv(const char* var, const std::vector<std::string>& known) {
+NameList listFromEnv(const char* var, const std::vector<std::string>& known,
+                     std::string (*canonical)(const std::string&) = nullptr) {
   NameList list;
   auto text = envString(var);
   if (!text) return list;
-  Status s = NameList::parse(*text, known, &list);
+  Status s = NameList::parse(canonical ? canonical(*text) : *text, known, &list);
   if (!s) {
     envWarnOnce(var, *text, s.message(), "the default choice");
     return NameList();
@@ -57,7 +82,7 @@ const char* devicePathName(DevicePath p) {
 SelectionConfig SelectionConfig::fromEnv() {
   SelectionConfig c;
   c.proto = listFromEnv("LANES_PROTO", devicePathNames());
-  c.algo = listFromEnv("LANES_ALGO", hostAlgoNames());
+  c.algo = listFromEnv("LANES_ALGO", hostAlgoNames(), canonicalAlgoList);
   c.smallBytes = static_cast<size_t>(envSize("LANES_SMALL_MSG_BYTES", c.smallBytes));
   return c;
 }

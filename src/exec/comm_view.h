@@ -26,10 +26,9 @@ class Bootstrap;
 class DeviceContext;
 struct Request;
 
-// A communicator's device paths, each made on first use (or at init). The
-// order of the members is their destruction order in reverse: the shared
-// context, LL and staged paths go before the proxy, which drives the
-// connections the others never touch.
+// A communicator's device paths, made at init. The members go in reverse
+// order: the shared context, LL and staged paths before the proxy (which
+// releaseComm stops first anyway, as it drives the connections).
 struct DevicePaths {
   std::mutex mutex;  // guards the slots, not the paths' work
   std::unique_ptr<DeviceContext> proxy;

@@ -53,16 +53,6 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 // Whether `stream` is cudaStreamPerThread, which each thread resolves to its own stream.
 bool streamIsPerThread(cudaStream_t stream);
 
-// Whether the LL kernels may be set up on this communicator: always where no
-// process holds several ranks (LL's setup agrees whether LANES_PROTO allows
-// "ll"), and where ranks are threads only if LANES_PROTO names "ll_threads". An LL
-// kernel spins until its peers' kernels have written, so all must run at
-// once; thread ranks' streams share the context's hardware queues, where a
-// peer's kernel can sit behind the spinning one (the staged path keeps
-// thread ranks safe by submission order, transport/channel/submit_ledger.h; a kernel that
-// waits cannot), so "ll_threads" is off unless named.
-bool llKernelsAllowed(lanesComm* comm);
-
 // Sets up every device path of a communicator whose ranks all have a GPU
 // (collective: every rank calls it at init, before any work is enqueued).
 Status prepareDevicePaths(lanesComm* comm);

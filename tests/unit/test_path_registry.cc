@@ -204,6 +204,17 @@ TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {
   EXPECT_EQ(planName(host, config), "ring");
 }
 
+TEST(SelectionConfig, AlgoListTakesTheAliasesLanesAlgoAlwaysTook) {
+  ::setenv("LANES_ALGO", "^RD, chain", 1);
+  const SelectionConfig c = SelectionConfig::fromEnv();
+  ::unsetenv("LANES_ALGO");
+  ASSERT_TRUE(c.algo.set());
+  EXPECT_FALSE(c.algo.allows("recursive_doubling", true));
+  EXPECT_FALSE(c.algo.allows("chain", true));
+  EXPECT_TRUE(c.algo.allows("ring", true));
+  EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 8, 4, c).algo, AlgoId::Ring);
+}
+
 TEST(SelectionConfig, BadListsWarnAndKeepTheDefaults) {
   ::setenv("LANES_PROTO", "ll,nvls", 1);
   ::setenv("LANES_ALGO", "^tree", 1);

@@ -189,16 +189,6 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   return forkStreams(stream, others);
 }
 
-// From facts every rank shares: a rank in a process of its own must not set
-// LL up alone while its peers that are threads stay away (setup is collective).
-// Whether "ll" itself is allowed is agreed in LL's setup, so a rank that
-// leaves it out still takes part in that agreement.
-bool llKernelsAllowed(lanesComm* handle) {
-  const CommView comm(handle);
-  return !comm.someProcessHoldsSeveralRanks() ||
-         pathAllowed(comm.selection(), DevicePath::LlThreads);
-}
-
 bool streamIsPerThread(cudaStream_t stream) { return stream == cudaStreamPerThread; }
 
 Status prepareDevicePaths(lanesComm* handle) {

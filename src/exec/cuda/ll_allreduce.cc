@@ -23,7 +23,6 @@ bool candidate(CommView comm, const std::vector<Request>& requests, size_t* byte
   *bytes = r.args.count * datatypeSize(r.args.type);
   if (*bytes == 0 || *bytes > LlAllReduce::kHardMaxBytes) return false;
   if (comm.nranks() > cuda::kLlMaxRanks) return false;
-  if (!llKernelsAllowed(comm.handle())) return false;
   if (comm.nranks() == 1) return true;
   if (!comm.hasBootstrap()) return false;
   const auto& ranks = comm.bootstrap().ranks();
@@ -126,7 +125,9 @@ Status LlAllReduce::setup() {
   const DevicePath llPath =
       comm_.someProcessHoldsSeveralRanks() ? DevicePath::LlThreads : DevicePath::Ll;
   if (!pathAllowed(comm_.selection(), llPath)) {
-    why = "LANES_PROTO=" + comm_.selection().proto.text() + " leaves out " + devicePathName(llPath);
+    const NameList& proto = comm_.selection().proto;
+    why = proto.set() ? "LANES_PROTO=" + proto.text() + " leaves out " + devicePathName(llPath)
+                      : std::string(devicePathName(llPath)) + " is off unless LANES_PROTO names it";
     expected = true;
   } else if (n > 1 && comm_.processesShareGpu() && !envBool("LANES_LL_SHARED_GPU", false)) {
     // Their kernels meet only at time-slice switches, a thousand times slower

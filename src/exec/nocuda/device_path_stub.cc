@@ -22,7 +22,6 @@ Status classifyBuffer(const void*, BufferInfo* out) {
 }
 
 Status prepareDevicePaths(lanesComm*) { return Status::ok(); }
-bool llKernelsAllowed(lanesComm*) { return false; }
 bool streamIsPerThread(cudaStream_t) { return false; }
 
 Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t, const PathChooser&) {
