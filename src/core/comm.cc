@@ -5,12 +5,13 @@
 void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRank,
                      const std::string& cause) {
   {
-    std::lock_guard<std::mutex> lock(failureMutex);
-    if (asyncError.load() != lanesSuccess) return;  // the first failure is the one to report
-    failureMessage = message;
-    failedRank = deadRank;
-    failureCause = cause;
-    asyncError.store(code);
+    std::lock_guard<std::mutex> lock(failure.mutex);
+    if (failure.asyncError.load() != lanesSuccess)
+      return;  // the first failure is the one to report
+    failure.message = message;
+    failure.deadRank = deadRank;
+    failure.cause = cause;
+    failure.asyncError.store(code);
     runFailureHooksLocked();
   }
   LANES_INFO(Init, rank, "communicator failed: %s", message.c_str());
@@ -18,32 +19,32 @@ void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRan
 }
 
 void lanesComm::runFailureHooksLocked() {
-  for (auto& hook : onFailure)
-    if (hook) hook(failureMessage);
+  for (auto& hook : failure.hooks)
+    if (hook) hook(failure.message);
 }
 
 void lanesComm::closeConnections() {
-  std::lock_guard<std::mutex> lock(connectionsMutex);
-  for (auto& c : connections)
+  std::lock_guard<std::mutex> lock(links.mutex);
+  for (auto& c : links.connections)
     if (c) c->close();
 }
 
 lanes::Status lanesComm::checkAbort() {
-  if (aborted.load(std::memory_order_relaxed))
+  if (failure.aborted.load(std::memory_order_relaxed))
     return lanes::Status(lanesInvalidUsage,
                          "communicator " + describe() +
                              " was aborted (lanesCommAbort) while the "
                              "operation waited; destroy it and create a new one");
   // Before asyncError: a revoke is what the user asked for, and names what is left to do.
-  if (revoked.load(std::memory_order_acquire))
+  if (failure.revoked.load(std::memory_order_acquire))
     return lanes::Status(lanesInvalidUsage,
                          "communicator " + describe() +
                              " was revoked (lanesCommRevoke); only destroy, abort, split and "
                              "shrink remain");
-  int err = asyncError.load(std::memory_order_acquire);
+  int err = failure.asyncError.load(std::memory_order_acquire);
   if (err != lanesSuccess) {
-    std::lock_guard<std::mutex> lock(failureMutex);
-    return lanes::Status(static_cast<lanesResult_t>(err), failureMessage);
+    std::lock_guard<std::mutex> lock(failure.mutex);
+    return lanes::Status(static_cast<lanesResult_t>(err), failure.message);
   }
   return lanes::Status::ok();
 }

@@ -34,12 +34,56 @@ struct CommOptions {
 // relative order of sends/recvs and collectives inside a group never matters.
 inline constexpr int kP2pLane = 0;
 
+// Creation that runs in the background (a non-blocking config, or an init
+// inside a group): lanesInProgress until it ends, then lanesSuccess or the
+// error it ended with (core/init.h).
+struct CommInit {
+  std::atomic<int> state{lanesSuccess};
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable done;
+  Status status;  // under mutex
+  // Aborted while the init ran: the init thread frees the communicator when
+  // its own waits end (under mutex).
+  bool abandoned = false;
+};
+
+// The connections to every peer. The mutex is held while they are filled
+// (init), closed by a failure (any thread: the bootstrap monitor, a
+// watchdog) or cleared (release): a failure noticed while the communicator
+// is being destroyed must not close unmapped rings.
+struct CommLinks {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Connection>> connections;  // by peer
+  ConnectionTable table;                                 // raw view for the executor
+};
+
+// Failure state, written by the bootstrap monitor thread, a watchdog, abort
+// or revoke.
+struct CommFailure {
+  // lanesCommRevoke ran: operations fail; destroy, abort, split and shrink remain.
+  std::atomic<bool> revoked{false};
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> abortSpread{false};  // the peers were told of this rank's abort
+  std::atomic<int> asyncError{lanesSuccess};
+  std::mutex mutex;
+  std::string message;
+  int deadRank = -1;  // the rank whose death caused the failure, when known
+  std::string cause;  // what was seen of that rank, to pass on to others
+  // Run once by fail(), under mutex, right after the failure is recorded:
+  // device paths release GPU streams parked on flags. Hooks must be short and
+  // must not call checkAbort(); an empty entry is skipped (a path clears its
+  // entry, under mutex, when it goes away).
+  std::vector<FailureHook> hooks;
+};
+
 }  // namespace lanes
 
 struct lanesComm {
   static constexpr uint64_t kMagic = 0x4c414e4553434f4dull;  // "LANESCOM"
   uint64_t magic = kMagic;
 
+  // Identity: who this rank is among whom, and how long it waits.
   int rank = -1;
   int nranks = 0;
   int cudaDev = -1;
@@ -47,8 +91,8 @@ struct lanesComm {
   // Hang diagnosis (core/watchdog.h); before `bootstrap`, whose monitor thread reads it.
   lanes::CommWatch watch;
   std::unique_ptr<lanes::Bootstrap> bootstrap;
-  std::vector<std::unique_ptr<lanes::Connection>> connections;  // by peer
-  lanes::ConnectionTable table;                                 // raw view for the executor
+  // Made through the bootstrap, closed before it.
+  lanes::CommLinks links;
   int lanes = 2;
   int localRanks = 1;       // ranks of this communicator on this host
   int processRanks = 1;     // ranks of this communicator in this process (threads)
@@ -71,42 +115,13 @@ struct lanesComm {
   std::vector<lanes::RedOp> userOps;
   std::vector<bool> userOpLive;
 
-  // Creation that runs in the background (a non-blocking config, or an init
-  // inside a group): lanesInProgress until it ends, then lanesSuccess or the
-  // error it ended with (core/init.h).
-  std::atomic<int> initState{lanesSuccess};
-  std::thread initThread;
-  std::mutex initMutex;
-  std::condition_variable initDone;
-  lanes::Status initStatus;  // under initMutex
-  // Aborted while the init ran: the init thread frees the communicator when
-  // its own waits end (under initMutex).
-  bool abandoned = false;
+  lanes::CommInit init;
 
   // Buffers and windows registered on this communicator (core/registration.h).
   std::mutex registrationsMutex;
   std::vector<std::unique_ptr<lanes::Registration>> registrations;
 
-  // lanesCommRevoke ran: operations fail; destroy, abort, split and shrink remain.
-  std::atomic<bool> revoked{false};
-
-  // Failure state, written by the bootstrap monitor thread or by abort.
-  std::atomic<bool> aborted{false};
-  std::atomic<bool> abortSpread{false};  // the peers were told of this rank's abort
-  std::atomic<int> asyncError{lanesSuccess};
-  std::mutex failureMutex;
-  // Held while `connections` is filled (init), closed by fail() (any thread:
-  // the bootstrap monitor, a watchdog) or cleared (release): a failure noticed
-  // while the communicator is being destroyed must not close unmapped rings.
-  std::mutex connectionsMutex;
-  std::string failureMessage;
-  int failedRank = -1;       // the rank whose death caused the failure, when known
-  std::string failureCause;  // what was seen of that rank, to pass on to others
-  // Run once by fail(), under failureMutex, right after the failure is
-  // recorded: device paths release GPU streams parked on flags. Hooks must be
-  // short and must not call checkAbort(); an empty entry is skipped (a
-  // context clears its entry, under failureMutex, when it goes away).
-  std::vector<lanes::FailureHook> onFailure;
+  lanes::CommFailure failure;
 
   std::mutex errorMutex;
   std::string lastError;
@@ -118,7 +133,7 @@ struct lanesComm {
   // Records the first fatal failure and wakes every port.
   void fail(lanesResult_t code, const std::string& message, int deadRank = -1,
             const std::string& cause = "");
-  // The onFailure hooks (caller holds failureMutex): device streams parked on
+  // The failure hooks (caller holds failure.mutex): device streams parked on
   // flags are released.
   void runFailureHooksLocked();
   // Closes every connection, so a wait that polls its port returns at once.

@@ -45,20 +45,20 @@ void CommView::fail(lanesResult_t code, const std::string& message) const {
 }
 Status CommView::checkAbort() const { return comm_->checkAbort(); }
 bool CommView::failed() const {
-  return comm_->aborted.load() || comm_->asyncError.load() != lanesSuccess;
+  return comm_->failure.aborted.load() || comm_->failure.asyncError.load() != lanesSuccess;
 }
-const std::atomic<bool>& CommView::abortFlag() const { return comm_->aborted; }
+const std::atomic<bool>& CommView::abortFlag() const { return comm_->failure.aborted; }
 
 size_t CommView::addFailureHook(FailureHook hook) const {
-  std::lock_guard<std::mutex> lock(comm_->failureMutex);
-  if (comm_->asyncError.load() != lanesSuccess) hook(comm_->failureMessage);
-  comm_->onFailure.push_back(std::move(hook));
-  return comm_->onFailure.size() - 1;
+  std::lock_guard<std::mutex> lock(comm_->failure.mutex);
+  if (comm_->failure.asyncError.load() != lanesSuccess) hook(comm_->failure.message);
+  comm_->failure.hooks.push_back(std::move(hook));
+  return comm_->failure.hooks.size() - 1;
 }
 
 void CommView::removeFailureHook(size_t slot) const {
-  std::lock_guard<std::mutex> lock(comm_->failureMutex);
-  if (slot < comm_->onFailure.size()) comm_->onFailure[slot] = nullptr;
+  std::lock_guard<std::mutex> lock(comm_->failure.mutex);
+  if (slot < comm_->failure.hooks.size()) comm_->failure.hooks[slot] = nullptr;
 }
 
 Status CommView::runOnHost(std::vector<Request>& requests) const {

@@ -46,9 +46,9 @@ const char* lastErrorText(lanesComm_t comm) {
     }
     // No call on this communicator failed yet, but the communicator did (an
     // asynchronous error, lanesCommGetAsyncError): that is what to read.
-    if (copy.empty() && comm->asyncError.load() != lanesSuccess) {
-      std::lock_guard<std::mutex> lock(comm->failureMutex);
-      copy = comm->failureMessage;
+    if (copy.empty() && comm->failure.asyncError.load() != lanesSuccess) {
+      std::lock_guard<std::mutex> lock(comm->failure.mutex);
+      copy = comm->failure.message;
     }
     if (!copy.empty()) {
       copy = ncclSpelling(std::move(copy));

@@ -384,7 +384,7 @@ Status executeHostRequests(std::vector<Request>& requests) {
     ExecWork w;
     w.schedule = p.schedule.get();
     w.lane = p.lane;
-    w.connections = &p.comm->table;
+    w.connections = &p.comm->links.table;
     w.rank = p.comm->rank;
     lanesComm* comm = p.comm;
     w.checkAbort = [comm] { return comm->checkAbort(); };

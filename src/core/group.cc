@@ -19,7 +19,7 @@ thread_local GroupState tlsGroup;
 HopClass hopOf(const Request& r) {
   if (r.onDevice) return HopClass::DeviceStaged;
   HopClass hop = HopClass::SharedMemory;
-  for (const Connection* c : r.comm->table)
+  for (const Connection* c : r.comm->links.table)
     if (c != nullptr && std::strcmp(c->transportName(), "shm") != 0) hop = HopClass::Socket;
   return hop;
 }

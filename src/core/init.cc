@@ -82,8 +82,8 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   ctx.timeoutSeconds = timeoutSeconds;
   ctx.checkAbort = [comm] { return comm->checkAbort(); };
   {
-    std::lock_guard<std::mutex> lock(comm->connectionsMutex);
-    comm->connections.resize(comm->nranks);
+    std::lock_guard<std::mutex> lock(comm->links.mutex);
+    comm->links.connections.resize(comm->nranks);
   }
   // Every rank runs every transport's connect (collective), even with no peers.
   for (size_t t = 0; t < transports.size(); ++t) {
@@ -92,9 +92,9 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
     if (conns.size() != peersOf[t].size())
       return internalError(std::string("transport ") + transports[t]->name() +
                            " returned the wrong number of connections");
-    std::lock_guard<std::mutex> lock(comm->connectionsMutex);
+    std::lock_guard<std::mutex> lock(comm->links.mutex);
     for (size_t i = 0; i < conns.size(); ++i)
-      comm->connections[peersOf[t][i]] = std::move(conns[i]);
+      comm->links.connections[peersOf[t][i]] = std::move(conns[i]);
   }
   comm->localRanks = 0;
   comm->processRanks = 0;
@@ -103,8 +103,8 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
     comm->processRanks += r.hostHash == self.hostHash && r.pid == self.pid ? 1 : 0;
   }
   comm->spinLimit = spinLimitFor(comm->localRanks);
-  comm->table.assign(comm->nranks, nullptr);
-  for (int p = 0; p < comm->nranks; ++p) comm->table[p] = comm->connections[p].get();
+  comm->links.table.assign(comm->nranks, nullptr);
+  for (int p = 0; p < comm->nranks; ++p) comm->links.table[p] = comm->links.connections[p].get();
   return Status::ok();
 }
 
@@ -117,7 +117,7 @@ void logTopology(const lanesComm* comm) {
              comm->options.timeoutSeconds);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
-    const Connection* c = comm->connections[p].get();
+    const Connection* c = comm->links.connections[p].get();
     LANES_INFO(Init, comm->rank, "  peer %d (%s pid %d): transport %s", p, ranks[p].hostname,
                ranks[p].pid, c ? c->transportName() : "none");
   }
@@ -223,24 +223,24 @@ Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOpt
                  lanesComm_t* out) {
   std::unique_ptr<lanesComm> owned = newComm(nranks, rank, options);
   lanesComm* comm = owned.release();
-  comm->initState.store(lanesInProgress);
+  comm->init.state.store(lanesInProgress);
   registerComm(comm);
   if (inGroup()) tlsGroupInits.push_back(comm);
-  comm->initThread = std::thread([comm, idData] {
+  comm->init.thread = std::thread([comm, idData] {
     Status st = setCudaDevice(comm->cudaDev);
     if (st) st = setUpComm(comm, idData);
     if (!st) {
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = st.message();
     }
-    std::unique_lock<std::mutex> lock(comm->initMutex);
-    comm->initStatus = st;
-    comm->initState.store(st.code());
-    comm->initDone.notify_all();
-    if (!comm->abandoned) return;
+    std::unique_lock<std::mutex> lock(comm->init.mutex);
+    comm->init.status = st;
+    comm->init.state.store(st.code());
+    comm->init.done.notify_all();
+    if (!comm->init.abandoned) return;
     lock.unlock();
     // lanesCommAbort (or a destroy) came meanwhile and left the rest to this thread.
-    if (comm->aborted.load()) spreadAbort(comm);
+    if (comm->failure.aborted.load()) spreadAbort(comm);
     releaseComm(comm, false);
   });
   *out = comm;
@@ -248,19 +248,20 @@ Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOpt
 }
 
 Status awaitInit(lanesComm* comm) {
-  if (comm->initState.load() == lanesSuccess) return Status::ok();
-  std::unique_lock<std::mutex> lock(comm->initMutex);
+  if (comm->init.state.load() == lanesSuccess) return Status::ok();
+  std::unique_lock<std::mutex> lock(comm->init.mutex);
   // Bounded: the init's own waits end by the bootstrap and operation timeouts;
   // an abort (lanesCommAbort notifies) ends this wait at once.
-  comm->initDone.wait(
-      lock, [comm] { return comm->initState.load() != lanesInProgress || comm->aborted.load(); });
-  if (comm->initState.load() == lanesInProgress)
+  comm->init.done.wait(lock, [comm] {
+    return comm->init.state.load() != lanesInProgress || comm->failure.aborted.load();
+  });
+  if (comm->init.state.load() == lanesInProgress)
     return invalidUsage("communicator " + comm->describe() +
                         " was aborted (lanesCommAbort) while it was being created");
-  if (comm->initStatus) return Status::ok();
+  if (comm->init.status) return Status::ok();
   return Status(
-      comm->initStatus.code(),
-      "communicator " + comm->describe() + " could not be created: " + comm->initStatus.message());
+      comm->init.status.code(),
+      "communicator " + comm->describe() + " could not be created: " + comm->init.status.message());
 }
 
 Status awaitGroupInits() {

@@ -13,10 +13,10 @@ using namespace lanes;
 // one, so every survivor names the rank that died rather than the one that
 // gave up because of it.
 void lanes::spreadAbort(lanesComm* comm) {
-  if (!comm->bootstrap || comm->abortSpread.exchange(true)) return;
-  std::lock_guard<std::mutex> lock(comm->failureMutex);
-  if (comm->failedRank >= 0 && comm->failedRank != comm->rank)
-    comm->bootstrap->spreadFailure(comm->failedRank, comm->failureCause);
+  if (!comm->bootstrap || comm->failure.abortSpread.exchange(true)) return;
+  std::lock_guard<std::mutex> lock(comm->failure.mutex);
+  if (comm->failure.deadRank >= 0 && comm->failure.deadRank != comm->rank)
+    comm->bootstrap->spreadFailure(comm->failure.deadRank, comm->failure.cause);
   else
     comm->bootstrap->spreadFailure(comm->rank, "rank " + std::to_string(comm->rank) +
                                                    " aborted its communicator (lanesCommAbort)");
@@ -26,14 +26,15 @@ void lanes::releaseOrAbandon(lanesComm* comm, bool graceful) {
   {
     // The init thread may still wait on the bootstrap: it frees the
     // communicator when that ends, so the caller returns now.
-    std::lock_guard<std::mutex> lock(comm->initMutex);
-    if (comm->initState.load() == lanesInProgress) {
-      comm->abandoned = true;
-      comm->initThread.detach();
+    std::lock_guard<std::mutex> lock(comm->init.mutex);
+    if (comm->init.state.load() == lanesInProgress) {
+      comm->init.abandoned = true;
+      comm->init.thread.detach();
       return;
     }
   }
-  if (comm->aborted.load()) spreadAbort(comm);  // the init may have ended after the abort looked
+  if (comm->failure.aborted.load())
+    spreadAbort(comm);  // the init may have ended after the abort looked
   releaseComm(comm, graceful);
 }
 
@@ -41,16 +42,16 @@ void lanes::releaseOrAbandon(lanesComm* comm, bool graceful) {
 void lanes::releaseComm(lanesComm* comm, bool graceful) {
   std::unique_ptr<lanesComm> owned(comm);
   // The init ended (releaseOrAbandon, or the abandoned init thread itself).
-  if (owned->initThread.joinable()) owned->initThread.join();
+  if (owned->init.thread.joinable()) owned->init.thread.join();
   // The device proxy drives the connections: stop it first.
   owned->devicePaths.proxy.reset();
   {
-    std::lock_guard<std::mutex> lock(owned->connectionsMutex);
+    std::lock_guard<std::mutex> lock(owned->links.mutex);
     if (!graceful) {
-      for (auto& c : owned->connections)
+      for (auto& c : owned->links.connections)
         if (c) c->close();
     }
-    owned->connections.clear();
+    owned->links.connections.clear();
   }
   if (owned->bootstrap) owned->bootstrap->shutdown();
   owned->magic = 0;
@@ -75,8 +76,8 @@ lanesResult_t lanesCommDestroy(lanesComm_t comm) {
     // Read the state under a reference, so a concurrent destroy cannot free it meanwhile.
     CommRef ref(comm);
     if (!ref) return report(nullptr, notLive("lanesCommDestroy"));
-    healthy = awaitInit(comm).isOk() && comm->asyncError.load() == lanesSuccess &&
-              !comm->aborted.load() && !comm->revoked.load();
+    healthy = awaitInit(comm).isOk() && comm->failure.asyncError.load() == lanesSuccess &&
+              !comm->failure.aborted.load() && !comm->failure.revoked.load();
   }
   if (!retireComm(comm)) return report(nullptr, notLive("lanesCommDestroy"));
   LANES_INFO(Init, comm->rank, "comm %p destroyed", static_cast<void*>(comm));
@@ -89,13 +90,13 @@ lanesResult_t lanesCommAbort(lanesComm_t comm) {
   {
     CommRef ref(comm);
     if (!ref) return report(nullptr, notLive("lanesCommAbort"));
-    comm->aborted.store(true);
+    comm->failure.aborted.store(true);
     {
-      std::lock_guard<std::mutex> lock(comm->initMutex);
-      comm->initDone.notify_all();  // calls waiting for the init return now
+      std::lock_guard<std::mutex> lock(comm->init.mutex);
+      comm->init.done.notify_all();  // calls waiting for the init return now
     }
     // A bootstrap still being made by the init thread is spread on by it.
-    if (comm->initState.load() != lanesInProgress) spreadAbort(comm);
+    if (comm->init.state.load() != lanesInProgress) spreadAbort(comm);
     comm->closeConnections();
   }
   // Calls blocked in this communicator see the abort and return; then free it.
@@ -110,8 +111,9 @@ lanesResult_t lanesCommGetAsyncError(lanesComm_t comm, lanesResult_t* asyncError
   if (asyncError == nullptr) return report(comm, invalidArgument("asyncError is NULL"));
   // Creation in the background first (lanesInProgress until it ends), then
   // failures of the work.
-  int init = comm->initState.load();
-  *asyncError = static_cast<lanesResult_t>(init != lanesSuccess ? init : comm->asyncError.load());
+  int init = comm->init.state.load();
+  *asyncError =
+      static_cast<lanesResult_t>(init != lanesSuccess ? init : comm->failure.asyncError.load());
   return lanesSuccess;
 }
 

@@ -16,14 +16,14 @@ Status revoke(lanesComm* comm, int flags) {
     return invalidArgument("lanesCommRevoke: revokeFlags is " + std::to_string(flags) +
                            "; it must be 0 (no flags are defined)");
   LANES_RETURN_IF_ERROR(awaitInit(comm));  // its connections are made by then
-  if (comm->revoked.exchange(true)) return Status::ok();
+  if (comm->failure.revoked.exchange(true)) return Status::ok();
   {
     // As in fail(): the hooks release device streams parked on flags. They
-    // quote failureMessage, which checkAbort() and lanesGetLastError only
+    // quote failure.message, which checkAbort() and lanesGetLastError only
     // read once asyncError is set, so saying "revoked" there changes nothing else.
-    std::lock_guard<std::mutex> lock(comm->failureMutex);
-    if (comm->asyncError.load() == lanesSuccess)
-      comm->failureMessage = "communicator " + comm->describe() + " was revoked (lanesCommRevoke)";
+    std::lock_guard<std::mutex> lock(comm->failure.mutex);
+    if (comm->failure.asyncError.load() == lanesSuccess)
+      comm->failure.message = "communicator " + comm->describe() + " was revoked (lanesCommRevoke)";
     comm->runFailureHooksLocked();
   }
   comm->closeConnections();

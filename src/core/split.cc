@@ -72,7 +72,7 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
                            " is negative; use a colour >= 0 or LANES_SPLIT_NOCOLOR");
   LANES_RETURN_IF_ERROR(awaitInit(comm));  // a non-blocking parent may still be joining its mesh
   // A revoked communicator may still split: only its bootstrap mesh is needed.
-  if (!comm->revoked.load()) LANES_RETURN_IF_ERROR(comm->checkAbort());
+  if (!comm->failure.revoked.load()) LANES_RETURN_IF_ERROR(comm->checkAbort());
   CommOptions options = comm->options;
   if (config != nullptr) LANES_RETURN_IF_ERROR(parseConfig(config, &options));
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);

@@ -64,7 +64,7 @@ void attachWatchdog(lanesComm* comm) {
   comm->watch.checkMismatch = envBool("LANES_CHECK_MISMATCH", false);
   comm->bootstrap->setProgressSource([comm] {
     ProgressReport r = comm->watch.progress.snapshot();
-    r.asyncError = comm->asyncError.load();
+    r.asyncError = comm->failure.asyncError.load();
     r.rank = comm->rank;
     return r.encode();
   });
