@@ -84,6 +84,14 @@ SelectionConfig SelectionConfig::fromEnv() {
   c.proto = listFromEnv("LANES_PROTO", devicePathNames());
   c.algo = listFromEnv("LANES_ALGO", hostAlgoNames(), canonicalAlgoList);
   c.smallBytes = static_cast<size_t>(envSize("LANES_SMALL_MSG_BYTES", c.smallBytes));
+  c.llMaxBytes =
+      static_cast<size_t>(envSize("LANES_LL_MAX_BYTES", c.llMaxBytes, 0, kLlHardMaxBytes));
+  c.llSharedGpu = envBool("LANES_LL_SHARED_GPU", c.llSharedGpu);
+  c.sharedContextMaxBytes =
+      static_cast<size_t>(envSize("LANES_SHARED_CONTEXT_MAX_BYTES", c.sharedContextMaxBytes));
+  c.sharedGpuProxyBytes =
+      static_cast<size_t>(envSize("LANES_SHARED_GPU_PROXY_BYTES", c.sharedGpuProxyBytes));
+  c.stagedGatherScatter = envBool("LANES_STAGED_COLLECTIVES", c.stagedGatherScatter);
   return c;
 }
 

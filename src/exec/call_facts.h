@@ -46,11 +46,19 @@ struct CallFacts {
   } staged;
 };
 
-// The selection knobs, read once per communicator at init.
+// The knobs of path choice and of the paths' limits, read once per
+// communicator at init (docs/env.md has each one).
 struct SelectionConfig {
   NameList proto;             // LANES_PROTO: device paths
   NameList algo;              // LANES_ALGO: host algorithms
   size_t smallBytes = 65536;  // LANES_SMALL_MSG_BYTES
+  // LANES_LL_MAX_BYTES, at most kLlHardMaxBytes (LL rounds it to whole lines).
+  static constexpr size_t kLlHardMaxBytes = size_t{256} << 10;
+  size_t llMaxBytes = size_t{16} << 10;
+  bool llSharedGpu = false;  // LANES_LL_SHARED_GPU: LL between processes on one GPU (MPS)
+  size_t sharedContextMaxBytes = size_t{256} << 10;  // LANES_SHARED_CONTEXT_MAX_BYTES
+  size_t sharedGpuProxyBytes = size_t{256} << 10;    // LANES_SHARED_GPU_PROXY_BYTES
+  bool stagedGatherScatter = true;                   // LANES_STAGED_COLLECTIVES
   // Reads LANES_PROTO, LANES_ALGO and LANES_SMALL_MSG_BYTES; a bad value
   // warns once and leaves the default.
   static SelectionConfig fromEnv();

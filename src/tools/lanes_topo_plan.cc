@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <vector>
 
-#include "base/env.h"
 #include "planner/registry.h"
 
 namespace lanes {
@@ -16,16 +15,15 @@ constexpr CollType kColls[] = {CollType::AllReduce, CollType::AllGather, CollTyp
 
 // The paths as a communicator of processes sets them up by default (the
 // variables as exec/cuda reads them; LANES_PROTO is applied by the choice).
-CallFacts defaultFacts(int nranks, int gpus) {
+CallFacts defaultFacts(int nranks, int gpus, const SelectionConfig& config) {
   CallFacts f;
   f.nranks = nranks;
   const bool shareGpu = nranks > gpus;
-  f.ll.ready = nranks <= 8 && (!shareGpu || envBool("LANES_LL_SHARED_GPU", false));
-  f.ll.maxBytes = static_cast<size_t>(envSize("LANES_LL_MAX_BYTES", 16 << 10, 0, 256 << 10));
+  f.ll.ready = nranks <= 8 && (!shareGpu || config.llSharedGpu);
+  f.ll.maxBytes = config.llMaxBytes;
   f.staged.ready = true;
-  f.staged.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", true);
-  f.staged.proxyUpToBytes =
-      shareGpu ? static_cast<size_t>(envSize("LANES_SHARED_GPU_PROXY_BYTES", 256 << 10)) : 0;
+  f.staged.gatherScatter = config.stagedGatherScatter;
+  f.staged.proxyUpToBytes = shareGpu ? config.sharedGpuProxyBytes : 0;
   return f;
 }
 
@@ -69,7 +67,7 @@ std::string formatPlanTable(const topo::Topology& t, int nranks) {
   if (config.proto.set()) out += ", LANES_PROTO=" + config.proto.text();
   if (config.algo.set()) out += ", LANES_ALGO=" + config.algo.text();
   out += "\n";
-  CallFacts facts = defaultFacts(nranks, gpus > 0 ? gpus : 1);
+  CallFacts facts = defaultFacts(nranks, gpus > 0 ? gpus : 1, config);
   if (gpus > 0) {
     out += "\n# Device buffers, rank r on GPU r % " + std::to_string(gpus) + "\n";
     facts.device = true;

@@ -56,8 +56,7 @@ Status ContextAllReduce::create(CommView comm, std::unique_ptr<ContextAllReduce>
   std::unique_ptr<ContextAllReduce> path(new ContextAllReduce(comm));
   for (cudaEvent_t* e : {&path->ready_, &path->done_})
     LANES_CUDA_RETURN(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-  path->maxBytes_ = static_cast<size_t>(
-      envSize("LANES_SHARED_CONTEXT_MAX_BYTES", ContextAllReduce::kDefaultMaxBytes));
+  path->maxBytes_ = comm.selection().sharedContextMaxBytes;
   path->meeting_ = RankMeeting::join(comm.commId(), comm.nranks());
   path->hookIndex_ = comm.addFailureHook(
       [meeting = path->meeting_, who = comm.describe()](const std::string& message) {

@@ -35,7 +35,7 @@ namespace lanes {
 
 class ContextAllReduce final : public DeviceContext {
  public:
-  static constexpr size_t kDefaultMaxBytes = size_t{256} << 10;
+  static constexpr size_t kDefaultMaxBytes = SelectionConfig().sharedContextMaxBytes;
 
   // Makes the path where it applies (at init; events only, no collective
   // step: the ranks are all in this process). *out stays null elsewhere.

@@ -31,10 +31,9 @@ bool candidate(CommView comm, const std::vector<Request>& requests, size_t* byte
   return true;
 }
 
-// LANES_LL_MAX_BYTES, clamped to [8, kHardMaxBytes] and rounded up to whole lines.
-size_t maxBytesFromEnv(int rank) {
-  size_t bytes = static_cast<size_t>(
-      envSize("LANES_LL_MAX_BYTES", LlAllReduce::kDefaultMaxBytes, 0, LlAllReduce::kHardMaxBytes));
+// LANES_LL_MAX_BYTES (at most kHardMaxBytes), at least a line and rounded up
+// to whole lines.
+size_t roundedMaxBytes(size_t bytes) {
   bytes = std::max<size_t>(bytes, cuda::kLlLinePayload);
   return (bytes + cuda::kLlLinePayload - 1) / cuda::kLlLinePayload * cuda::kLlLinePayload;
 }
@@ -129,7 +128,7 @@ Status LlAllReduce::setup() {
     why = proto.set() ? "LANES_PROTO=" + proto.text() + " leaves out " + devicePathName(llPath)
                       : std::string(devicePathName(llPath)) + " is off unless LANES_PROTO names it";
     expected = true;
-  } else if (n > 1 && comm_.processesShareGpu() && !envBool("LANES_LL_SHARED_GPU", false)) {
+  } else if (n > 1 && comm_.processesShareGpu() && !comm_.selection().llSharedGpu) {
     // Their kernels meet only at time-slice switches, a thousand times slower
     // than threads of one context (docs/gpu_data_path.md has the figures);
     // LANES_LL_SHARED_GPU=1 for MPS, where they run side by side.
@@ -144,7 +143,7 @@ Status LlAllReduce::setup() {
       cudaGetLastError();
     }
   }
-  const size_t mine = maxBytesFromEnv(comm_.rank());
+  const size_t mine = roundedMaxBytes(comm_.selection().llMaxBytes);
 
   if (n > 1) {
     // 1. Every rank must be able to; the smallest LANES_LL_MAX_BYTES wins.

@@ -33,8 +33,8 @@ namespace lanes {
 class LlAllReduce final : public DeviceContext {
  public:
   // LANES_LL_MAX_BYTES is clamped to this; larger calls never look at LL.
-  static constexpr size_t kHardMaxBytes = size_t{256} << 10;
-  static constexpr size_t kDefaultMaxBytes = size_t{16} << 10;
+  static constexpr size_t kHardMaxBytes = SelectionConfig::kLlHardMaxBytes;
+  static constexpr size_t kDefaultMaxBytes = SelectionConfig().llMaxBytes;
 
   // Whether LL serves this batch: one all-reduce or all-gather of at most the
   // agreed LANES_LL_MAX_BYTES per rank, every rank on this host, LL not

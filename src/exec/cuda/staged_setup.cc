@@ -39,17 +39,6 @@ struct Proposal {
   uint64_t sharedGpuProxyBytes = 0;
 };
 
-// LANES_SHARED_GPU_PROXY_BYTES: all-reduces up to this size between processes
-// sharing a GPU go to the host proxy. Each of the staged path's hand-offs
-// waits for a time slice there, which costs small calls more than the proxy's
-// round trip; the two break even near 256 KiB, and larger calls pipeline
-// enough chunks to hide the slices (docs/gpu_data_path.md, "Processes
-// sharing a GPU", has the table).
-constexpr uint64_t kSharedGpuProxyBytes = 256 * 1024;
-uint64_t sharedGpuProxyBytesFromEnv() {
-  return envSize("LANES_SHARED_GPU_PROXY_BYTES", kSharedGpuProxyBytes);
-}
-
 // The context's hardware queues (CUDA's default is 8).
 int64_t hardwareQueues() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
@@ -181,8 +170,14 @@ Status StagedCollectives::setup() {
   mine.chunkBytes = config.chunkBytes;
   mine.pairChunkBytes = config.pairChunkBytes;
   mine.pairP2p = envBool("LANES_STAGE_PAIR_P2P", false) ? 1 : 0;
-  mine.sharedGpuProxyBytes = sharedGpuProxyBytesFromEnv();
-  mine.gatherScatter = envBool("LANES_STAGED_COLLECTIVES", true) ? 1 : 0;
+  // LANES_SHARED_GPU_PROXY_BYTES: all-reduces up to this size between processes
+  // sharing a GPU go to the host proxy. Each of the staged path's hand-offs
+  // waits for a time slice there, which costs small calls more than the proxy's
+  // round trip; the two break even near 256 KiB, and larger calls pipeline
+  // enough chunks to hide the slices (docs/gpu_data_path.md, "Processes
+  // sharing a GPU", has the table).
+  mine.sharedGpuProxyBytes = comm_.selection().sharedGpuProxyBytes;
+  mine.gatherScatter = comm_.selection().stagedGatherScatter ? 1 : 0;
   std::vector<Proposal> all(static_cast<size_t>(n));
   all[static_cast<size_t>(comm_.rank())] = mine;
   LANES_RETURN_IF_ERROR(comm_.bootstrap().allGather(all.data(), sizeof(Proposal), deadline));
