@@ -329,36 +329,35 @@ job_topo() {
 
 job multi-gpu-perf "lanes-run $TOOLS5" 'Avg bus bandwidth|Out of bounds values : [1-9]' \
   "five perf tools vs NCCL, a process per GPU, 8 B-512 MiB, P2P off/on"
-job_multi_gpu_perf() {
-  local n d mode tool
+# The five perf tools against NCCL, a process per GPU, per P2P mode: SECONDS
+# per step, a TITLE and JSON SUFFIX, the DEFAULT tool order, then the sizes.
+perf_tools_vs_nccl() {
+  local secs=$1 title=$2 suffix=$3 order=$4 n d mode tool
+  shift 4
   n=$(ngpus)
   d=$(jobdir)
   for mode in ${P2P_MODES:-p2p_off p2p_on}; do
     p2p_env "$mode"
-    for tool in ${PERF_TOOLS:-all_reduce all_gather reduce_scatter broadcast sendrecv}; do
-      step "${TOOL_S:-100}" "$tool $mode, $n GPUs" -- env "${envs[@]}" @bin@/lanes-run -n "$n" \
-        "@bin@/lanes_${tool}_perf" --compare nccl --memory device -b 8 -e 1G -f 4 -n 10 -w 3 \
-        -J "$d/${tool}_${mode}@tag@.json"
+    for tool in ${PERF_TOOLS:-$order}; do
+      step "$secs" "$tool $mode$title, $n GPUs" -- env "${envs[@]}" @bin@/lanes-run -n "$n" \
+        "@bin@/lanes_${tool}_perf" --compare nccl --memory device "$@" \
+        -J "$d/${tool}_${mode}${suffix}@tag@.json"
     done
   done
-  plot_json "$d" "$n"
+}
+
+job_multi_gpu_perf() {
+  perf_tools_vs_nccl "${TOOL_S:-100}" "" "" "all_reduce all_gather reduce_scatter broadcast sendrecv" \
+    -b 8 -e 1G -f 4 -n 10 -w 3
+  plot_json "$(jobdir)" "$(ngpus)"
 }
 
 job multi-gpu-1g "lanes-run $TOOLS5" '^(\[0\])? +1073741824 ' \
   "the same five tools at 1 GiB (8 B x 4^k stops at 512 MiB)"
 job_multi_gpu_1g() {
-  local n d mode tool
-  n=$(ngpus)
-  d=$(jobdir)
-  for mode in ${P2P_MODES:-p2p_off p2p_on}; do
-    p2p_env "$mode"
-    for tool in ${PERF_TOOLS:-sendrecv all_reduce all_gather reduce_scatter broadcast}; do
-      step 70 "$tool $mode 1 GiB, $n GPUs" -- env "${envs[@]}" @bin@/lanes-run -n "$n" \
-        "@bin@/lanes_${tool}_perf" --compare nccl --memory device -b 1G -e 1G -n 5 -w 2 \
-        -J "$d/${tool}_${mode}_1G@tag@.json"
-    done
-  done
-  plot_json "$d" "$n"
+  perf_tools_vs_nccl 70 " 1 GiB" "_1G" "sendrecv all_reduce all_gather reduce_scatter broadcast" \
+    -b 1G -e 1G -n 5 -w 2
+  plot_json "$(jobdir)" "$(ngpus)"
 }
 
 job multi-gpu-overlap lanes_overlap_gemm 'fraction|covered' \

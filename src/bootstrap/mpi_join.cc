@@ -46,7 +46,6 @@ Status loadPlugin(const lanesMpiPlugin** out) {
   if (!dir.empty()) {
     tried.push_back(dir + "/" + kPluginName);
     tried.push_back(dir + "/../lib/" + kPluginName);
-    tried.push_back(dir + "/../" LANES_INSTALL_LIBDIR "/" + kPluginName);
   }
   tried.push_back(kPluginName);  // the loader's search path
   std::string errors;
@@ -61,9 +60,9 @@ Status loadPlugin(const lanesMpiPlugin** out) {
     using Entry = const lanesMpiPlugin* (*)();
     auto entry = reinterpret_cast<Entry>(dlsym(handle, "lanesMpiPluginV1"));
     const lanesMpiPlugin* plugin = entry ? entry() : nullptr;
-    if (plugin == nullptr || plugin->version != LANES_MPI_PLUGIN_VERSION)
+    if (plugin == nullptr || plugin->version != lanesMpiPluginAbiVersion)
       return internalError(path + " is not a Lanes MPI plugin of version " +
-                           std::to_string(LANES_MPI_PLUGIN_VERSION) + " (another Lanes build?)");
+                           std::to_string(lanesMpiPluginAbiVersion) + " (another Lanes build?)");
     *out = plugin;
     return Status::ok();
   }

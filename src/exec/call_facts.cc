@@ -61,24 +61,6 @@ NameList listFromEnv(const char* var, const std::vector<std::string>& known,
   return list;
 }
 
-// Variables earlier versions read, with what replaces them (docs/env.md,
-// "Removed variables"): a user who still sets one learns it does nothing.
-void warnRemovedVariables() {
-  static const struct {
-    const char* name;
-    const char* now;
-  } kRemoved[] = {
-      {"LANES_LL_DISABLE", "LANES_PROTO=^ll to leave LL out"},
-      {"LANES_STAGED_DISABLE", "LANES_PROTO=^staged to leave the staged path out"},
-      {"LANES_SHARED_CONTEXT_DISABLE", "LANES_PROTO=^shared_context to leave it out"},
-      {"LANES_THREAD_FASTPATH", "LANES_PROTO=ll_threads,staged,proxy for LL between thread ranks"},
-      {"LANES_DEVICE_LAZY_SETUP", "nothing: the device paths are set up at init"},
-      {"LANES_STAGE_OWN_UPLOAD_STREAM", "nothing: the upload always has a stream of its own"},
-  };
-  for (const auto& r : kRemoved)
-    if (auto v = envString(r.name)) envWarnOnce(r.name, *v, "is no longer read", r.now);
-}
-
 }  // namespace
 
 const char* devicePathName(DevicePath p) {
@@ -98,7 +80,6 @@ const char* devicePathName(DevicePath p) {
 }
 
 SelectionConfig SelectionConfig::fromEnv() {
-  warnRemovedVariables();
   SelectionConfig c;
   c.proto = listFromEnv("LANES_PROTO", devicePathNames());
   c.algo = listFromEnv("LANES_ALGO", hostAlgoNames(), canonicalAlgoList);

@@ -32,7 +32,6 @@ struct CallFacts {
   bool oneHost = true;
   bool threadRanks = false;             // some process holds several ranks
   bool threadsBesideProcesses = false;  // ... and other processes hold ranks too
-  bool oneContext = false;              // every rank a thread of this process on its GPU
   // The device paths as the ranks set them up and agreed at init.
   struct Limit {
     bool ready = false;

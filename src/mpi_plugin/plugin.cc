@@ -53,7 +53,7 @@ int broadcast(void* data, size_t bytes, char* err, size_t errLen) {
   return rc == MPI_SUCCESS ? 0 : fail(err, errLen, "MPI_Bcast of the unique id", rc);
 }
 
-constexpr lanesMpiPlugin kPlugin = {LANES_MPI_PLUGIN_VERSION, start, broadcast};
+constexpr lanesMpiPlugin kPlugin = {lanesMpiPluginAbiVersion, start, broadcast};
 
 }  // namespace
 

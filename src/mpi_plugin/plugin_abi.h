@@ -11,10 +11,10 @@
 extern "C" {
 #endif
 
-#define LANES_MPI_PLUGIN_VERSION 1
+enum { lanesMpiPluginAbiVersion = 1 };
 
 typedef struct {
-  int version; /* LANES_MPI_PLUGIN_VERSION */
+  int version; /* lanesMpiPluginAbiVersion */
   /* MPI_Init_thread unless the program already did (then MPI_Finalize runs
    * at exit); this process's rank and the number of ranks in
    * MPI_COMM_WORLD. 0 on success, else -1 with why in err. */

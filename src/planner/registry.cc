@@ -18,14 +18,14 @@ bool oneCollective(const CallFacts& f) { return !f.p2p && f.calls == 1 && f.byte
 // The costs restate the order the device paths were measured in: a path
 // that serves a call beats every path below it (docs/gpu_data_path.md).
 const std::vector<DevicePathEntry> kDevicePathTable = {
-    {DevicePath::SharedContext, "shared_context", true,
+    {DevicePath::SharedContext, "shared_context",
      "one all-reduce up to LANES_SHARED_CONTEXT_MAX_BYTES when every rank is a thread on this GPU",
      [](const CallFacts& f) {
        return f.device && oneCollective(f) && f.coll == CollType::AllReduce &&
               f.sharedContext.ready && f.bytes <= f.sharedContext.maxBytes;
      },
      [](const CallFacts&) { return 1.0; }},
-    {DevicePath::Ll, "ll", true,
+    {DevicePath::Ll, "ll",
      "one all-reduce or all-gather up to LANES_LL_MAX_BYTES, ranks of one host, no thread ranks",
      [](const CallFacts& f) {
        return f.device && oneCollective(f) && !f.threadRanks && f.oneHost &&
@@ -33,7 +33,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
               f.bytes <= f.ll.maxBytes;
      },
      [](const CallFacts&) { return 2.0; }},
-    {DevicePath::LlThreads, "ll_threads", false,
+    {DevicePath::LlThreads, "ll_threads",
      "as ll, where ranks are threads of one process (off unless LANES_PROTO names it)",
      [](const CallFacts& f) {
        return f.device && oneCollective(f) && f.threadRanks && f.oneHost &&
@@ -41,7 +41,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
               f.bytes <= f.ll.maxBytes;
      },
      [](const CallFacts&) { return 2.0; }},
-    {DevicePath::Staged, "staged", true,
+    {DevicePath::Staged, "staged",
      "all-reduces (any batch), one all-gather, broadcast or reduce-scatter, ranks of one host",
      [](const CallFacts& f) {
        if (!f.device || f.p2p || !f.oneHost || f.threadsBesideProcesses || !f.staged.ready)
@@ -52,7 +52,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
        return f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes;
      },
      [](const CallFacts&) { return 3.0; }},
-    {DevicePath::Proxy, "proxy", true, "everything: the host algorithm on pinned copies",
+    {DevicePath::Proxy, "proxy", "everything: the host algorithm on pinned copies",
      [](const CallFacts&) { return true; }, [](const CallFacts&) { return 4.0; }},
 };
 
@@ -77,9 +77,6 @@ const std::vector<HostAlgoEntry> kHostAlgoTable = {
 };
 
 }  // namespace
-
-const std::vector<DevicePathEntry>& devicePathRegistry() { return kDevicePathTable; }
-const std::vector<HostAlgoEntry>& hostAlgoRegistry() { return kHostAlgoTable; }
 
 DeviceChoice chooseDevicePath(const CallFacts& facts, const SelectionConfig& config) {
   const DevicePathEntry* best = nullptr;

@@ -22,7 +22,6 @@ namespace lanes {
 struct DevicePathEntry {
   DevicePath path;
   const char* name;
-  bool onByDefault;
   const char* serves;  // the collectives and sizes, for --help and the docs
   bool (*eligible)(const CallFacts&);
   double (*cost)(const CallFacts&);
@@ -32,8 +31,6 @@ struct HostAlgoEntry {
   AlgoId algo;
   double (*cost)(const CallFacts&, const SelectionConfig&);
 };
-const std::vector<DevicePathEntry>& devicePathRegistry();
-const std::vector<HostAlgoEntry>& hostAlgoRegistry();
 
 struct DeviceChoice {
   DevicePath path = DevicePath::Proxy;

@@ -17,7 +17,6 @@
 #include "base/log.h"
 #include "base/nccl_env.h"
 #include "core/comm_topology.h"
-#include "exec/call_facts.h"
 #include "lanes/lanes.h"
 #include "tests/common/log_file.h"
 #include "tests/common/scoped_env.h"
@@ -53,21 +52,6 @@ TEST(EnvWarnings, IntegerOutOfRangeWarnsOnceWithTheBoundUsed) {
   EXPECT_EQ(envInt("LANES_TEST_INT", 4, 2, 64), 4);
   EXPECT_EQ(envInt("LANES_TEST_INT", 4, 2, 64), 4);
   EXPECT_EQ(log.count("LANES_TEST_INT=four is not an integer; using 4"), 1u) << log.text();
-}
-
-TEST(EnvWarnings, RemovedVariablesSayWhatReplacesThem) {
-  LogCapture log;
-  ScopedEnv ll("LANES_LL_DISABLE", "1"), fast("LANES_THREAD_FASTPATH", "1");
-  SelectionConfig::fromEnv();
-  SelectionConfig::fromEnv();
-  EXPECT_EQ(log.count("WARN LANES_LL_DISABLE=1 is no longer read; using LANES_PROTO=^ll to leave "
-                      "LL out"),
-            1u)
-      << log.text();
-  EXPECT_EQ(log.count("LANES_THREAD_FASTPATH=1 is no longer read; using "
-                      "LANES_PROTO=ll_threads,staged,proxy for LL between thread ranks"),
-            1u)
-      << log.text();
 }
 
 TEST(EnvWarnings, SizesBoolsAndTimeoutsSayWhatWasUsed) {

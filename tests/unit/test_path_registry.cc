@@ -164,7 +164,6 @@ TEST(DevicePathChoice, ThreadRanksTakeSharedContextThenStagedNotLl) {
   CallFacts f = deviceCall(CollType::AllReduce, 1024);
   f.threadRanks = true;
   EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::Staged);  // LL: not for threads
-  f.oneContext = true;
   f.sharedContext = {true, 256 << 10};
   EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::SharedContext);
   f.bytes = 1 << 20;

@@ -49,7 +49,6 @@ CallFacts rankSetFacts(CommView comm) {
   f.oneHost = allOnThisHost(comm);
   f.threadRanks = comm.someProcessHoldsSeveralRanks();
   f.threadsBesideProcesses = comm.threadsBesideProcesses();
-  f.oneContext = static_cast<int>(comm.ranksSharingMyContext().size()) == comm.nranks();
   DevicePaths& paths = comm.paths();
   if (auto* shared = static_cast<ContextAllReduce*>(paths.sharedContext.get()))
     f.sharedContext = {true, shared->maxBytes()};
