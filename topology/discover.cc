@@ -18,9 +18,21 @@ void noteMissing(Topology* t, const std::string& sentence) {
 namespace {
 
 // nvidia-smi numbers GPUs and NICs in PCI order; so does the model.
+// The GPU matrices filled so far (hwloc's NVLink bandwidth) follow the GPUs.
 void sortDevices(Topology* t) {
-  std::sort(t->gpus.begin(), t->gpus.end(),
-            [](const Gpu& a, const Gpu& b) { return a.busId < b.busId; });
+  std::vector<size_t> order(t->gpus.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return t->gpus[a].busId < t->gpus[b].busId; });
+  std::vector<Gpu> gpus;
+  std::vector<std::vector<double>> gbps(order.size(), std::vector<double>(order.size(), 0));
+  t->resizeMatrices();
+  for (size_t a = 0; a < order.size(); ++a) {
+    gpus.push_back(t->gpus[order[a]]);
+    for (size_t b = 0; b < order.size(); ++b) gbps[a][b] = t->nvlinkGbps[order[a]][order[b]];
+  }
+  t->gpus = std::move(gpus);
+  t->nvlinkGbps = std::move(gbps);
   std::sort(t->nics.begin(), t->nics.end(),
             [](const Nic& a, const Nic& b) { return a.busId < b.busId; });
 }

@@ -5,9 +5,11 @@
 #ifdef LANES_HAVE_HWLOC
 #include <hwloc.h>
 
+#include <cerrno>
 #include <memory>
 
 #include "topology/hwloc_build.h"
+#include "topology/hwloc_xml_check.h"
 #endif
 
 namespace lanes::topo {
@@ -21,19 +23,30 @@ struct HwlocDeleter {
 };
 using HwlocPtr = std::unique_ptr<hwloc_topology, HwlocDeleter>;
 
+// hwloc says only EINVAL for a file it refuses; its reasons go to stderr.
+std::string xmlFailure(const std::string& path, int err) {
+  return "hwloc could not parse " + path + " (hwloc " HWLOC_VERSION " here): " + errnoText(err) +
+         "; run again with HWLOC_XML_VERBOSE=1 to see hwloc's reason, and export the file with "
+         "`lstopo --of xml FILE.xml` (hwloc 2.x) on that machine, or use `lanes-topo --json` "
+         "there and --load here";
+}
+
 Status load(const std::string* xmlPath, Topology* out) {
+  if (xmlPath != nullptr) LANES_RETURN_IF_ERROR(checkHwlocXmlFile(*xmlPath, HWLOC_VERSION));
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return systemError("hwloc_topology_init failed");
   HwlocPtr h(raw);
   // Live: only bridges leading to GPUs/NICs matter; XML: keep what the file says.
   hwloc_topology_set_io_types_filter(
       raw, xmlPath ? HWLOC_TYPE_FILTER_KEEP_ALL : HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // A file exported inside a cpuset/cgroup marks the other NUMA nodes
+  // disallowed; without this flag hwloc drops them, and the GPUs there with them.
+  if (xmlPath != nullptr) hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
   if (xmlPath != nullptr && hwloc_topology_set_xml(raw, xmlPath->c_str()) != 0)
-    return invalidArgument("hwloc cannot read " + *xmlPath + ": " + errnoText(errno) +
-                           " (is it the output of `lstopo --of xml`?)");
+    return invalidArgument(xmlFailure(*xmlPath, errno));
   if (hwloc_topology_load(raw) != 0)
-    return systemError(std::string("hwloc could not load the topology") +
-                       (xmlPath ? " from " + *xmlPath : "") + ": " + errnoText(errno));
+    return xmlPath ? invalidArgument(xmlFailure(*xmlPath, errno))
+                   : systemError("hwloc could not load the topology: " + errnoText(errno));
   buildFromHwloc(raw, out);
   out->sources.push_back(xmlPath ? "hwloc-xml" : "hwloc");
   return Status::ok();
@@ -53,11 +66,15 @@ Status importHwlocXml(const std::string& path, Topology* out) {
 
 bool hwlocAvailable() { return false; }
 Status discoverHwloc(Topology*) {
-  return invalidUsage("Lanes was built without hwloc (install libhwloc-dev and rebuild)");
+  return invalidUsage(
+      "this build of Lanes has no hwloc, so the CPU/PCIe tree comes from sysfs (Debian/Ubuntu: "
+      "apt install libhwloc-dev pkg-config, then re-run cmake and rebuild Lanes)");
 }
 Status importHwlocXml(const std::string& path, Topology*) {
   return invalidUsage("cannot import " + path +
-                      ": Lanes was built without hwloc (install libhwloc-dev and rebuild)");
+                      ": this build of Lanes has no hwloc (Debian/Ubuntu: apt install "
+                      "libhwloc-dev pkg-config, then re-run cmake and rebuild Lanes); meanwhile "
+                      "--import-nvidia-smi or --load (lanes-topo --json on that machine) work");
 }
 
 #endif

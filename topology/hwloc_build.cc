@@ -142,6 +142,29 @@ struct Builder {
       io(c, cpuSideParent(o));
     for (hwloc_obj_t c = o->first_child; c != nullptr; c = c->next_sibling) ioBelow(c);
   }
+  // hwloc's NVML backend records NVLink bandwidth (MB/s) between GPU OS
+  // devices ("nvml0"); NVSwitch ports and POWER CPUs may share the matrix.
+  int gpuOf(hwloc_obj_t o) {
+    while (o != nullptr && o->type == HWLOC_OBJ_OS_DEVICE) o = o->parent;
+    if (o == nullptr || o->type != HWLOC_OBJ_PCI_DEVICE) return -1;
+    const auto& p = o->attr->pcidev;
+    const std::string id = busId(p.domain, p.bus, p.dev, p.func);
+    for (size_t g = 0; g < t->gpus.size(); ++g)
+      if (t->gpus[g].busId == id) return static_cast<int>(g);
+    return -1;
+  }
+  void nvlinkBandwidth() {
+    unsigned nr = 1;
+    hwloc_distances_s* d = nullptr;
+    if (hwloc_distances_get_by_name(h, "NVLinkBandwidth", &nr, &d, 0) != 0 || nr == 0) return;
+    for (unsigned a = 0; a < d->nbobjs; ++a)
+      for (unsigned b = 0; b < d->nbobjs; ++b) {
+        int ga = gpuOf(d->objs[a]), gb = gpuOf(d->objs[b]);
+        if (ga >= 0 && gb >= 0 && ga != gb)
+          t->nvlinkGbps[ga][gb] = static_cast<double>(d->values[a * d->nbobjs + b]) / 1000.0;
+      }
+    hwloc_distances_release(h, d);
+  }
 };
 
 }  // namespace
@@ -157,6 +180,7 @@ void buildFromHwloc(hwloc_topology_t h, Topology* t) {
   t->cores = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE);
   t->pus = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PU);
   t->resizeMatrices();
+  b.nvlinkBandwidth();
 }
 
 }  // namespace lanes::topo

@@ -1,6 +1,6 @@
-// Reads the text of `nvidia-smi topo -m` into a model: a tree that
-// reproduces the matrix's path classes (switches, host bridges, NUMA nodes
-// are synthesised; link training is unknown).
+// Reads the text of `nvidia-smi topo -m` into a model: NUMA nodes from the
+// affinity columns, and within them a tree that reproduces the matrix's path
+// classes (switches, host bridges are synthesised; link training is unknown).
 #pragma once
 
 #include <string>

@@ -47,6 +47,32 @@ void matrixFrom(const Json& j, std::vector<std::vector<int>>* m, int fallback) {
       (*m)[a][b] = j.items()[a].items()[b].integer(fallback);
 }
 
+// Doubles, for the bandwidth matrix; written only when it holds something,
+// so files of boxes without NVLink stay as they were.
+Json gbpsJson(const std::vector<std::vector<double>>& m) {
+  Json out = Json::array();
+  for (const auto& row : m) {
+    Json r = Json::array();
+    for (double v : row) r.push(v);
+    out.push(std::move(r));
+  }
+  return out;
+}
+
+bool anyNonZero(const std::vector<std::vector<double>>& m) {
+  for (const auto& row : m)
+    for (double v : row)
+      if (v != 0) return true;
+  return false;
+}
+
+void gbpsFrom(const Json& j, std::vector<std::vector<double>>* m) {
+  size_t n = m->size();
+  for (size_t a = 0; a < n && a < j.items().size(); ++a)
+    for (size_t b = 0; b < n && b < j.items()[a].items().size(); ++b)
+      (*m)[a][b] = j.items()[a].items()[b].num();
+}
+
 Json strings(const std::vector<std::string>& v) {
   Json out = Json::array();
   for (const auto& s : v) out.push(s);
@@ -134,6 +160,7 @@ Json toJson(const Topology& t) {
   }
   out.set("nics", std::move(nics));
   out.set("p2p", matrixJson(t.p2p)).set("nvlinks", matrixJson(t.nvlinks));
+  if (anyNonZero(t.nvlinkGbps)) out.set("nvlink_gbps", gbpsJson(t.nvlinkGbps));
   out.set("sources", strings(t.sources)).set("missing", strings(t.missing));
   if (!t.probes.empty()) out.set("probes", probesToJson(t.probes));
   return out;
@@ -203,6 +230,7 @@ Status fromJson(const Json& j, Topology* out) {
   t.resizeMatrices();
   matrixFrom(j["p2p"], &t.p2p, -1);
   matrixFrom(j["nvlinks"], &t.nvlinks, 0);
+  gbpsFrom(j["nvlink_gbps"], &t.nvlinkGbps);
   for (const Json& s : j["sources"].items()) t.sources.push_back(s.str());
   for (const Json& s : j["missing"].items()) t.missing.push_back(s.str());
   if (j.has("probes")) t.probes = probesFromJson(j["probes"]);

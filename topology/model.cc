@@ -63,7 +63,9 @@ std::string normalizeBusId(const std::string& busId) {
   // nvidia-smi/NVML print an 8-digit domain ("00000000:19:00.0").
   size_t colon = s.find(':');
   if (colon == std::string::npos) return s;
-  if (std::count(s.begin(), s.end(), ':') == 1) return "0000:" + s;
+  // One colon: "bb:dd.f" lacks its domain; a host bridge's "dddd:bb" is whole.
+  if (std::count(s.begin(), s.end(), ':') == 1)
+    return s.find('.') != std::string::npos ? "0000:" + s : s.substr(colon > 4 ? colon - 4 : 0);
   if (colon > 4) s = s.substr(colon - 4);
   return s;
 }
@@ -122,9 +124,11 @@ void Topology::resizeMatrices() {
   size_t n = gpus.size();
   p2p.resize(n);
   nvlinks.resize(n);
+  nvlinkGbps.resize(n);
   for (size_t i = 0; i < n; ++i) {
     p2p[i].resize(n, -1);
     nvlinks[i].resize(n, 0);
+    nvlinkGbps[i].resize(n, 0);
   }
 }
 

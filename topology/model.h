@@ -93,6 +93,9 @@ struct Topology {
   IommuMode iommu = IommuMode::Unknown;
   // p2p[a][b]: 1 advertised (CUDA/NVML), 0 not, -1 unknown. nvlinks[a][b]: link count.
   std::vector<std::vector<int>> p2p, nvlinks;
+  // nvlinkGbps[a][b]: NVLink bandwidth a -> b in GB/s (hwloc's NVLinkBandwidth
+  // matrix), 0 unknown or none.
+  std::vector<std::vector<double>> nvlinkGbps;
   std::vector<std::string> sources;  // what filled this model: "hwloc", "sysfs", ...
   std::vector<std::string> missing;  // sentences: which source was absent and why
   Probes probes;
@@ -105,7 +108,7 @@ struct Topology {
   int findBus(const std::string& busId) const;  // node index or -1
   int numaCount() const;
   int packageCount() const;
-  void resizeMatrices();  // p2p/nvlinks to gpus.size() square, unknown/zero filled
+  void resizeMatrices();  // p2p/nvlinks/nvlinkGbps to gpus.size() square, unknown/zero filled
 };
 
 // "0000:19:00.0" in lower case, domain filled in ("19:00.0" -> "0000:19:00.0").

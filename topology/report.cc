@@ -101,6 +101,12 @@ std::string formatReport(const Topology& t) {
       out += "  NUMA node " + (gpu.numa >= 0 ? std::to_string(gpu.numa) : "unknown") +
              ", CPU affinity " + (gpu.cpus.empty() ? "unknown" : gpu.cpus) + "\n";
       if (gpu.bar1Bytes > 0) out += "  BAR1 " + std::to_string(gpu.bar1Bytes >> 20) + " MiB\n";
+      std::string nvlink;
+      for (size_t p = 0; g < t.nvlinkGbps.size() && p < t.nvlinkGbps[g].size(); ++p)
+        if (t.nvlinkGbps[g][p] > 0)
+          nvlink += printf1(nvlink.empty() ? " GPU%.0f" : ", GPU%.0f", static_cast<double>(p)) +
+                    printf1(" %.1f GB/s", t.nvlinkGbps[g][p]);
+      if (!nvlink.empty()) out += "  NVLink to" + nvlink + "\n";
     }
   }
   const Probes& p = t.probes;
