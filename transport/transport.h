@@ -16,6 +16,7 @@
 
 #include "base/rank_info.h"
 #include "base/status.h"
+#include "transport/transport_config.h"
 
 namespace lanes {
 
@@ -63,6 +64,7 @@ struct TransportContext {
   std::string commTag;  // e.g. "lanes-<hex id>", safe for shm names
   int lanes = 2;
   double timeoutSeconds = 300;
+  TransportConfig config;  // the knobs, read once by the communicator
   // Polled by long waits in connect(): non-OK once the communicator failed
   // (e.g. a peer reported that it could not connect), so a rank waiting for
   // that peer's sockets gives up at once instead of at the deadline.

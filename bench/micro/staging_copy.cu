@@ -190,7 +190,7 @@ struct HostRegion {
   }
 };
 
-// Same flags as transport/hoststage/arena.cc. A refusal (locked-memory limit, say) makes
+// Same flags as transport/hoststage/host_arena.cc. A refusal (locked-memory limit, say) makes
 // that kind unavailable rather than ending the run: the other kinds still answer.
 std::string registerLikeArena(HostRegion& r) {
   const cudaError_t err =

@@ -17,6 +17,7 @@
 #include "core/comm_topology.h"
 #include "core/progress.h"
 #include "core/registration.h"
+#include "exec/comm_config.h"
 #include "exec/comm_view.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
@@ -93,13 +94,13 @@ struct lanesComm {
   std::unique_ptr<lanes::Bootstrap> bootstrap;
   // Made through the bootstrap, closed before it.
   lanes::CommLinks links;
-  int lanes = 2;
   int localRanks = 1;       // ranks of this communicator on this host
   int processRanks = 1;     // ranks of this communicator in this process (threads)
   unsigned spinLimit = 64;  // see Backoff
   uint64_t seq = 0;         // collectives and groups issued so far
-  // LANES_PROTO, LANES_ALGO and the sizes path choice reads, read at init.
-  lanes::SelectionConfig selection;
+  // Every knob (LANES_NLANES, LANES_PROTO, the transports' and paths' sizes),
+  // read once when the communicator is made.
+  lanes::CommConfig config;
   // Where the last call ran, for the PLAN log and the perf tools.
   std::mutex planMutex;
   std::string lastPlanCall, lastPlan;  // "allreduce", "staged"

@@ -21,7 +21,8 @@ uint64_t CommView::commId() const { return comm_->bootstrap->id().commId; }
 double CommView::timeoutSeconds() const { return comm_->options.timeoutSeconds; }
 std::string CommView::describe() const { return comm_->describe(); }
 DevicePaths& CommView::paths() const { return comm_->devicePaths; }
-const SelectionConfig& CommView::selection() const { return comm_->selection; }
+const SelectionConfig& CommView::selection() const { return comm_->config.selection; }
+const CommConfig& CommView::config() const { return comm_->config; }
 void CommView::notePlan(const std::string& call, const std::string& plan) const {
   notePlanOf(comm_, call, plan);
 }

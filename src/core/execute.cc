@@ -64,7 +64,7 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   args.redop = (r.op.kind == RedOpKind::Avg || r.op.kind == RedOpKind::PreMulSum) ? RedOpKind::Sum
                                                                                   : r.op.kind;
   size_t bytes = inputCount(args) * elem;
-  AlgoChoice choice = chooseHostAlgorithm(args.coll, bytes, args.nranks, r.comm->selection);
+  AlgoChoice choice = chooseHostAlgorithm(args.coll, bytes, args.nranks, r.comm->config.selection);
   // Staged copies the proxy runs were recorded as "proxy/<algorithm>" when enqueued.
   if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo));
   out->schedule = std::make_unique<Schedule>();
@@ -350,7 +350,7 @@ Status executeHostRequests(std::vector<Request>& requests) {
     }
     // Collectives spread over lanes 1..lanes-1 so several progress at once.
     int i = collIndex[r.comm]++;
-    int lane = 1 + i % (r.comm->lanes - 1);
+    int lane = 1 + i % (r.comm->config.lanes - 1);
     Prepared p;
     LANES_RETURN_IF_ERROR(prepareCollective(r, lane, &p));
     prepared.push_back(std::move(p));

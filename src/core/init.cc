@@ -15,6 +15,7 @@
 #include "core/group.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
+#include "planner/registry.h"
 
 namespace lanes {
 
@@ -56,7 +57,7 @@ std::string hexId(uint64_t v) {
 Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   const auto& ranks = comm->bootstrap->ranks();
   const RankInfo& self = ranks[comm->rank];
-  bool shmDisabled = envBool("LANES_SHM_DISABLE", false);
+  const bool shmDisabled = comm->config.transport.shmDisabled;
   std::vector<std::unique_ptr<Transport>> transports;
   transports.push_back(makeShmTransport());
   transports.push_back(makeSocketTransport());
@@ -78,7 +79,8 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   ctx.nranks = comm->nranks;
   ctx.ranks = &ranks;
   ctx.commTag = "lanes-" + hexId(comm->bootstrap->id().commId);
-  ctx.lanes = comm->lanes;
+  ctx.lanes = comm->config.lanes;
+  ctx.config = comm->config.transport;
   ctx.timeoutSeconds = timeoutSeconds;
   ctx.checkAbort = [comm] { return comm->checkAbort(); };
   {
@@ -113,7 +115,7 @@ void logTopology(const lanesComm* comm) {
   const auto& ranks = comm->bootstrap->ranks();
   LANES_INFO(Init, comm->rank, "comm %p%s%s: rank %d of %d, %d lanes, timeout %.0f s",
              static_cast<const void*>(comm), comm->options.name.empty() ? "" : " ",
-             comm->options.name.c_str(), comm->rank, comm->nranks, comm->lanes,
+             comm->options.name.c_str(), comm->rank, comm->nranks, comm->config.lanes,
              comm->options.timeoutSeconds);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
@@ -141,9 +143,7 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
   comm->rank = rank;
   comm->nranks = nranks;
   comm->options = options;
-  // Lane 0 carries send/recv, the others collectives: at least 2 (docs/env.md).
-  comm->lanes = static_cast<int>(envInt("LANES_NLANES", 2, 2, 64));
-  comm->selection = SelectionConfig::fromEnv();
+  comm->config = CommConfig::fromEnv();
   comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
   return comm;
 }
@@ -195,7 +195,7 @@ Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
   LANES_RETURN_IF_ERROR(exchangePlacement(comm));  // topology: once per process
   bool allHaveGpus = true;
   for (const RankInfo& r : comm->bootstrap->ranks()) allHaveGpus = allHaveGpus && r.cudaDev >= 0;
-  if (allHaveGpus) LANES_RETURN_IF_ERROR(prepareDevicePaths(comm));
+  if (allHaveGpus) LANES_RETURN_IF_ERROR(setUpDevicePaths(comm));
   logTopology(comm);
   stopOnError.done = true;
   return Status::ok();

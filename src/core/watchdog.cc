@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "base/env.h"
 #include "base/log.h"
 #include "core/comm.h"
 
@@ -61,7 +60,7 @@ std::string opDescription(const HangInfo& hang) {
 }  // namespace
 
 void attachWatchdog(lanesComm* comm) {
-  comm->watch.checkMismatch = envBool("LANES_CHECK_MISMATCH", false);
+  comm->watch.checkMismatch = comm->config.checkMismatch;
   comm->bootstrap->setProgressSource([comm] {
     ProgressReport r = comm->watch.progress.snapshot();
     r.asyncError = comm->failure.asyncError.load();

@@ -14,8 +14,11 @@ namespace lanes {
 // Where a batch of device-buffer calls runs. LlThreads is the LL kernel for
 // ranks that are threads of one process: off unless named in LANES_PROTO (a
 // spinning kernel can sit behind a peer thread's work in the shared context).
-enum class DevicePath : uint8_t { SharedContext, Ll, LlThreads, Staged, Proxy };
-inline constexpr int kDevicePaths = 5;
+// Pairs and P2pPairs carry one send or receive through the staged path's
+// pair slots, in shared host memory or in the receiver's GPU memory over P2P
+// (off unless named: where P2P is on, the slots then move to GPU memory).
+enum class DevicePath : uint8_t { SharedContext, Ll, LlThreads, Staged, Pairs, P2pPairs, Proxy };
+inline constexpr int kDevicePaths = 7;
 const char* devicePathName(DevicePath p);
 
 // What selection reads about one batch of calls and its communicator. Every
@@ -25,6 +28,8 @@ struct CallFacts {
   int calls = 1;         // collectives in the batch
   bool sameColl = true;  // all of them are `coll`
   bool p2p = false;      // the batch holds sends or receives
+  int p2pCalls = 0;      // ... how many
+  bool p2pSelf = false;  // ... one of them to this rank itself
   size_t bytes = 0;      // input bytes per rank over the batch (from the counts)
   int nranks = 1;
   bool device = false;  // device buffers (else host memory)
@@ -43,6 +48,10 @@ struct CallFacts {
     bool gatherScatter = false;  // all-gather, broadcast, reduce-scatter too
     size_t proxyUpToBytes = 0;   // processes share a GPU: smaller batches take the proxy
   } staged;
+  struct Pairs {
+    bool ready = false;        // the staged path has send/recv pair slots
+    bool inGpuMemory = false;  // ... in the receivers' GPU memory (P2P)
+  } pairs;
 };
 
 // The knobs of path choice and of the paths' limits, read once per
@@ -58,8 +67,8 @@ struct SelectionConfig {
   size_t sharedContextMaxBytes = size_t{256} << 10;  // LANES_SHARED_CONTEXT_MAX_BYTES
   size_t sharedGpuProxyBytes = size_t{256} << 10;    // LANES_SHARED_GPU_PROXY_BYTES
   bool stagedGatherScatter = true;                   // LANES_STAGED_COLLECTIVES
-  // Reads LANES_PROTO, LANES_ALGO and LANES_SMALL_MSG_BYTES; a bad value
-  // warns once and leaves the default.
+  // Reads the variables above (exec/comm_config.cc); a bad value warns once
+  // and leaves the default.
   static SelectionConfig fromEnv();
 };
 
@@ -71,7 +80,7 @@ struct PathChooser {
 };
 
 // Whether `config` lets `path` run (its LANES_PROTO name, on by default
-// except LlThreads).
+// except LlThreads and P2pPairs).
 bool pathAllowed(const SelectionConfig& config, DevicePath path);
 
 }  // namespace lanes

@@ -24,6 +24,7 @@ namespace lanes {
 
 class Bootstrap;
 class DeviceContext;
+struct CommConfig;
 struct Request;
 
 // A communicator's device paths, made at init. The members go in reverse
@@ -67,6 +68,8 @@ class CommView {
   DevicePaths& paths() const;
   // LANES_PROTO, LANES_ALGO and the sizes the choice reads, read at init.
   const SelectionConfig& selection() const;
+  // Every knob of the communicator, read at init (exec/comm_config.h).
+  const CommConfig& config() const;
   // Records where one call ran ("allreduce", "staged"): the PLAN log and the
   // perf tools read it.
   void notePlan(const std::string& call, const std::string& plan) const;

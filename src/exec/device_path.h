@@ -53,9 +53,18 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 // Whether `stream` is cudaStreamPerThread, which each thread resolves to its own stream.
 bool streamIsPerThread(cudaStream_t stream);
 
-// Sets up every device path of a communicator whose ranks all have a GPU
-// (collective: every rank calls it at init, before any work is enqueued).
-Status prepareDevicePaths(lanesComm* comm);
+// Each device path's setup, run by the registry's entries at init
+// (planner/registry.h: setUpDevicePaths) on a communicator whose ranks all
+// have a GPU. Collective: every rank runs each, in the same order, before any
+// work is enqueued; a path that cannot serve turns itself off alike on every
+// rank. setupProxyPath also loads every kernel: loaded lazily, at a first
+// launch inside a call, loading can wait for streams parked on peers.
+Status setupProxyPath(lanesComm* comm);
+Status setupSharedContextPath(lanesComm* comm);
+Status setupLlPath(lanesComm* comm);
+Status setupStagedPath(lanesComm* comm);  // the pairs' slots too
+// After the setups: the facts every later choice reads (call_facts.h).
+void settleDevicePaths(lanesComm* comm);
 
 // Per-communicator device state (proxy thread, pinned staging); released at
 // destroy after pending work drained or was failed.

@@ -15,6 +15,14 @@ bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 // One collective that moves bytes: what the single-call device paths take.
 bool oneCollective(const CallFacts& f) { return !f.p2p && f.calls == 1 && f.bytes > 0; }
 
+// One send or receive to another rank of this host, larger than what the
+// proxy keeps where processes share a GPU: what the pair slots carry.
+bool onePair(const CallFacts& f) {
+  return f.device && f.p2p && f.calls == 0 && f.p2pCalls == 1 && !f.p2pSelf && f.oneHost &&
+         !f.threadsBesideProcesses && f.pairs.ready &&
+         (f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes);
+}
+
 // The costs restate the order the device paths were measured in: a path
 // that serves a call beats every path below it (docs/gpu_data_path.md).
 const std::vector<DevicePathEntry> kDevicePathTable = {
@@ -24,7 +32,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
        return f.device && oneCollective(f) && f.coll == CollType::AllReduce &&
               f.sharedContext.ready && f.bytes <= f.sharedContext.maxBytes;
      },
-     [](const CallFacts&) { return 1.0; }},
+     [](const CallFacts&) { return 1.0; }, setupSharedContextPath},
     {DevicePath::Ll, "ll",
      "one all-reduce or all-gather up to LANES_LL_MAX_BYTES, ranks of one host, no thread ranks",
      [](const CallFacts& f) {
@@ -32,7 +40,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
               (f.coll == CollType::AllReduce || f.coll == CollType::AllGather) && f.ll.ready &&
               f.bytes <= f.ll.maxBytes;
      },
-     [](const CallFacts&) { return 2.0; }},
+     [](const CallFacts&) { return 2.0; }, setupLlPath},
     {DevicePath::LlThreads, "ll_threads",
      "as ll, where ranks are threads of one process (off unless LANES_PROTO names it)",
      [](const CallFacts& f) {
@@ -40,7 +48,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
               (f.coll == CollType::AllReduce || f.coll == CollType::AllGather) && f.ll.ready &&
               f.bytes <= f.ll.maxBytes;
      },
-     [](const CallFacts&) { return 2.0; }},
+     [](const CallFacts&) { return 2.0; }, nullptr},
     {DevicePath::Staged, "staged",
      "all-reduces (any batch), one all-gather, broadcast or reduce-scatter, ranks of one host",
      [](const CallFacts& f) {
@@ -51,9 +59,19 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
        if (!batchOfAllReduces && !gatherScatter) return false;
        return f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes;
      },
-     [](const CallFacts&) { return 3.0; }},
+     [](const CallFacts&) { return 3.0; }, setupStagedPath},
+    {DevicePath::Pairs, "pairs",
+     "one send or receive between ranks of one host, through the staged path's pair slots in "
+     "shared host memory",
+     [](const CallFacts& f) { return onePair(f) && !f.pairs.inGpuMemory; },
+     [](const CallFacts&) { return 3.0; }, nullptr},
+    {DevicePath::P2pPairs, "p2p_pairs",
+     "as pairs, the slots in the receiver's GPU memory over P2P where the staged path's are "
+     "(off unless LANES_PROTO names it)",
+     [](const CallFacts& f) { return onePair(f) && f.pairs.inGpuMemory; },
+     [](const CallFacts&) { return 3.0; }, nullptr},
     {DevicePath::Proxy, "proxy", "everything: the host algorithm on pinned copies",
-     [](const CallFacts&) { return true; }, [](const CallFacts&) { return 4.0; }},
+     [](const CallFacts&) { return true; }, [](const CallFacts&) { return 4.0; }, setupProxyPath},
 };
 
 // Below smallBytes latency dominates: log2(n) rounds beat 2(n-1) ring steps
@@ -77,6 +95,15 @@ const std::vector<HostAlgoEntry> kHostAlgoTable = {
 };
 
 }  // namespace
+
+Status setUpDevicePaths(lanesComm* comm) {
+  for (const DevicePathEntry& e : kDevicePathTable)
+    if (e.path == DevicePath::Proxy) LANES_RETURN_IF_ERROR(e.setup(comm));
+  for (const DevicePathEntry& e : kDevicePathTable)
+    if (e.setup != nullptr && e.path != DevicePath::Proxy) LANES_RETURN_IF_ERROR(e.setup(comm));
+  settleDevicePaths(comm);
+  return Status::ok();
+}
 
 DeviceChoice chooseDevicePath(const CallFacts& facts, const SelectionConfig& config) {
   const DevicePathEntry* best = nullptr;

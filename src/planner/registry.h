@@ -1,7 +1,7 @@
 // Path choice as data. Every device path and every host algorithm is an
 // entry that states its name, the collectives it serves, its size range, when
-// it may run and what it costs; one selection function picks the cheapest
-// eligible entry. Execution, the PLAN log, lanes-topo and the perf tools ask
+// it may run, how it is set up and what it costs; one selection function
+// picks the cheapest eligible entry. Execution, the PLAN log, lanes-topo and the perf tools ask
 // the same function, so what is reported is what ran. The costs restate the
 // rules Lanes has measured so far (docs/architecture.md, "Path choice").
 #pragma once
@@ -16,6 +16,7 @@
 #include "base/collective.h"
 #include "base/status.h"
 #include "exec/call_facts.h"
+#include "exec/device_path.h"
 
 namespace lanes {
 
@@ -25,6 +26,9 @@ struct DevicePathEntry {
   const char* serves;  // the collectives and sizes, for --help and the docs
   bool (*eligible)(const CallFacts&);
   double (*cost)(const CallFacts&);
+  // Collective at init, every rank alike (exec/device_path.h); null where
+  // another entry's setup makes this one (ll_threads: ll's; the pairs: staged's).
+  Status (*setup)(lanesComm*);
 };
 // Host algorithms serve what algoSupports says; the cost decides among them.
 struct HostAlgoEntry {
@@ -40,6 +44,11 @@ struct AlgoChoice {
   AlgoId algo = AlgoId::Ring;
   std::string why;
 };
+
+// Sets up every device path of a communicator whose ranks all have a GPU:
+// the proxy first (every other path falls back to it), then the others in
+// the table's order; then settles the facts the choice reads. Collective, at init.
+Status setUpDevicePaths(lanesComm* comm);
 
 // The cheapest eligible device path that `config` allows; the proxy when
 // none is (it serves everything).

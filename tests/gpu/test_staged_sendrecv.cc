@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "core/plan_record.h"
 #include "exec/cuda/staged_collectives.h"
 #include "lanes/lanes.h"
 #include "tests/common/scoped_env.h"
@@ -82,6 +83,10 @@ void pairChoreography(GpuRank& self, bool slotsInGpuMemory) {
     GPU_CHECK_LANES(lanesRecv(recv.data(), ring, lanesFloat32, prev, comm, st), comm);
     GPU_CHECK_LANES(lanesGroupEnd(), comm);
     expectMessage(recv, prev, me, ring, "ring");
+    const std::string plan = lastPlanOf(comm);
+    const char* expected = slotsInGpuMemory ? "p2p_pairs" : "pairs";
+    GPU_CHECK(plan == expected, "the ring's plan is \"%s\", expected \"%s\"", plan.c_str(),
+              expected);
     GPU_CHECK(staged.pairChunksIssued() - before == 12,
               "the ring issued %llu pair chunks, expected 12 (6 each way): not the pair slots",
               static_cast<unsigned long long>(staged.pairChunksIssued() - before));
@@ -160,16 +165,17 @@ void pairChoreography(GpuRank& self, bool slotsInGpuMemory) {
 }
 
 // Three processes on GPU 0 run pairChoreography; the pair slots in shared host
-// memory, or in the receivers' GPU memory over CUDA IPC (LANES_STAGE_PAIR_P2P=1,
-// P2P forced: processes on one GPU do not take it on their own).
+// memory, or in the receivers' GPU memory over CUDA IPC (LANES_PROTO naming
+// p2p_pairs, P2P forced: processes on one GPU do not take it on their own).
 void runPairChoreography(bool slotsInGpuMemory) {
   ScopedEnv proxy("LANES_SHARED_GPU_PROXY_BYTES", "0");
   ScopedEnv chunk("LANES_STAGE_PAIR_CHUNK_BYTES", "256K");
-  const std::optional<std::string> on =
-      slotsInGpuMemory ? std::optional<std::string>("1") : std::nullopt;
+  const std::optional<std::string> proto =
+      slotsInGpuMemory ? std::optional<std::string>("ll,staged,pairs,p2p_pairs,proxy")
+                       : std::nullopt;
   ScopedEnv p2p("LANES_P2P_DISABLE",
                 slotsInGpuMemory ? std::optional<std::string>("0") : std::nullopt);
-  ScopedEnv pairP2p("LANES_STAGE_PAIR_P2P", on);
+  ScopedEnv pairP2p("LANES_PROTO", proto);
   test::runGpuProcesses(
       3, [slotsInGpuMemory](GpuRank& self) { pairChoreography(self, slotsInGpuMemory); });
 }

@@ -11,6 +11,13 @@
 namespace lanes {
 namespace {
 
+// LANES_PROTO's names: the device path registry's entries.
+const std::vector<std::string>& names() {
+  static const std::vector<std::string> n = {"shared_context", "ll",        "ll_threads", "staged",
+                                             "pairs",          "p2p_pairs", "proxy"};
+  return n;
+}
+
 const std::vector<std::string> kNames = {"alpha", "beta", "gamma"};
 
 TEST(NameList, UnsetAllowsWhatIsOnByDefault) {
@@ -171,16 +178,15 @@ TEST(DevicePathChoice, ThreadRanksTakeSharedContextThenStagedNotLl) {
 }
 
 TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
-  const std::vector<std::string> names = {"shared_context", "ll", "ll_threads", "staged", "proxy"};
   SelectionConfig config;
-  ASSERT_TRUE(NameList::parse("^ll", names, &config.proto));
+  ASSERT_TRUE(NameList::parse("^ll", names(), &config.proto));
   EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path,
             DevicePath::Staged);
-  ASSERT_TRUE(NameList::parse("^ll,staged", names, &config.proto));
+  ASSERT_TRUE(NameList::parse("^ll,staged", names(), &config.proto));
   EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path,
             DevicePath::Proxy);
   // The proxy serves what nothing allowed does, even left out.
-  ASSERT_TRUE(NameList::parse("ll", names, &config.proto));
+  ASSERT_TRUE(NameList::parse("ll", names(), &config.proto));
   EXPECT_EQ(chooseDevicePath(deviceCall(CollType::Reduce, 1024), config).path, DevicePath::Proxy);
 
   CallFacts threads = deviceCall(CollType::AllReduce, 1024);
@@ -188,9 +194,55 @@ TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
   config = SelectionConfig();
   EXPECT_FALSE(pathAllowed(config, DevicePath::LlThreads));
   EXPECT_EQ(chooseDevicePath(threads, config).path, DevicePath::Staged);
-  ASSERT_TRUE(NameList::parse("ll_threads,staged,proxy", names, &config.proto));
+  ASSERT_TRUE(NameList::parse("ll_threads,staged,proxy", names(), &config.proto));
   EXPECT_TRUE(pathAllowed(config, DevicePath::LlThreads));
   EXPECT_EQ(chooseDevicePath(threads, config).path, DevicePath::LlThreads);
+}
+
+// One send or receive to another rank of this host, with the staged path's pair slots.
+CallFacts onePairCall(size_t bytes) {
+  CallFacts f;
+  f.device = true;
+  f.p2p = true;
+  f.calls = 0;
+  f.p2pCalls = 1;
+  f.bytes = bytes;
+  f.nranks = 2;
+  f.staged.ready = true;
+  f.pairs.ready = true;
+  return f;
+}
+
+TEST(DevicePathChoice, SendsAndReceivesTakeThePairSlotsOneAtATime) {
+  SelectionConfig config;
+  EXPECT_EQ(chooseDevicePath(onePairCall(1 << 20), config).path, DevicePath::Pairs);
+  // To itself, several at once, without slots, or on another host: the proxy.
+  CallFacts self = onePairCall(1 << 20);
+  self.p2pSelf = true;
+  EXPECT_EQ(chooseDevicePath(self, config).path, DevicePath::Proxy);
+  CallFacts two = onePairCall(1 << 20);
+  two.p2pCalls = 2;
+  EXPECT_EQ(chooseDevicePath(two, config).path, DevicePath::Proxy);
+  CallFacts none = onePairCall(1 << 20);
+  none.pairs.ready = false;
+  EXPECT_EQ(chooseDevicePath(none, config).path, DevicePath::Proxy);
+  CallFacts hosts = onePairCall(1 << 20);
+  hosts.oneHost = false;
+  EXPECT_EQ(chooseDevicePath(hosts, config).path, DevicePath::Proxy);
+  // Processes sharing a GPU keep small ones on the proxy.
+  CallFacts shared = onePairCall(64 << 10);
+  shared.staged.proxyUpToBytes = 256 << 10;
+  EXPECT_EQ(chooseDevicePath(shared, config).path, DevicePath::Proxy);
+  shared.bytes = 1 << 20;
+  EXPECT_EQ(chooseDevicePath(shared, config).path, DevicePath::Pairs);
+  // Slots in GPU memory are p2p_pairs', which only LANES_PROTO turns on.
+  CallFacts gpu = onePairCall(1 << 20);
+  gpu.pairs.inGpuMemory = true;
+  EXPECT_FALSE(pathAllowed(config, DevicePath::P2pPairs));
+  ASSERT_TRUE(NameList::parse("staged,pairs,p2p_pairs,proxy", names(), &config.proto));
+  EXPECT_EQ(chooseDevicePath(gpu, config).path, DevicePath::P2pPairs);
+  ASSERT_TRUE(NameList::parse("^pairs", names(), &config.proto));
+  EXPECT_EQ(chooseDevicePath(onePairCall(1 << 20), config).path, DevicePath::Proxy);
 }
 
 TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {

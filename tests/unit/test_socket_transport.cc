@@ -174,6 +174,7 @@ TEST(SocketTransport, RanksWithDifferentSettingsFailTogether) {
     ctx.nranks = 2;
     ctx.ranks = &group.ranks();
     ctx.commTag = group.commTag();
+    ctx.config = CommConfig::fromEnv().transport;
     ctx.lanes = rank == 0 ? 2 : 3;
     ctx.timeoutSeconds = 30;
     std::vector<std::unique_ptr<Connection>> out;
@@ -202,6 +203,7 @@ TEST(SocketTransport, DataSocketWithAForeignSecretIsRefused) {
     ctx.nranks = 2;
     ctx.ranks = &group.ranks();
     ctx.commTag = group.commTag();
+    ctx.config = CommConfig::fromEnv().transport;
     ctx.timeoutSeconds = 2;
     std::vector<std::unique_ptr<Connection>> out;
     status[rank] = makeSocketTransport()->connect(ctx, {1 - rank}, &out);

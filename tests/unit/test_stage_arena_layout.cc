@@ -75,7 +75,7 @@ TEST(StageArenaLayout, EveryOrderedPairHasItsOwnIndexCountersAndSlots) {
 
 TEST(StageArenaLayout, PairSlotsInGpuMemoryLeaveOnlyTheirCounters) {
   StageArenaConfig c = pairConfig(false);
-  c.pairHostData = false;  // LANES_STAGE_PAIR_P2P with P2P slots
+  c.pairHostData = false;  // p2p_pairs with P2P slots
   StageArenaLayout l(8, c);
   EXPECT_EQ(l.pairs(), 56u);
   EXPECT_EQ(l.pairBytes(), 0u);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/deadline.h"
+#include "exec/comm_config.h"
 #include "tests/unit/fake_bootstrap.h"
 #include "transport/common/byte_ring.h"
 #include "transport/transport.h"
@@ -48,6 +49,7 @@ inline std::vector<RankConnections> connectAll(
     ctx.commTag = group.commTag();
     ctx.lanes = lanes;
     ctx.timeoutSeconds = timeoutSeconds;
+    ctx.config = CommConfig::fromEnv().transport;  // as a communicator reads it
     std::vector<int> peers;
     for (int p = 0; p < n; ++p)
       if (p != rank) peers.push_back(p);

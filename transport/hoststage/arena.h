@@ -13,21 +13,21 @@
 //     (pairHostData).
 // Which of these a communicator uses, and how, is its staged channel's
 // business (transport/channel/stage_channel.h), which also owns the arena.
-// The lowest rank creates and sizes the segment, every rank maps it, and the
-// creator removes the name once all have mapped it: nothing is left in
-// /dev/shm even when a rank dies later. Pages are placed on NUMA nodes by
-// arena_placement.h before they are allocated.
+// The segment is a HostArena (host_arena.h: created, mapped, registered and
+// agreed on like the LL kernel's lines); its pages are placed on NUMA nodes
+// by arena_placement.h before they are allocated.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
-#include "transport/shm/shm_segment.h"
+#include "transport/hoststage/host_arena.h"
 
 namespace lanes {
 
@@ -39,18 +39,15 @@ enum class PairFlag : int { Sent = 0, Acked = 1 };
 struct StageArenaConfig {
   size_t chunkBytes = size_t{16} << 20;  // LANES_STAGE_CHUNK_BYTES
   int slots = 4;                         // LANES_STAGE_SLOTS
-  // LANES_STAGE_PAIR_CHUNK_BYTES (fromEnv: 2 MiB); 0: no pair slots, so
-  // device send/recv go through the proxy.
+  // LANES_STAGE_PAIR_CHUNK_BYTES (2 MiB when read from it); 0: no pair
+  // slots, so device send/recv go through the proxy.
   size_t pairChunkBytes = 0;
   // false: the pair slots live in the receivers' GPU memory (transport/p2p,
-  // LANES_STAGE_PAIR_P2P) and the segment holds their counters only.
+  // LANES_PROTO naming p2p_pairs) and the segment holds their counters only.
   bool pairHostData = true;
   // false: the slots live in GPU memory (transport/p2p) and the segment holds
   // the flags page only; input() and result() must not be used then.
   bool hostData = true;
-  // Reads the three variables (clamped: chunks >= 64 KiB, multiples of 4 KiB;
-  // 2..64 slots; a pair chunk of 0 stays 0).
-  static StageArenaConfig fromEnv();
 };
 
 // Offsets inside the segment; identical on every rank.
@@ -124,7 +121,6 @@ class StageArena {
   static Status create(Bootstrap& bootstrap, const std::string& commTag,
                        const StageArenaConfig& config, const std::vector<int>& rankNodes,
                        Deadline deadline, std::unique_ptr<StageArena>* out, bool* fatal);
-  ~StageArena();
   StageArena(const StageArena&) = delete;
   StageArena& operator=(const StageArena&) = delete;
 
@@ -143,16 +139,15 @@ class StageArena {
   }
   // The arena is given up without unregistering or unmapping: used when a
   // stream may still touch it after the destroy deadline.
-  void leak() { leaked_ = true; }
+  void leak() { memory_->leak(); }
 
  private:
-  StageArena(const StageArenaLayout& layout) : layout_(layout) {}
-  std::byte* base() const { return static_cast<std::byte*>(segment_->data()); }
+  StageArena(const StageArenaLayout& layout, std::unique_ptr<HostArena> memory)
+      : layout_(layout), memory_(std::move(memory)) {}
+  std::byte* base() const { return memory_->host(); }
 
   StageArenaLayout layout_;
-  std::unique_ptr<ShmSegment> segment_;
-  bool registered_ = false;
-  bool leaked_ = false;
+  std::unique_ptr<HostArena> memory_;
 };
 
 }  // namespace lanes

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "base/cuda_temp_stream.h"
-#include "base/env.h"
 
 namespace lanes {
 namespace {
@@ -89,8 +88,8 @@ std::string probe(const std::byte* peerBase, int p, cudaStream_t stream) {
 
 }  // namespace
 
-Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadline deadline,
-                        std::unique_ptr<IpcSlots>* out, std::string* why) {
+Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode mode,
+                        Deadline deadline, std::unique_ptr<IpcSlots>* out, std::string* why) {
   out->reset();
   why->clear();
   const int n = bootstrap.nranks();
@@ -101,11 +100,9 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
   slots->opened_.assign(static_cast<size_t>(n), false);
   slots->routes_.assign(static_cast<size_t>(n), "");
 
-  // 1. This rank's block and what it offers. LANES_P2P_DISABLE unset:
-  //    automatic; "0": P2P wherever reachable, even between processes that
-  //    share a GPU (every rank must say so); anything true: off.
-  const auto setting = envString("LANES_P2P_DISABLE");
-  const bool forced = setting && *setting == "0";
+  // 1. This rank's block and what it offers. Forced: P2P wherever reachable,
+  //    even between processes that share a GPU (every rank must say so).
+  const bool forced = mode == P2pMode::Forced;
   Offer mine;
   mine.cudaDev = cudaDev;
   mine.forced = forced ? 1 : 0;
@@ -114,7 +111,7 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadlin
   // One stream for the pattern fill below and the probes of step 2 (made only
   // where this rank offers P2P at all).
   std::optional<TempStream> stream;
-  if (!forced && envBool("LANES_P2P_DISABLE", false)) {
+  if (mode == P2pMode::Off) {
     localWhy = "LANES_P2P_DISABLE=1";
   } else {
     void* block = nullptr;

@@ -16,6 +16,7 @@
 #include "base/deadline.h"
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
+#include "transport/transport_config.h"
 
 namespace lanes {
 
@@ -24,8 +25,10 @@ class IpcSlots {
   // Collective over `bootstrap`. Every rank ends with the same answer: *out
   // set (P2P on), or *out null with *why saying why it is off. A non-OK
   // status means the bootstrap failed and the communicator must fail.
-  static Status create(Bootstrap& bootstrap, int cudaDev, size_t bytes, Deadline deadline,
-                       std::unique_ptr<IpcSlots>* out, std::string* why);
+  // `mode` is this rank's LANES_P2P_DISABLE; Forced takes effect where every
+  // rank forces.
+  static Status create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode mode,
+                       Deadline deadline, std::unique_ptr<IpcSlots>* out, std::string* why);
   ~IpcSlots();
   IpcSlots(const IpcSlots&) = delete;
   IpcSlots& operator=(const IpcSlots&) = delete;

@@ -16,7 +16,7 @@ namespace lanes {
 namespace {
 
 // Bytes of the pair slots one receiver holds in GPU memory
-// (LANES_STAGE_PAIR_P2P): kPairSlots per sender.
+// (LANES_PROTO naming p2p_pairs): kPairSlots per sender.
 size_t pairSlotsPerReceiver(const StageArenaLayout& l) {
   return static_cast<size_t>(l.nranks - 1) * StageArenaLayout::kPairSlots * l.pairChunkBytes;
 }

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "base/env.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/common/agree.h"
@@ -18,14 +17,6 @@
 
 namespace lanes {
 namespace {
-
-constexpr size_t kDefaultRingBytes = size_t{1} << 20;
-constexpr size_t kMinRingBytes = 4096;
-
-size_t ringCapacityFromEnv() {
-  return padToGranule(
-      static_cast<size_t>(envSize("LANES_SHM_RING_BYTES", kDefaultRingBytes, kMinRingBytes)));
-}
 
 // Rings of one segment, each starting on its own cache line.
 size_t ringStride(size_t capacity) { return (ByteRing::bytesFor(capacity) + 63) & ~size_t{63}; }
@@ -125,7 +116,7 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
     return invalidArgument("shm transport: connect needs a bootstrap and at least one lane");
   }
   Deadline deadline = Deadline::after(ctx.timeoutSeconds);
-  const size_t capacity = ringCapacityFromEnv();
+  const size_t capacity = padToGranule(ctx.config.shmRingBytes);
   const size_t segBytes = ringStride(capacity) * static_cast<size_t>(ctx.lanes);
 
   // What all ranks of this host together put in /dev/shm (assuming they

@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "base/env.h"
 #include "base/log.h"
 #include "base/socket.h"
 #include "bootstrap/bootstrap.h"
@@ -28,7 +27,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x4c4e4454;  // "LNDT"
 constexpr uint32_t kHelloVersion = 1;
-constexpr int kMaxSockets = 64;
+constexpr int kMaxSockets = TransportConfig::kMaxSocketsPerPeer;
 // A connection that does not say hello within this long is dropped.
 constexpr double kHelloSeconds = 10;
 
@@ -52,31 +51,14 @@ struct Endpoint {
   SocketAddress address;
 };
 
-size_t sizeFromEnv(const char* name, size_t fallback, size_t lo = 1,
-                   size_t hi = std::numeric_limits<size_t>::max()) {
-  return static_cast<size_t>(envSize(name, fallback, lo, hi));
-}
-
-int intFromEnv(const char* name, int fallback, int lo, int hi) {
-  return static_cast<int>(envInt(name, fallback, lo, hi));
-}
-
-SocketConnectionConfig configFromEnv(const TransportContext& ctx) {
+SocketConnectionConfig connectionConfig(const TransportContext& ctx) {
   SocketConnectionConfig c;
   c.rank = ctx.rank;
   c.lanes = ctx.lanes;
-  c.threads = intFromEnv("LANES_SOCKET_NTHREADS", 2, 1, 16);
-  c.socketsPerThread = intFromEnv("LANES_NSOCKS_PERTHREAD", 1, 1, 16);
-  if (c.threads * c.socketsPerThread > kMaxSockets) {
-    envWarnOnce("LANES_NSOCKS_PERTHREAD", std::to_string(c.socketsPerThread),
-                "times LANES_SOCKET_NTHREADS=" + std::to_string(c.threads) + " exceeds " +
-                    std::to_string(kMaxSockets) + " sockets per peer",
-                "1");
-    c.socketsPerThread = 1;
-  }
-  c.stripeBytes =
-      padToGranule(sizeFromEnv("LANES_SOCKET_STRIPE_BYTES", 128u << 10, 4096, size_t{1} << 30));
-  size_t ring = std::max(sizeFromEnv("LANES_SOCKET_RING_BYTES", 4u << 20), c.stripeBytes);
+  c.threads = ctx.config.socketThreads;
+  c.socketsPerThread = ctx.config.socketsPerThread;
+  c.stripeBytes = padToGranule(ctx.config.socketStripeBytes);
+  size_t ring = std::max(ctx.config.socketRingBytes, c.stripeBytes);
   c.bufferBytes = (ring + c.stripeBytes - 1) / c.stripeBytes * c.stripeBytes;
   return c;
 }
@@ -89,7 +71,7 @@ bool sameSecret(const uint8_t* a, const uint8_t* b) {
 
 Status openListener(const TransportContext& ctx, Socket* listener, SocketAddress* address) {
   std::vector<InterfaceAddress> interfaces;
-  LANES_RETURN_IF_ERROR(findInterfaces(envString("LANES_SOCKET_IFNAME").value_or(""), &interfaces));
+  LANES_RETURN_IF_ERROR(findInterfaces(ctx.config.socketIfname, &interfaces));
   int family = ctx.bootstrap->id().family;
   auto it = std::find_if(interfaces.begin(), interfaces.end(),
                          [&](const InterfaceAddress& i) { return i.address.family() == family; });
@@ -297,7 +279,7 @@ Status SocketTransport::connect(const TransportContext& ctx, const std::vector<i
     return invalidArgument("socket transport: connect needs a bootstrap and 1..65535 lanes");
   }
   Deadline deadline = Deadline::after(ctx.timeoutSeconds);
-  const SocketConnectionConfig cfg = configFromEnv(ctx);
+  const SocketConnectionConfig cfg = connectionConfig(ctx);
 
   // 1. Listen (only ranks with socket peers) and publish the address.
   Socket listener;

@@ -55,8 +55,10 @@ CallFacts rankSetFacts(CommView comm) {
   if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled())
     f.ll = {true, ll->maxBytes()};
   if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
-      staged != nullptr && staged->enabled())
+      staged != nullptr && staged->enabled()) {
     f.staged = {true, staged->servesGatherScatter(), staged->proxyUpToBytes()};
+    f.pairs = {staged->hasPairSlots(), staged->pairsUseP2p()};
+  }
   return f;
 }
 
@@ -75,6 +77,8 @@ CallFacts factsOf(CommView comm, const std::vector<Request>& requests) {
     f.bytes += r.args.count * datatypeSize(r.args.type);
     if (r.isP2p) {
       f.p2p = true;
+      ++f.p2pCalls;
+      f.p2pSelf = f.p2pSelf || r.peer == comm.rank();
       continue;
     }
     if (first) f.coll = r.args.coll;
@@ -103,6 +107,26 @@ void notePlans(CommView comm, const std::vector<Request>& requests, DevicePath p
   }
 }
 
+// The sends and receives the chooser puts on the pair slots, taken out of
+// `requests`. Each is decided alone, on facts both of its ends share, so
+// both take the same path; *path says which pair slots.
+std::vector<Request> takePairs(CommView comm, std::vector<Request>& requests,
+                               const PathChooser& chooser, DevicePath* path) {
+  std::vector<Request> pairs, rest;
+  for (Request& r : requests) {
+    DevicePath p = DevicePath::Proxy;
+    if (r.isP2p) p = chooser.devicePath(factsOf(comm, {r}), comm.selection());
+    if (p == DevicePath::Pairs || p == DevicePath::P2pPairs) {
+      *path = p;
+      pairs.push_back(std::move(r));
+    } else {
+      rest.push_back(std::move(r));
+    }
+  }
+  requests = std::move(rest);
+  return pairs;
+}
+
 // One batch of the group, on the path the chooser picks.
 Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
                      const PathChooser& chooser) {
@@ -118,6 +142,8 @@ Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
     case DevicePath::LlThreads:
       return static_cast<LlAllReduce*>(paths.ll.get())->enqueue(requests.front(), stream);
     case DevicePath::Staged:
+    case DevicePath::Pairs:
+    case DevicePath::P2pPairs:
       return static_cast<StagedCollectives*>(paths.staged.get())->enqueue(requests, stream);
     case DevicePath::Proxy:
       break;
@@ -147,15 +173,19 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     stream = requests.front().stream;
   }
   const CommView comm(requests.front().comm);
-  // Before routePairs takes requests out: the split below joins every stream.
+  // Before takePairs takes requests out: the split below joins every stream.
   const std::vector<cudaStream_t> others = otherStreams(requests, stream);
 
   // Sends and receives between ranks of one host: the pair slots of the
   // host-staged path (staged_sendrecv.cc).
-  std::vector<Request> pairs;
+  DevicePath pairsPath = DevicePath::Proxy;
+  std::vector<Request> pairs = takePairs(comm, requests, chooser, &pairsPath);
   StagedCollectives* pairPath = nullptr;
-  LANES_RETURN_IF_ERROR(StagedCollectives::routePairs(comm, requests, &pairs, &pairPath));
-  if (pairPath != nullptr) notePlans(comm, pairs, DevicePath::Staged, chooser);
+  if (!pairs.empty()) {
+    std::lock_guard<std::mutex> lock(comm.paths().mutex);
+    pairPath = static_cast<StagedCollectives*>(comm.paths().staged.get());
+  }
+  if (pairPath != nullptr) notePlans(comm, pairs, pairsPath, chooser);
   // Sends and receives left (to itself, small ones between processes on one
   // GPU, ranks of other hosts) beside collectives that a GPU-driven path
   // takes: they go to the proxy on their own, or they would turn those
@@ -190,13 +220,13 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
 
 bool streamIsPerThread(cudaStream_t stream) { return stream == cudaStreamPerThread; }
 
-Status prepareDevicePaths(lanesComm* handle) {
+// Setting a path up allocates and registers memory, and those CUDA calls may
+// wait for the whole device. Made lazily, inside a later call, they could
+// wait for a Lanes kernel that waits for a peer thread of this process that
+// the same CUDA lock holds up: a deadlock. At init nothing of Lanes is in
+// flight, so every path is made then, on every rank alike.
+Status setupProxyPath(lanesComm* handle) {
   const CommView comm(handle);
-  // Setting a path up allocates and registers memory, and those CUDA calls
-  // may wait for the whole device. Made lazily, inside a later call, they
-  // could wait for a Lanes kernel that waits for a peer thread of this
-  // process that the same CUDA lock holds up: a deadlock. At init nothing of
-  // Lanes is in flight, so every path is made here, on every rank alike.
   DeviceScope guard(comm.cudaDev());
   // Lazy module loading would load each kernel at its first launch, inside a
   // call, where loading can wait for streams parked on peers (reduce.h).
@@ -205,33 +235,36 @@ Status prepareDevicePaths(lanesComm* handle) {
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadFlagKernels()));
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
-  LANES_RETURN_IF_ERROR(proxy->prewarm());
-  Request probe;
-  probe.comm = comm.handle();
-  probe.args.coll = CollType::AllReduce;
-  probe.args.count = 1;
-  probe.args.type = lanesFloat32;
-  probe.args.rank = comm.rank();
-  probe.args.nranks = comm.nranks();
-  probe.sendBytes = probe.recvBytes = sizeof(float);
-  probe.onDevice = true;
-  std::vector<Request> batch{probe};
-  {
-    std::unique_ptr<ContextAllReduce> shared;
-    LANES_RETURN_IF_ERROR(ContextAllReduce::create(comm, &shared));
-    std::lock_guard<std::mutex> lock(comm.paths().mutex);
-    comm.paths().sharedContext = std::move(shared);
-  }
-  // Each path's setup is collective where it applies; the probe (one float
-  // all-reduce) is a call every path that applies to this rank set serves.
-  LlAllReduce* ll = nullptr;
-  LANES_RETURN_IF_ERROR(LlAllReduce::route(comm, batch, &ll));
-  StagedCollectives* staged = nullptr;
-  LANES_RETURN_IF_ERROR(StagedCollectives::route(comm, batch, &staged));
+  return proxy->prewarm();
+}
+
+Status setupSharedContextPath(lanesComm* handle) {
+  const CommView comm(handle);
+  DeviceScope guard(comm.cudaDev());
+  std::unique_ptr<ContextAllReduce> shared;
+  LANES_RETURN_IF_ERROR(ContextAllReduce::create(comm, &shared));
+  std::lock_guard<std::mutex> lock(comm.paths().mutex);
+  comm.paths().sharedContext = std::move(shared);
+  return Status::ok();
+}
+
+Status setupLlPath(lanesComm* handle) {
+  const CommView comm(handle);
+  DeviceScope guard(comm.cudaDev());
+  return LlAllReduce::setUp(comm);
+}
+
+Status setupStagedPath(lanesComm* handle) {
+  const CommView comm(handle);
+  DeviceScope guard(comm.cudaDev());
+  return StagedCollectives::setUp(comm);
+}
+
+void settleDevicePaths(lanesComm* handle) {
+  const CommView comm(handle);
   std::lock_guard<std::mutex> lock(comm.paths().mutex);
   comm.paths().settledFacts = rankSetFacts(comm);
   comm.paths().settled = true;
-  return Status::ok();
 }
 
 }  // namespace lanes

@@ -4,8 +4,8 @@
 
 #include "base/cuda_check.h"
 #include "base/deadline.h"
-#include "base/env.h"
 #include "base/log.h"
+#include "exec/comm_config.h"
 #include "exec/cuda/context_allreduce.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/ll_allreduce.h"
@@ -234,9 +234,9 @@ void DeviceProxy::reclaim(bool wait) {
 namespace lanes {
 
 Status DeviceProxy::prewarm() {
-  const uint64_t bytes = envSize("LANES_PROXY_PREPIN_BYTES", 16ull << 20);
+  const size_t bytes = comm_.config().proxyPrepinBytes;
   if (bytes == 0) return Status::ok();
-  return pool_.prewarm(static_cast<size_t>(bytes / 4), 4);
+  return pool_.prewarm(bytes / 4, 4);
 }
 
 }  // namespace lanes

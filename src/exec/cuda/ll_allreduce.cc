@@ -10,18 +10,14 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "exec/cuda/device_scope.h"
+#include "transport/common/numa_policy.h"
 
 namespace lanes {
 namespace {
 
-// Identical on every rank: depends on the requests and the host map only.
-bool candidate(CommView comm, const std::vector<Request>& requests, size_t* bytes) {
-  if (requests.size() != 1) return false;
-  const Request& r = requests.front();
-  if (r.isP2p) return false;
-  if (r.args.coll != CollType::AllReduce && r.args.coll != CollType::AllGather) return false;
-  *bytes = r.args.count * datatypeSize(r.args.type);
-  if (*bytes == 0 || *bytes > LlAllReduce::kHardMaxBytes) return false;
+// Where the LL kernel can serve this rank set at all: at most kLlMaxRanks,
+// every rank on this host (identical on every rank).
+bool rankSetServed(CommView comm) {
   if (comm.nranks() > cuda::kLlMaxRanks) return false;
   if (comm.nranks() == 1) return true;
   if (!comm.hasBootstrap()) return false;
@@ -50,31 +46,22 @@ uint64_t loadWord(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIR
 
 }  // namespace
 
-Status LlAllReduce::route(CommView comm, const std::vector<Request>& requests, LlAllReduce** out) {
-  *out = nullptr;
-  size_t bytes = 0;
-  if (!candidate(comm, requests, &bytes)) return Status::ok();
+Status LlAllReduce::setUp(CommView comm) {
+  if (!rankSetServed(comm)) return Status::ok();
   std::lock_guard<std::mutex> lock(comm.paths().mutex);
-  if (!comm.paths().ll) {
-    std::unique_ptr<LlAllReduce> ll(new LlAllReduce(comm));
-    // The first call may come inside a CUDA Graph capture (ranks capture
-    // alike, so setup happens there on all of them). Setup allocates and
-    // registers memory, calls a global-mode capture forbids on this thread
-    // and which would invalidate the user's graph; they touch no captured
-    // stream, so relax this thread's capture mode meanwhile (as NCCL does).
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
-    Status s = ll->setup();
-    if (exchanged) cudaThreadExchangeStreamCaptureMode(&mode);
-    comm.paths().ll = std::move(ll);
-    if (!s) {
-      comm.fail(s.code(), s.message());
-      return s;
-    }
-  }
-  auto* ll = static_cast<LlAllReduce*>(comm.paths().ll.get());
-  if (ll->enabled_ && bytes <= ll->maxBytes_) *out = ll;
-  return Status::ok();
+  if (comm.paths().ll) return Status::ok();
+  std::unique_ptr<LlAllReduce> ll(new LlAllReduce(comm));
+  // Init may run while this thread captures another stream into a CUDA Graph.
+  // Setup allocates and registers memory, calls a global-mode capture forbids
+  // on this thread and which would invalidate that graph; they touch no
+  // captured stream, so relax this thread's capture mode meanwhile (as NCCL does).
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+  Status s = ll->setup();
+  if (exchanged) cudaThreadExchangeStreamCaptureMode(&mode);
+  comm.paths().ll = std::move(ll);
+  if (!s) comm.fail(s.code(), s.message());
+  return s;
 }
 
 Status LlAllReduce::createLocalResources() {
@@ -166,11 +153,22 @@ Status LlAllReduce::setup() {
       char tag[32];
       snprintf(tag, sizeof(tag), "lanes-%016llx", static_cast<unsigned long long>(comm_.commId()));
       bool fatal = false;
-      const size_t bytes = (2 * static_cast<size_t>(n) * slotBytes_ + 4095) / 4096 * 4096;
-      // Each rank's GPU NUMA node: where its lines go.
+      const size_t rankBytes = 2 * slotBytes_;
+      const size_t bytes = (static_cast<size_t>(n) * rankBytes + 4095) / 4096 * 4096;
+      // Each rank's lines on its GPU's NUMA node; a slot pair shorter than a page
+      // shares pages with its neighbours, and a page goes to the rank owning
+      // its first byte.
       const std::vector<int> rankNodes = comm_.rankNumaNodes();
-      Status s = LlArena::create(comm_.bootstrap(), tag, bytes, 2 * slotBytes_, rankNodes, deadline,
-                                 &arena_, &fatal);
+      HostArenaSpec spec;
+      spec.name = "/" + std::string(tag) + "-ll";
+      spec.what = "small-message arena";
+      spec.bytes = bytes;
+      std::vector<NumaRange> wanted;
+      for (size_t r = 0; r < rankNodes.size(); ++r)
+        wanted.push_back({r * rankBytes, rankBytes, rankNodes[r]});
+      spec.placement = pageAlignedRanges(std::move(wanted), bytes, 4096);
+      spec.placed = describeRankNodes(rankNodes, "lines");
+      Status s = HostArena::create(comm_.bootstrap(), spec, deadline, &arena_, &fatal);
       if (fatal) return s;
       if (!s) why = s.message();
     }

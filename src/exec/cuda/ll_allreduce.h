@@ -1,6 +1,6 @@
 // Small-message device all-reduce and all-gather: one LL kernel
 // (kernels/cuda/ll_allreduce.h) on the caller's stream, data and flags in
-// mapped host memory (LlArena), for calls of at most LANES_LL_MAX_BYTES per
+// mapped host memory (a HostArena), for calls of at most LANES_LL_MAX_BYTES per
 // rank (default 16 KiB) when every rank of the communicator is on this host
 // (several may share one GPU, as threads or processes). No host thread in the
 // path, no copy engine, no stream memory operation: the latency is one kernel
@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "exec/comm_view.h"
-#include "exec/cuda/ll_arena.h"
 #include "exec/device_path.h"
 #include "exec/request.h"
 #include "kernels/cuda/ll_allreduce.h"
+#include "transport/hoststage/host_arena.h"
 
 namespace lanes {
 
@@ -36,14 +36,10 @@ class LlAllReduce final : public DeviceContext {
   static constexpr size_t kHardMaxBytes = SelectionConfig::kLlHardMaxBytes;
   static constexpr size_t kDefaultMaxBytes = SelectionConfig().llMaxBytes;
 
-  // Whether LL serves this batch: one all-reduce or all-gather of at most the
-  // agreed LANES_LL_MAX_BYTES per rank, every rank on this host, LL not
-  // left out (LANES_PROTO, on any rank) and set up on every rank. The
-  // first candidate call (one all-reduce or all-gather of at most
-  // kHardMaxBytes per rank, every rank on this host: facts every rank sees
-  // alike) sets LL up, collectively. *out is null when another path must
-  // serve the batch.
-  static Status route(CommView comm, const std::vector<Request>& requests, LlAllReduce** out);
+  // Sets LL up where it can serve the rank set (at most kLlMaxRanks, every
+  // rank on this host), collectively, at init (exec/device_path.h). Which
+  // calls it then serves is the registry's choice (planner/registry.cc).
+  static Status setUp(CommView comm);
   ~LlAllReduce() override;
 
   // Nothing runs on the host: stream order alone orders LL calls.
@@ -72,7 +68,7 @@ class LlAllReduce final : public DeviceContext {
   bool enabled_ = false;
   size_t maxBytes_ = 0;
   size_t slotBytes_ = 0;
-  std::unique_ptr<LlArena> arena_;            // null with one rank
+  std::unique_ptr<HostArena> arena_;          // null with one rank
   cuda::LlControl* control_ = nullptr;        // host pointer (cudaHostAlloc, mapped)
   cuda::LlControl* controlDevice_ = nullptr;  // the same, as the GPU addresses it
   cuda::LlDeviceState* state_ = nullptr;      // device memory: sequence number, failed

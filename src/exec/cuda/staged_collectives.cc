@@ -18,13 +18,6 @@
 namespace lanes {
 namespace {
 
-bool isGatherScatter(CollType c) {
-  return c == CollType::AllGather || c == CollType::Broadcast || c == CollType::ReduceScatter;
-}
-
-// Identical on every rank: depends on the requests and the host map only.
-// A batch of all-reduces, or one all-gather, broadcast or reduce-scatter
-// (which the path serves where the ranks agreed to, LANES_STAGED_COLLECTIVES).
 bool allOnThisHost(CommView comm) {
   const auto& ranks = comm.bootstrap().ranks();
   for (const RankInfo& info : ranks)
@@ -32,73 +25,21 @@ bool allOnThisHost(CommView comm) {
   return true;
 }
 
-// Thread ranks beside ranks of other processes stay on the proxy: a thread
-// rank's wait for another process's counter can depend, through that
-// process, on a write of a thread peer queued behind the wait, and the submit
-// ledger orders only this process's writes (docs/gpu_data_path.md).
-bool eligible(CommView comm, const std::vector<Request>& requests) {
-  if (comm.threadsBesideProcesses()) return false;
-  const bool single = requests.size() == 1 && !requests.front().isP2p &&
-                      isGatherScatter(requests.front().args.coll);
-  for (const Request& r : requests)
-    if (!single && (r.isP2p || r.args.coll != CollType::AllReduce)) return false;
-  return allOnThisHost(comm);
-}
-
-// From the counts, not Request::sendBytes: that is 0 on a broadcast's
-// non-roots, and the routing must come out the same on every rank.
-size_t batchBytes(const std::vector<Request>& requests) {
-  size_t bytes = 0;
-  for (const Request& r : requests) bytes += r.args.count * datatypeSize(r.args.type);
-  return bytes;
-}
-
 }  // namespace
 
-Status StagedCollectives::route(CommView comm, const std::vector<Request>& requests,
-                                StagedCollectives** out) {
-  *out = nullptr;
-  if (requests.empty() || !eligible(comm, requests)) return Status::ok();
+Status StagedCollectives::setUp(CommView comm) {
+  // Thread ranks beside ranks of other processes stay on the proxy: a thread
+  // rank's wait for another process's counter can depend, through that
+  // process, on a write of a thread peer queued behind the wait, and the
+  // submit ledger orders only this process's writes (docs/gpu_data_path.md).
+  if (comm.threadsBesideProcesses() || !allOnThisHost(comm)) return Status::ok();
   std::lock_guard<std::mutex> lock(comm.paths().mutex);
-  if (!comm.paths().staged) {
-    std::unique_ptr<StagedCollectives> staged(new StagedCollectives(comm));
-    Status s = staged->setup();
-    comm.paths().staged = std::move(staged);
-    if (!s) {
-      comm.fail(s.code(), s.message());
-      return s;
-    }
-  }
-  auto* staged = static_cast<StagedCollectives*>(comm.paths().staged.get());
-  const size_t proxyUpTo = staged->proxyUpToBytes_;
-  const bool served = requests.front().args.coll == CollType::AllReduce || staged->gatherScatter_;
-  if (staged->enabled_ && served && (proxyUpTo == 0 || batchBytes(requests) > proxyUpTo))
-    *out = staged;
-  return Status::ok();
-}
-
-Status StagedCollectives::routePairs(CommView comm, std::vector<Request>& requests,
-                                     std::vector<Request>* pairs, StagedCollectives** out) {
-  *out = nullptr;
-  if (!allOnThisHost(comm) || comm.threadsBesideProcesses()) return Status::ok();
-  StagedCollectives* staged = nullptr;
-  {
-    // Set up at init (prepareDevicePaths) or never: a pair cannot set up a
-    // path that every rank must join.
-    std::lock_guard<std::mutex> lock(comm.paths().mutex);
-    staged = static_cast<StagedCollectives*>(comm.paths().staged.get());
-  }
-  if (staged == nullptr || !staged->enabled_ || staged->pairSent_.empty()) return Status::ok();
-  const size_t proxyUpTo = staged->proxyUpToBytes_;
-  auto served = [&](const Request& r) {
-    return r.isP2p && r.peer != comm.rank() && (proxyUpTo == 0 || r.bytes > proxyUpTo);
-  };
-  for (Request& r : requests)
-    if (served(r)) pairs->push_back(r);
-  if (pairs->empty()) return Status::ok();
-  std::erase_if(requests, served);
-  *out = staged;
-  return Status::ok();
+  if (comm.paths().staged) return Status::ok();
+  std::unique_ptr<StagedCollectives> staged(new StagedCollectives(comm));
+  Status s = staged->setup();
+  comm.paths().staged = std::move(staged);
+  if (!s) comm.fail(s.code(), s.message());
+  return s;
 }
 
 Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
@@ -145,7 +86,7 @@ Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t s
       cudaEventDestroy(batch.start);
       return s;
     }
-    const bool pairs = requests.front().isP2p;  // routePairs: all or none
+    const bool pairs = requests.front().isP2p;  // the chooser's pairs: all or none
     if (!pairs)
       batch.label = std::string("device ") + collTypeName(requests.front().args.coll) +
                     " (host-staged), " + std::to_string(requests.size()) +

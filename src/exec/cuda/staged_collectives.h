@@ -50,21 +50,12 @@ namespace lanes {
 
 class StagedCollectives final : public DeviceContext {
  public:
-  // Whether the staged path serves this batch of device requests: all
-  // all-reduces, or one all-gather/broadcast/reduce-scatter unless a rank
-  // set LANES_STAGED_COLLECTIVES=0; every rank on this host; the path not
-  // left out (LANES_PROTO) and set up on every rank; not a small
-  // batch between processes sharing a GPU (LANES_SHARED_GPU_PROXY_BYTES). The
-  // decision is identical on all ranks. The first eligible call sets the path
-  // up, collectively. *out is null when the batch must go to the proxy.
-  static Status route(CommView comm, const std::vector<Request>& requests, StagedCollectives** out);
-  // Moves the sends and receives of `requests` that the staged path serves
-  // into *pairs (and sets *out): device send/recv with another rank of this
-  // host, once the path is set up with pair slots, larger than the shared-GPU
-  // proxy size. The decision depends on the request alone, so both ends of a
-  // pair take the same path. The rest stay for the other paths.
-  static Status routePairs(CommView comm, std::vector<Request>& requests,
-                           std::vector<Request>* pairs, StagedCollectives** out);
+  // Sets the path up where it can serve the rank set (every rank on this
+  // host; not thread ranks beside other processes' ranks), collectively, at
+  // init (exec/device_path.h). Which calls it then serves, collectives and
+  // the pairs' sends and receives, is the registry's choice
+  // (planner/registry.cc).
+  static Status setUp(CommView comm);
   ~StagedCollectives() override;
 
   // Enqueues the batch on `stream` (requests on other streams of the group
@@ -85,7 +76,9 @@ class StagedCollectives final : public DeviceContext {
   bool enabled() const { return enabled_; }
   // Whether the slots are in GPU memory reached over P2P (else: the host arena).
   bool usesP2p() const { return channel_ && channel_->slotsInGpuMemory(); }
-  // Whether the send/recv pair slots are in GPU memory too.
+  // Whether the ranks agreed on send/recv pair slots, and whether they are
+  // in GPU memory too (LANES_PROTO naming p2p_pairs, where the slots are).
+  bool hasPairSlots() const { return enabled_ && !pairSent_.empty(); }
   bool pairsUseP2p() const { return channel_ && channel_->pairSlotsInGpuMemory(); }
   // Whether this rank's stages run on the stream set its communicator's
   // thread ranks on this GPU share (LANES_STAGE_SHARED_STREAMS).

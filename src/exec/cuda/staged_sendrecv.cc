@@ -1,7 +1,7 @@
 // Device send/recv on the host-staged path: no CPU thread between the GPUs.
 // Every ordered pair (sender s, receiver d) of the host owns kPairSlots slots
 // of pairChunkBytes and two counters of the stage channel (stage_channel.h;
-// the slots in the shared arena, or with LANES_STAGE_PAIR_P2P in the
+// the slots in the shared arena, or with the p2p_pairs entry (LANES_PROTO) in the
 // receiver's GPU memory):
 //   send, chunk q of the pair (slot q mod K), on the sender's down_:
 //     wait acked[s][d] >= q + 1 - K (the slot's last chunk was taken out);

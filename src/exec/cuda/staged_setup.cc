@@ -11,8 +11,8 @@
 #include <utility>
 
 #include "base/cuda_check.h"
-#include "base/env.h"
 #include "base/log.h"
+#include "exec/comm_config.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
@@ -35,7 +35,7 @@ struct Proposal {
   int32_t slots = 0;
   uint64_t chunkBytes = 0;
   uint64_t pairChunkBytes = 0;
-  int32_t pairP2p = 0;  // LANES_STAGE_PAIR_P2P: all must say yes
+  int32_t pairP2p = 0;  // LANES_PROTO names p2p_pairs: all must say yes
   uint64_t sharedGpuProxyBytes = 0;
 };
 
@@ -98,13 +98,8 @@ Status StagedCollectives::shareStreamsIfWanted(bool p2pSlots) {
   // are in host memory: their copies then take turns on the engines the way
   // separate processes' do, which is faster than a set each
   // (docs/gpu_data_path.md, "Several ranks on one GPU").
-  const std::optional<std::string> value = envString("LANES_STAGE_SHARED_STREAMS");
-  const SharedStreamsMode mode = parseSharedStreamsMode(value ? value->c_str() : nullptr);
-  if (mode == SharedStreamsMode::Invalid)
-    envWarnOnce("LANES_STAGE_SHARED_STREAMS", *value, "is not auto, 1 or 0",
-                "auto (thread ranks of one GPU share the internal streams where the slots are "
-                "in host memory)");
-  const bool share = shareStageStreams(mode, p2pSlots, comm_.ranksSharingMyContext().size());
+  const bool share = shareStageStreams(comm_.config().stageSharedStreams, p2pSlots,
+                                       comm_.ranksSharingMyContext().size());
   if (!share) return Status::ok();
   auto shared = sharedPerCommunicator<SharedStageStreams>(comm_.commId());
   StageStreams* set = nullptr;
@@ -134,9 +129,11 @@ Status StagedCollectives::setup() {
     return Status::ok();
   }
   Deadline deadline = comm_.deadline();
-  StageArenaConfig config = StageArenaConfig::fromEnv();
-  // The pair slots are shared host memory, which LANES_SHM_DISABLE keeps bulk data out of.
-  if (envBool("LANES_SHM_DISABLE", false)) config.pairChunkBytes = 0;
+  StageArenaConfig config = comm_.config().stage;
+  const SelectionConfig& selection = comm_.selection();
+  // No pair slots where LANES_PROTO leaves both of their entries out.
+  if (!pathAllowed(selection, DevicePath::Pairs) && !pathAllowed(selection, DevicePath::P2pPairs))
+    config.pairChunkBytes = 0;
 
   // 1. What this rank can do; every rank must say yes with the same sizes.
   std::string why;
@@ -169,7 +166,7 @@ Status StagedCollectives::setup() {
   mine.slots = config.slots;
   mine.chunkBytes = config.chunkBytes;
   mine.pairChunkBytes = config.pairChunkBytes;
-  mine.pairP2p = envBool("LANES_STAGE_PAIR_P2P", false) ? 1 : 0;
+  mine.pairP2p = pathAllowed(selection, DevicePath::P2pPairs) ? 1 : 0;
   // LANES_SHARED_GPU_PROXY_BYTES: all-reduces up to this size between processes
   // sharing a GPU go to the host proxy. Each of the staged path's hand-offs
   // waits for a time slice there, which costs small calls more than the proxy's
@@ -212,12 +209,12 @@ Status StagedCollectives::setup() {
     // In GPU memory each rank holds only its own slots, not the host arena's
     // all-rank block (the P2P channel's layout).
     const size_t p2pBytes = p2pStageBlockBytes(StageArenaLayout(n, config), pairP2p);
-    LANES_RETURN_IF_ERROR(
-        IpcSlots::create(comm_.bootstrap(), comm_.cudaDev(), p2pBytes, deadline, &p2p, &p2pWhy));
+    LANES_RETURN_IF_ERROR(IpcSlots::create(comm_.bootstrap(), comm_.cudaDev(), p2pBytes,
+                                           comm_.config().transport.p2p, deadline, &p2p, &p2pWhy));
     p2pWhy_ = p2p ? "" : p2pWhy;
     if (p2p) config.hostData = false;
     if (p2p && pairP2p) config.pairHostData = false;
-    if (!p2p && envBool("LANES_SHM_DISABLE", false))
+    if (!p2p && comm_.config().transport.shmDisabled)
       why = "LANES_SHM_DISABLE=1 and no P2P (" + p2pWhy + ")";
   }
 
@@ -298,11 +295,13 @@ Status StagedCollectives::setup() {
     LANES_INFO(Init, comm_.rank(),
                "device send/recv: copy-engine path, %d x %zu KiB pair slots per peer in %s",
                StageArenaLayout::kPairSlots, config.pairChunkBytes / 1024,
-               config.pairHostData ? "shared host memory"
-                                   : "the receiver's GPU memory (P2P, LANES_STAGE_PAIR_P2P=1)");
+               config.pairHostData
+                   ? "shared host memory"
+                   : "the receiver's GPU memory (P2P, LANES_PROTO names p2p_pairs)");
   else
     LANES_INFO(Init, comm_.rank(),
                "device send/recv: host proxy (no pair slots: LANES_STAGE_PAIR_CHUNK_BYTES=0, "
+               "LANES_PROTO leaving out pairs, "
                "LANES_SHM_DISABLE=1, or no room in /dev/shm)");
   for (int p = 0; p < n; ++p) {
     if (p == comm_.rank()) continue;

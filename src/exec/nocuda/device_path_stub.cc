@@ -21,7 +21,11 @@ Status classifyBuffer(const void*, BufferInfo* out) {
   return Status::ok();
 }
 
-Status prepareDevicePaths(lanesComm*) { return Status::ok(); }
+Status setupProxyPath(lanesComm*) { return Status::ok(); }
+Status setupSharedContextPath(lanesComm*) { return Status::ok(); }
+Status setupLlPath(lanesComm*) { return Status::ok(); }
+Status setupStagedPath(lanesComm*) { return Status::ok(); }
+void settleDevicePaths(lanesComm*) {}
 bool streamIsPerThread(cudaStream_t) { return false; }
 
 Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t, const PathChooser&) {

@@ -1,0 +1,157 @@
+#include "exec/comm_config.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "algorithms/algorithm.h"
+#include "base/env.h"
+
+namespace lanes {
+namespace {
+
+const std::vector<std::string>& devicePathNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (int p = 0; p < kDevicePaths; ++p)
+      n.emplace_back(devicePathName(static_cast<DevicePath>(p)));
+    return n;
+  }();
+  return names;
+}
+
+const std::vector<std::string>& hostAlgoNames() {
+  static const std::vector<std::string> names = {
+      algoName(AlgoId::Ring), algoName(AlgoId::RecursiveDoubling), algoName(AlgoId::Chain),
+      algoName(AlgoId::Pairwise), algoName(AlgoId::Direct)};
+  return names;
+}
+
+// Each name of a LANES_ALGO list as algoName spells it (parseAlgoName also
+// takes "rd" and "recursivedoubling"); others stay for the parser to refuse.
+std::string canonicalAlgoList(const std::string& text) {
+  std::string out;
+  size_t at = 0;
+  if (!text.empty() && text[0] == '^') {
+    out = "^";
+    at = 1;
+  }
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(at, comma - at);
+    std::string trimmed = item;
+    trimmed.erase(0, trimmed.find_first_not_of(" \t"));
+    trimmed.erase(trimmed.find_last_not_of(" \t") + 1);
+    AlgoId id;
+    if (parseAlgoName(trimmed.c_str(), &id)) item = algoName(id);
+    out += (out.empty() || out == "^" ? "" : ",") + item;
+    at = comma + 1;
+  }
+  return out;
+}
+
+// An unset or bad list allows the defaults; a bad one says so once.
+NameList listFromEnv(const char* var, const std::vector<std::string>& known,
+                     std::string (*canonical)(const std::string&) = nullptr) {
+  NameList list;
+  auto text = envString(var);
+  if (!text) return list;
+  Status s = NameList::parse(canonical ? canonical(*text) : *text, known, &list);
+  if (!s) {
+    envWarnOnce(var, *text, s.message(), "the default choice");
+    return NameList();
+  }
+  return list;
+}
+
+constexpr size_t kPage = 4096;
+size_t roundUp(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+// Chunks of at least 64 KiB in whole pages; a pair chunk of 0 stays 0 (no
+// pair slots: device send/recv go through the proxy).
+StageArenaConfig stageFromEnv() {
+  StageArenaConfig c;
+  constexpr uint64_t kMinChunk = 64 * 1024;
+  // Rounding up to whole pages is documented, not a correction: no warning.
+  c.chunkBytes = roundUp(envSize("LANES_STAGE_CHUNK_BYTES", c.chunkBytes, kMinChunk), kPage);
+  size_t pairChunk = envSize("LANES_STAGE_PAIR_CHUNK_BYTES", size_t{2} << 20);
+  if (pairChunk != 0 && pairChunk < kMinChunk) {
+    envWarnOnce("LANES_STAGE_PAIR_CHUNK_BYTES", envString("LANES_STAGE_PAIR_CHUNK_BYTES").value(),
+                "is below its minimum 64K (or 0: no pair slots)", "64K");
+    pairChunk = kMinChunk;
+  }
+  c.pairChunkBytes = pairChunk == 0 ? 0 : roundUp(pairChunk, kPage);
+  c.slots = static_cast<int>(envInt("LANES_STAGE_SLOTS", c.slots, 2, 64));
+  return c;
+}
+
+TransportConfig transportFromEnv() {
+  TransportConfig c;
+  c.shmRingBytes = static_cast<size_t>(envSize("LANES_SHM_RING_BYTES", c.shmRingBytes, 4096));
+  c.shmDisabled = envBool("LANES_SHM_DISABLE", false);
+  c.socketIfname = envString("LANES_SOCKET_IFNAME").value_or("");
+  c.socketThreads = static_cast<int>(envInt("LANES_SOCKET_NTHREADS", c.socketThreads, 1, 16));
+  c.socketsPerThread =
+      static_cast<int>(envInt("LANES_NSOCKS_PERTHREAD", c.socketsPerThread, 1, 16));
+  if (c.socketThreads * c.socketsPerThread > TransportConfig::kMaxSocketsPerPeer) {
+    envWarnOnce("LANES_NSOCKS_PERTHREAD", std::to_string(c.socketsPerThread),
+                "times LANES_SOCKET_NTHREADS=" + std::to_string(c.socketThreads) + " exceeds " +
+                    std::to_string(TransportConfig::kMaxSocketsPerPeer) + " sockets per peer",
+                "1");
+    c.socketsPerThread = 1;
+  }
+  c.socketStripeBytes = static_cast<size_t>(
+      envSize("LANES_SOCKET_STRIPE_BYTES", c.socketStripeBytes, 4096, size_t{1} << 30));
+  c.socketRingBytes = static_cast<size_t>(envSize("LANES_SOCKET_RING_BYTES", c.socketRingBytes));
+  if (auto p2p = envString("LANES_P2P_DISABLE"); p2p && *p2p == "0")
+    c.p2p = P2pMode::Forced;
+  else if (envBool("LANES_P2P_DISABLE", false))
+    c.p2p = P2pMode::Off;
+  return c;
+}
+
+SharedStreamsMode sharedStreamsFromEnv() {
+  const std::optional<std::string> value = envString("LANES_STAGE_SHARED_STREAMS");
+  const SharedStreamsMode mode = parseSharedStreamsMode(value ? value->c_str() : nullptr);
+  if (mode != SharedStreamsMode::Invalid) return mode;
+  envWarnOnce("LANES_STAGE_SHARED_STREAMS", *value, "is not auto, 1 or 0",
+              "auto (thread ranks of one GPU share the internal streams where the slots are in "
+              "host memory)");
+  return SharedStreamsMode::Auto;
+}
+
+}  // namespace
+
+SelectionConfig SelectionConfig::fromEnv() {
+  SelectionConfig c;
+  c.proto = listFromEnv("LANES_PROTO", devicePathNames());
+  c.algo = listFromEnv("LANES_ALGO", hostAlgoNames(), canonicalAlgoList);
+  c.smallBytes = static_cast<size_t>(envSize("LANES_SMALL_MSG_BYTES", c.smallBytes));
+  c.llMaxBytes =
+      static_cast<size_t>(envSize("LANES_LL_MAX_BYTES", c.llMaxBytes, 0, kLlHardMaxBytes));
+  c.llSharedGpu = envBool("LANES_LL_SHARED_GPU", c.llSharedGpu);
+  c.sharedContextMaxBytes =
+      static_cast<size_t>(envSize("LANES_SHARED_CONTEXT_MAX_BYTES", c.sharedContextMaxBytes));
+  c.sharedGpuProxyBytes =
+      static_cast<size_t>(envSize("LANES_SHARED_GPU_PROXY_BYTES", c.sharedGpuProxyBytes));
+  c.stagedGatherScatter = envBool("LANES_STAGED_COLLECTIVES", c.stagedGatherScatter);
+  return c;
+}
+
+CommConfig CommConfig::fromEnv() {
+  CommConfig c;
+  c.selection = SelectionConfig::fromEnv();
+  c.transport = transportFromEnv();
+  c.stage = stageFromEnv();
+  // The pair slots are shared host memory, which LANES_SHM_DISABLE keeps bulk data out of.
+  if (c.transport.shmDisabled) c.stage.pairChunkBytes = 0;
+  // Lane 0 carries send/recv, the others collectives: at least 2.
+  c.lanes = static_cast<int>(envInt("LANES_NLANES", c.lanes, 2, 64));
+  c.checkMismatch = envBool("LANES_CHECK_MISMATCH", c.checkMismatch);
+  c.proxyPrepinBytes = static_cast<size_t>(envSize("LANES_PROXY_PREPIN_BYTES", c.proxyPrepinBytes));
+  c.stageSharedStreams = sharedStreamsFromEnv();
+  return c;
+}
+
+}  // namespace lanes
