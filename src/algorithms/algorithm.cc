@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "algorithms/ring_order.h"
 #include "algorithms/schedule_builder.h"
 
 namespace lanes {
@@ -84,7 +85,8 @@ bool rooted(CollType t) {
 
 }  // namespace
 
-Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out) {
+Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
+                     std::span<const int> ringOrder) {
   const std::string what = std::string(collTypeName(args.coll)) + "/" + algoName(algo);
   if (args.nranks < 1 || args.rank < 0 || args.rank >= args.nranks) {
     return invalidArgument(what + ": rank " + std::to_string(args.rank) +
@@ -110,12 +112,17 @@ Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out) {
                         collTypeName(args.coll) + " only for a power-of-two number of ranks, not " +
                         std::to_string(args.nranks) + "; use the ring algorithm instead.");
   }
+  if (!ringOrder.empty() && !isPermutation(ringOrder, args.nranks)) {
+    return invalidArgument(what + ": the ring order has " + std::to_string(ringOrder.size()) +
+                           " entries that are not a permutation of the " +
+                           std::to_string(args.nranks) + " ranks; pass each rank once.");
+  }
   out->steps.clear();
   out->scratch.clear();
   Status st = internalError(what + ": unknown algorithm id " + std::to_string(int(algo)) + ".");
   switch (algo) {
     case AlgoId::Ring:
-      st = algo::buildRing(args, out);
+      st = algo::buildRing(args, ringOrder, out);
       break;
     case AlgoId::RecursiveDoubling:
       st = algo::buildRecursiveDoubling(args, out);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "algorithms/schedule.h"
@@ -28,6 +29,10 @@ bool algoSupports(AlgoId algo, CollType coll);
 // power of two). buildSchedule fails exactly where this says false.
 bool algoSupports(AlgoId algo, CollType coll, int nranks);
 // Builds the schedule; InvalidUsage if the algorithm does not serve the collective.
-Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out);
+// `ringOrder` (algorithms/ring_order.h) is the order the ring visits the
+// ranks in, the same on every rank; empty: 0, 1, ..., n-1. Only the ring
+// reads it; InvalidArgument if it is not empty and not a permutation of the ranks.
+Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
+                     std::span<const int> ringOrder = {});
 
 }  // namespace lanes

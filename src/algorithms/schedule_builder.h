@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "algorithms/algorithm.h"
 #include "algorithms/schedule.h"
@@ -68,7 +69,8 @@ void beginSchedule(const CollArgs& args, const char* algo, Schedule* out);
 // output is the input: one local copy when out-of-place.
 void localCopySchedule(const void* src, void* dst, size_t bytes, Schedule* out);
 
-Status buildRing(const CollArgs& args, Schedule* out);
+// `order`: position p of the ring holds rank order[p]; empty: rank p.
+Status buildRing(const CollArgs& args, std::span<const int> order, Schedule* out);
 Status buildRecursiveDoubling(const CollArgs& args, Schedule* out);
 Status buildChain(const CollArgs& args, Schedule* out);
 Status buildPairwise(const CollArgs& args, Schedule* out);

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <ostream>
+#include <span>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -295,15 +296,26 @@ std::string checkSchedules(const std::vector<Schedule>& scheds,
   return "";
 }
 
-std::string staticCheck(AlgoId algo, CollType c, int n, size_t count, bool inPlace) {
+std::string staticCheck(AlgoId algo, CollType c, int n, size_t count, bool inPlace,
+                        std::span<const int> order = {}) {
   const int root = n > 1 ? n - 1 : 0;
   std::vector<RankBuffers> bufs;
   std::vector<Schedule> scheds(n);
   for (int r = 0; r < n; ++r) bufs.push_back(makeBuffers(c, count, 4, n, r, root, inPlace));
   for (int r = 0; r < n; ++r) {
-    Status st = buildSchedule(
-        algo, argsFor(c, count, lanesFloat32, RedOpKind::Sum, n, r, root, bufs[r]), &scheds[r]);
+    Status st =
+        buildSchedule(algo, argsFor(c, count, lanesFloat32, RedOpKind::Sum, n, r, root, bufs[r]),
+                      &scheds[r], order);
     if (!st) return "rank " + std::to_string(r) + ": " + st.message();
+  }
+  // A ring's rank talks only to its neighbours in the order.
+  for (int p = 0; p < int(order.size()) && algo == AlgoId::Ring; ++p) {
+    const int r = order[p], next = order[(p + 1) % n], prev = order[(p + n - 1) % n];
+    for (const Step& step : scheds[r].steps)
+      for (const Op& op : step.ops)
+        if ((sends(op.kind) && op.sendPeer != next) || (recvs(op.kind) && op.recvPeer != prev))
+          return "rank " + std::to_string(r) + " at ring position " + std::to_string(p) +
+                 " talks to a rank that is not its neighbour";
   }
   return checkSchedules(scheds, bufs);
 }
@@ -439,7 +451,8 @@ Element inputElement(const Config& cfg, size_t esz, int rank, size_t i) {
 }
 
 // Runs one case; returns "" or what went wrong.
-std::string runCase(AlgoId algo, CollType c, int n, size_t count, bool inPlace, Config cfg) {
+std::string runCase(AlgoId algo, CollType c, int n, size_t count, bool inPlace, Config cfg,
+                    std::span<const int> order = {}) {
   const size_t esz = datatypeSize(cfg.type);
   const int root = n > 1 ? int(count % size_t(n)) : 0;  // vary the root with the count
   std::vector<RankBuffers> bufs;
@@ -469,7 +482,7 @@ std::string runCase(AlgoId algo, CollType c, int n, size_t count, bool inPlace, 
       threads.emplace_back([&, r] {
         Schedule sched;
         CollArgs a = argsFor(c, count, cfg.type, cfg.op, n, r, root, bufs[r]);
-        Status st = buildSchedule(algo, a, &sched);
+        Status st = buildSchedule(algo, a, &sched, order);
         if (st) {
           ExecContext ctx;
           ctx.rank = r;
@@ -643,6 +656,133 @@ std::vector<PairCase> allCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, AlgorithmRun, ::testing::ValuesIn(allCases()),
+                         [](const ::testing::TestParamInfo<PairCase>& info) {
+                           return caseName(info.param);
+                         });
+
+// ---------------------------------------------------------------------------
+// The ring in a given order (algorithms/ring_order.h): position p holds rank
+// order[p]. Outputs stay indexed by rank, so the same references apply.
+
+constexpr CollType kRingColls[] = {CollType::AllReduce, CollType::ReduceScatter,
+                                   CollType::AllGather};
+constexpr int kOrderRankCounts[] = {2, 3, 4, 5, 8};
+
+// Non-identity orders of n ranks: evens then odds (sockets alternating),
+// the reverse direction, and a fixed shuffle (rank 0 not first).
+std::vector<std::vector<int>> ordersFor(int n) {
+  std::vector<std::vector<int>> out;
+  std::vector<int> o;
+  for (int r = 0; r < n; r += 2) o.push_back(r);
+  for (int r = 1; r < n; r += 2) o.push_back(r);
+  out.push_back(o);
+  o = {0};
+  for (int r = n - 1; r > 0; --r) o.push_back(r);
+  out.push_back(o);
+  o.clear();
+  for (int r = 0; r < n; ++r) o.push_back(r);
+  for (int i = n - 1; i > 0; --i) std::swap(o[i], o[mix(uint64_t(n * 31 + i)) % uint64_t(i + 1)]);
+  if (o[0] == 0) std::rotate(o.begin(), o.begin() + 1, o.end());
+  out.push_back(o);
+  std::vector<std::vector<int>> distinct;
+  for (const auto& v : out) {
+    bool identity = true;
+    for (int p = 0; p < n; ++p) identity = identity && v[p] == p;
+    if (!identity && std::find(distinct.begin(), distinct.end(), v) == distinct.end())
+      distinct.push_back(v);
+  }
+  return distinct;
+}
+
+std::string orderText(const std::vector<int>& order) {
+  std::string t;
+  for (int r : order) t += (t.empty() ? "" : " ") + std::to_string(r);
+  return t;
+}
+
+TEST(Algorithms, RingOrderStaticSendRecvMatch) {
+  int checked = 0;
+  for (CollType c : kRingColls)
+    for (int n : kOrderRankCounts)
+      for (const std::vector<int>& order : ordersFor(n))
+        for (size_t count :
+             {size_t(0), size_t(1), size_t(3), size_t(7), size_t(1023), size_t(1025)})
+          for (bool inPlace : {false, true}) {
+            EXPECT_EQ(staticCheck(AlgoId::Ring, c, n, count, inPlace, order), "")
+                << collTypeName(c) << " n=" << n << " order " << orderText(order)
+                << " count=" << count << (inPlace ? " in-place" : "");
+            ++checked;
+          }
+  EXPECT_GT(checked, 300);
+}
+
+// The identity given explicitly builds what no order builds; other
+// algorithms ignore the order; a bad order is refused.
+TEST(Algorithms, RingOrderIdentityAndBadOrders) {
+  for (CollType c : kRingColls) {
+    for (int r = 0; r < 4; ++r) {
+      RankBuffers b = makeBuffers(c, 9, 4, 4, r, 0, false);
+      const CollArgs a = argsFor(c, 9, lanesFloat32, RedOpKind::Sum, 4, r, 0, b);
+      Schedule plain, identity;
+      ASSERT_TRUE(buildSchedule(AlgoId::Ring, a, &plain).isOk());
+      const std::vector<int> id = {0, 1, 2, 3};
+      ASSERT_TRUE(buildSchedule(AlgoId::Ring, a, &identity, id).isOk());
+      ASSERT_EQ(plain.steps.size(), identity.steps.size());
+      for (size_t i = 0; i < plain.steps.size(); ++i) {
+        ASSERT_EQ(plain.steps[i].ops.size(), identity.steps[i].ops.size());
+        for (size_t j = 0; j < plain.steps[i].ops.size(); ++j) {
+          const Op &x = plain.steps[i].ops[j], &y = identity.steps[i].ops[j];
+          EXPECT_TRUE(x.kind == y.kind && x.sendPeer == y.sendPeer && x.recvPeer == y.recvPeer &&
+                      x.bytes == y.bytes && x.src == y.src)
+              << collTypeName(c) << " rank " << r << " op " << j;
+        }
+      }
+      Schedule s;
+      for (const std::vector<int>& bad :
+           {std::vector<int>{0, 1, 2}, std::vector<int>{0, 1, 1, 3}, std::vector<int>{0, 1, 2, 4}})
+        EXPECT_EQ(buildSchedule(AlgoId::Ring, a, &s, bad).code(), lanesInvalidArgument);
+    }
+  }
+  // Recursive doubling runs whatever the ring's order.
+  RankBuffers b = makeBuffers(CollType::AllReduce, 9, 4, 4, 1, 0, false);
+  Schedule s;
+  const std::vector<int> order = {0, 2, 1, 3};
+  EXPECT_TRUE(
+      buildSchedule(AlgoId::RecursiveDoubling,
+                    argsFor(CollType::AllReduce, 9, lanesFloat32, RedOpKind::Sum, 4, 1, 0, b), &s,
+                    order)
+          .isOk());
+}
+
+class RingOrderRun : public ::testing::TestWithParam<PairCase> {};
+
+TEST_P(RingOrderRun, MatchesReference) {
+  const PairCase& p = GetParam();
+  int ran = 0;
+  for (int n : kOrderRankCounts) {
+    for (const std::vector<int>& order : ordersFor(n)) {
+      for (size_t count :
+           {size_t(0), size_t(1), size_t(7), size_t(1023), size_t(1025), size_t(65537)}) {
+        for (bool inPlace : {false, true}) {
+          std::string err = runCase(p.algo, p.coll, n, count, inPlace, p.cfg, order);
+          ASSERT_EQ(err, "") << caseName(p) << " n=" << n << " order " << orderText(order)
+                             << " count=" << count << (inPlace ? " in-place" : " out-of-place");
+          ++ran;
+        }
+      }
+    }
+  }
+  EXPECT_GT(ran, 100);
+}
+
+std::vector<PairCase> ringCases() {
+  std::vector<PairCase> out;
+  for (const PairCase& p : allCases())
+    if (p.algo == AlgoId::Ring) out.push_back(p);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ring, RingOrderRun, ::testing::ValuesIn(ringCases()),
                          [](const ::testing::TestParamInfo<PairCase>& info) {
                            return caseName(info.param);
                          });
