@@ -98,6 +98,16 @@ Json probesToJson(const Probes& p) {
   }
   out.set("gpus", std::move(gpus)).set("pairs", std::move(pairs));
   out.set("all_h2d_gbps", p.allH2d).set("all_d2h_gbps", p.allD2h);
+  if (p.host.measured()) {
+    Json host = Json::object();
+    Json hop = Json::array(), reduce = Json::array();
+    for (double v : p.host.hopGBs) hop.push(Json(v));
+    for (double v : p.host.reduceGBs) reduce.push(Json(v));
+    host.set("hop_latency_us", p.host.hopLatencyUs).set("call_us", p.host.callUs);
+    host.set("hop_gbps_by_size", std::move(hop)).set("reduce_gbps_by_size", std::move(reduce));
+    host.set("mem_gbps", p.host.memGBs).set("exchange_gbps", p.host.exchangeGBs);
+    out.set("host", std::move(host));
+  }
   return out;
 }
 
@@ -119,6 +129,13 @@ Probes probesFromJson(const Json& j) {
   }
   p.allH2d = j["all_h2d_gbps"].num();
   p.allD2h = j["all_d2h_gbps"].num();
+  const Json& host = j["host"];
+  p.host.hopLatencyUs = host["hop_latency_us"].num();
+  p.host.callUs = host["call_us"].num();
+  p.host.exchangeGBs = host["exchange_gbps"].num();
+  for (const Json& v : host["hop_gbps_by_size"].items()) p.host.hopGBs.push_back(v.num());
+  for (const Json& v : host["reduce_gbps_by_size"].items()) p.host.reduceGBs.push_back(v.num());
+  p.host.memGBs = host["mem_gbps"].num();
   return p;
 }
 

@@ -73,11 +73,29 @@ struct PairProbe {
   double gbps = 0;
   std::string error;
 };
+// The host path's figures (the planner's MachineFacts): a hop of the
+// shared-memory transport between two ranks, the CPU's reduction rate, both
+// by message size (4 KiB x 4^i, i < kCurvePoints), the fixed cost of a call
+// and the host's copy bandwidth with every core at work. Empty: not measured.
+struct HostProbe {
+  static constexpr int kCurvePoints = 8;  // 4 KiB .. 64 MiB
+  double hopLatencyUs = 0;                // half the round trip of an 8-byte send/recv
+  double callUs = 0;                      // an 8-byte all-reduce of two ranks, less one hop
+  std::vector<double> hopGBs;             // bytes over (half a round trip less the latency)
+  std::vector<double> reduceGBs;          // float sum on one core, output bytes
+  double memGBs = 0;                      // memcpy on every core at once, aggregate
+  double exchangeGBs = 0;                 // 64 MiB both ways at once, per direction
+  bool measured() const {
+    return hopLatencyUs > 0 && memGBs > 0 && exchangeGBs > 0 && hopGBs.size() == kCurvePoints &&
+           reduceGBs.size() == kCurvePoints;
+  }
+};
 struct Probes {
   std::vector<GpuProbe> gpus;
   std::vector<PairProbe> pairs;
   double allH2d = 0, allD2h = 0;  // all GPUs at once, aggregate GB/s
-  bool empty() const { return gpus.empty() && pairs.empty(); }
+  HostProbe host;
+  bool empty() const { return gpus.empty() && pairs.empty() && !host.measured(); }
 };
 
 enum class IommuMode { Unknown, Off, Translating, Passthrough };

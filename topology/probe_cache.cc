@@ -14,7 +14,8 @@
 namespace lanes::topo {
 
 std::string topologyHash(const Topology& t) {
-  std::string key = t.hostname + "|" + t.driverVersion;
+  std::string key = t.hostname + "|" + t.driverVersion + "|" + std::to_string(t.cores) + "c" +
+                    std::to_string(t.pus) + "t" + std::to_string(t.numaCount()) + "n";
   for (const Gpu& g : t.gpus) {
     const PciLink& l = t.nodes[g.node].link;
     key += "|" + g.busId + "," + g.name + "," + std::to_string(g.cudaIndex) + "," +

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "base/datatype.h"
 
@@ -20,6 +21,9 @@ enum class CollType : uint8_t {
   Scatter,
 };
 const char* collTypeName(CollType t);
+// The collective collTypeName names, in any case, with or without '_' or '-'
+// between words ("all_reduce", "AllReduce"); false for anything else.
+bool parseCollTypeName(std::string_view name, CollType* out);
 
 // One collective as this rank sees it. Buffers are already validated; for
 // PreMulSum the input has been pre-multiplied into `send` and redop is Sum;

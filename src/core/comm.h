@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "exec/comm_view.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
+#include "planner/host_plan_cache.h"
 #include "transport/transport.h"
 
 namespace lanes {
@@ -104,8 +106,13 @@ struct lanesComm {
   // Where the last call ran, for the PLAN log and the perf tools.
   std::mutex planMutex;
   std::string lastPlanCall, lastPlan;  // "allreduce", "staged"
+  std::set<uint32_t> explainedPlans;   // (collective, size class) the PLAN log explained
+  lanes::HostPlanCache hostPlans;      // the host choice per collective and size class
   // Every rank's GPU, host and NUMA placement, exchanged at init (planner input).
   std::vector<lanes::RankPlacement> placement;
+  // The order the host ring visits the ranks in (algorithms/ring_order.h),
+  // from `placement`, the same on every rank; empty: 0, 1, ..., n-1.
+  std::vector<int> ringOrder;
   uint64_t splitSeq = 0;
   // Held while the host engine drives this communicator's connections (the
   // caller's thread for host buffers, the device proxy for device buffers).

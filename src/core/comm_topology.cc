@@ -3,15 +3,19 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "algorithms/ring_order.h"
 #include "base/log.h"
 #include "core/comm.h"
+#include "planner/machine_facts.h"
 #include "topology/discovery.h"
 
 namespace lanes {
@@ -134,9 +138,37 @@ Status exchangePlacement(lanesComm* comm) {
   LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(all.data(), sizeof(RankPlacement),
                                                    Deadline::after(comm->options.timeoutSeconds)));
   comm->placement = std::move(all);
+
+  // The cost model's figures: rank 0's on every rank, so every rank plans
+  // alike even where hosts or caches differ.
+  std::vector<MachineFacts> machines(comm->nranks);
+  machines[comm->rank] = machineFactsOf(t);
+  LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(machines.data(), sizeof(MachineFacts),
+                                                   Deadline::after(comm->options.timeoutSeconds)));
+  MachineFacts& machine = comm->config.selection.machine;
+  machine = machines[0];
+  std::vector<uint64_t> hosts;
+  for (const RankPlacement& p : comm->placement)
+    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
+      hosts.push_back(p.hostHash);
+  machine.hosts = static_cast<int>(hosts.size());
+  LANES_INFO(
+      Plan, comm->rank,
+      "cost model inputs (%s, rank 0's): call %.1f us, hop %.1f us; 1 MiB hop %.1f GB/s, "
+      "reduce %.1f GB/s; memory %.1f GB/s; %d cores; %d host(s)",
+      machine.measured ? "measured by lanes-topo --probe" : "assumed: run lanes-topo --probe",
+      machine.callUs, machine.hopLatencyUs, machine.hopGBs[4], machine.reduceGBs[4], machine.memGBs,
+      machine.cores, machine.hosts);
   for (const RankPlacement& p : comm->placement)
     LANES_INFO(Topo, comm->rank, "rank %d: GPU %d bus %s NUMA %d package %d link Gen%d x%d", p.rank,
                p.cudaDev, p.busId[0] ? p.busId : "-", p.numa, p.package, p.linkGen, p.linkWidth);
+  std::vector<RingPlace> places;
+  for (const RankPlacement& p : comm->placement) places.push_back({p.hostHash, p.package, p.numa});
+  comm->ringOrder = ringOrder(places);
+  if (isIdentityOrder(comm->ringOrder))
+    comm->ringOrder.clear();
+  else
+    LANES_INFO(Init, comm->rank, "%s", describeRingOrder(places, comm->ringOrder).c_str());
   return Status::ok();
 }
 

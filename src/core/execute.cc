@@ -64,11 +64,19 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   args.redop = (r.op.kind == RedOpKind::Avg || r.op.kind == RedOpKind::PreMulSum) ? RedOpKind::Sum
                                                                                   : r.op.kind;
   size_t bytes = inputCount(args) * elem;
-  AlgoChoice choice = chooseHostAlgorithm(args.coll, bytes, args.nranks, r.comm->config.selection);
+  const SelectionConfig& selection = r.comm->config.selection;
+  AlgoChoice choice = r.comm->hostPlans.choose(args.coll, bytes, args.nranks, selection);
+  explainPlanOnce(r.comm, args.coll, bytes, [&] {
+    CallFacts facts;
+    facts.coll = args.coll;
+    facts.bytes = bytes;
+    facts.nranks = args.nranks;
+    return explainHostChoice(facts, selection);
+  });
   // Staged copies the proxy runs were recorded as "proxy/<algorithm>" when enqueued.
   if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo));
   out->schedule = std::make_unique<Schedule>();
-  LANES_RETURN_IF_ERROR(buildSchedule(choice.algo, args, out->schedule.get()));
+  LANES_RETURN_IF_ERROR(buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder));
   out->lane = lane;
   out->comm = r.comm;
   out->label = std::string(collTypeName(args.coll)) + " #" + std::to_string(r.comm->seq);

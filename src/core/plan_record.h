@@ -2,7 +2,10 @@
 // PLAN log says it per call and the perf tools read the last one.
 #pragma once
 
+#include <functional>
 #include <string>
+
+#include "base/collective.h"
 
 struct lanesComm;
 
@@ -11,6 +14,11 @@ namespace lanes {
 // Records that `call` ("allreduce", "send") ran on `plan` ("staged",
 // "proxy/ring", "ring") and logs it at TRACE under PLAN.
 void notePlanOf(lanesComm* comm, const std::string& call, const std::string& plan);
+// At INFO with subsystem PLAN: logs `explain()` (the choice, the next two
+// candidates with their predicted times and the deciding term) once per
+// communicator, collective and power-of-two size class.
+void explainPlanOnce(lanesComm* comm, CollType coll, size_t bytes,
+                     const std::function<std::string()>& explain);
 // The last call's plan, "" before any.
 std::string lastPlanOf(lanesComm* comm);
 

@@ -54,12 +54,36 @@ struct CallFacts {
   } pairs;
 };
 
+// The machine as the host algorithms' cost model sees it (planner/host_costs.h):
+// measured by `lanes-topo --probe` and cached per machine (topo::HostProbe),
+// else assumed. A communicator uses rank 0's figures on every rank, so every
+// rank plans alike. Plain data: the ranks exchange it as bytes.
+struct MachineFacts {
+  // The rate curves' sizes: 4 KiB x 4^i.
+  static constexpr int kCurvePoints = 8;
+  static constexpr double curveBytes(int i) { return 4096.0 * static_cast<double>(1 << (2 * i)); }
+  double callUs = 1;        // fixed cost of a call in the host engine
+  double hopLatencyUs = 2;  // one hop of a tiny message between two ranks of a host
+  // One hop's streaming rate between two ranks of a host, and the float sum
+  // rate of one core (output bytes), at each curve size (GB/s).
+  double hopGBs[kCurvePoints] = {2, 5, 8, 10, 10, 8, 6, 6};
+  double reduceGBs[kCurvePoints] = {8, 10, 10, 10, 8, 6, 5, 5};
+  double memGBs = 12;           // copies on every core at once: the host's memory bandwidth
+  double exchangeGBs = 5;       // two hops at once beyond the caches, each (64 MiB both ways)
+  int cores = 4;                // online cores of the host
+  double socketLatencyUs = 40;  // one TCP hop between hosts (assumed: not measured yet)
+  double socketGBs = 1.1;       // one TCP hop's streaming rate between hosts (assumed)
+  int hosts = 1;                // hosts the communicator spans (socket hops where > 1)
+  bool measured = false;        // false: the defaults above
+};
+
 // The knobs of path choice and of the paths' limits, read once per
-// communicator at init (docs/env.md has each one).
+// communicator at init (docs/env.md has each one), and the machine facts the
+// costs read, agreed at init.
 struct SelectionConfig {
-  NameList proto;             // LANES_PROTO: device paths
-  NameList algo;              // LANES_ALGO: host algorithms
-  size_t smallBytes = 65536;  // LANES_SMALL_MSG_BYTES
+  NameList proto;  // LANES_PROTO: device paths
+  NameList algo;   // LANES_ALGO: host algorithms
+  MachineFacts machine;
   // LANES_LL_MAX_BYTES, at most kLlHardMaxBytes (LL rounds it to whole lines).
   static constexpr size_t kLlHardMaxBytes = size_t{256} << 10;
   size_t llMaxBytes = size_t{16} << 10;

@@ -127,7 +127,6 @@ SelectionConfig SelectionConfig::fromEnv() {
   SelectionConfig c;
   c.proto = listFromEnv("LANES_PROTO", devicePathNames());
   c.algo = listFromEnv("LANES_ALGO", hostAlgoNames(), canonicalAlgoList);
-  c.smallBytes = static_cast<size_t>(envSize("LANES_SMALL_MSG_BYTES", c.smallBytes));
   c.llMaxBytes =
       static_cast<size_t>(envSize("LANES_LL_MAX_BYTES", c.llMaxBytes, 0, kLlHardMaxBytes));
   c.llSharedGpu = envBool("LANES_LL_SHARED_GPU", c.llSharedGpu);

@@ -1,6 +1,10 @@
 #include "planner/registry.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
+
+#include "planner/host_costs.h"
 
 namespace lanes {
 namespace {
@@ -10,7 +14,6 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 bool isGatherScatter(CollType c) {
   return c == CollType::AllGather || c == CollType::Broadcast || c == CollType::ReduceScatter;
 }
-bool isPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
 // One collective that moves bytes: what the single-call device paths take.
 bool oneCollective(const CallFacts& f) { return !f.p2p && f.calls == 1 && f.bytes > 0; }
@@ -74,25 +77,17 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
      [](const CallFacts&) { return true; }, [](const CallFacts&) { return 4.0; }, setupProxyPath},
 };
 
-// Below smallBytes latency dominates: log2(n) rounds beat 2(n-1) ring steps
-// (with 2 ranks, one exchange replaces the ring's two dependent hops).
-double recursiveDoublingCost(const CallFacts& f, const SelectionConfig& c) {
-  if (f.bytes > c.smallBytes) return 3.0;
-  if (f.coll == CollType::AllReduce) return f.nranks > 1 ? 1.0 : 3.0;
-  return f.nranks > 2 && isPowerOfTwo(f.nranks) ? 1.0 : 3.0;
-}
+// Host algorithms serve what algoSupports says; their measured-input costs
+// (host_costs.h) decide among them.
+constexpr AlgoId kHostAlgos[] = {AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain,
+                                 AlgoId::Pairwise, AlgoId::Direct};
 
-const std::vector<HostAlgoEntry> kHostAlgoTable = {
-    {AlgoId::Ring, [](const CallFacts&, const SelectionConfig&) { return 2.0; }},
-    {AlgoId::RecursiveDoubling, recursiveDoublingCost},
-    {AlgoId::Chain, [](const CallFacts&, const SelectionConfig&) { return 1.0; }},
-    {AlgoId::Pairwise, [](const CallFacts&, const SelectionConfig&) { return 1.0; }},
-    // Gather and scatter; the chain serves broadcast and reduce better.
-    {AlgoId::Direct,
-     [](const CallFacts& f, const SelectionConfig&) {
-       return f.coll == CollType::Gather || f.coll == CollType::Scatter ? 1.0 : 2.0;
-     }},
-};
+std::string microseconds(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), seconds < 1e-3 ? "%.1f us" : "%.3g ms",
+                seconds < 1e-3 ? seconds * 1e6 : seconds * 1e3);
+  return buf;
+}
 
 }  // namespace
 
@@ -120,28 +115,59 @@ DeviceChoice chooseDevicePath(const CallFacts& facts, const SelectionConfig& con
   return {best->path, best->serves};
 }
 
-AlgoChoice chooseHostAlgorithm(const CallFacts& facts, const SelectionConfig& config) {
-  const HostAlgoEntry* best = nullptr;
-  const HostAlgoEntry* bestAny = nullptr;
-  double bestCost = kNever, bestAnyCost = kNever;
-  for (const HostAlgoEntry& e : kHostAlgoTable) {
-    if (!algoSupports(e.algo, facts.coll, facts.nranks)) continue;
-    const double cost = e.cost(facts, config);
-    if (cost < bestAnyCost) {
-      bestAny = &e;
-      bestAnyCost = cost;
-    }
-    if (config.algo.allows(algoName(e.algo), true) && cost < bestCost) {
-      best = &e;
-      bestCost = cost;
-    }
+size_t sizeClassBytes(size_t bytes) {
+  size_t c = 1;
+  while (c < bytes && c < (size_t{1} << 62)) c <<= 1;
+  return bytes == 0 ? 0 : c;
+}
+
+std::vector<HostCandidate> rankHostAlgorithms(const CallFacts& facts,
+                                              const SelectionConfig& config) {
+  CallFacts f = facts;
+  f.bytes = sizeClassBytes(facts.bytes);
+  std::vector<HostCandidate> out;
+  for (AlgoId algo : kHostAlgos) {
+    if (!algoSupports(algo, f.coll, f.nranks)) continue;
+    out.push_back(
+        {algo, hostAlgoCost(algo, f, config.machine), config.algo.allows(algoName(algo), true)});
   }
-  if (best != nullptr)
-    return {best->algo, config.algo.set() ? "LANES_ALGO=" + config.algo.text() : "lowest cost"};
-  if (bestAny != nullptr)
-    return {bestAny->algo, "lowest cost (LANES_ALGO=" + config.algo.text() +
-                               " names nothing that serves " + collTypeName(facts.coll) + ")"};
+  // Ties keep the table's order, so the choice is the same on every rank.
+  std::stable_sort(out.begin(), out.end(), [](const HostCandidate& a, const HostCandidate& b) {
+    return a.cost.total() < b.cost.total();
+  });
+  return out;
+}
+
+AlgoChoice chooseHostAlgorithm(const CallFacts& facts, const SelectionConfig& config) {
+  const std::vector<HostCandidate> ranked = rankHostAlgorithms(facts, config);
+  for (const HostCandidate& c : ranked)
+    if (c.allowed)
+      return {c.algo, config.algo.set() ? "LANES_ALGO=" + config.algo.text() : "lowest cost"};
+  if (!ranked.empty())
+    return {ranked.front().algo, "lowest cost (LANES_ALGO=" + config.algo.text() +
+                                     " names nothing that serves " + collTypeName(facts.coll) +
+                                     ")"};
   return {AlgoId::Ring, "no algorithm serves it"};
+}
+
+std::string explainHostChoice(const CallFacts& facts, const SelectionConfig& config) {
+  const std::vector<HostCandidate> ranked = rankHostAlgorithms(facts, config);
+  const AlgoChoice choice = chooseHostAlgorithm(facts, config);
+  std::string out;
+  for (const HostCandidate& c : ranked) {
+    if (c.algo != choice.algo) continue;
+    out = std::string(algoName(c.algo)) + " " + microseconds(c.cost.total()) + " (" +
+          c.cost.deciding() + (config.algo.set() ? ", " + choice.why : "") + ")";
+  }
+  int others = 0;
+  for (const HostCandidate& c : ranked) {
+    if (c.algo == choice.algo || others == 2) continue;
+    out += std::string(others++ == 0 ? "; next " : ", ") + algoName(c.algo) + " " +
+           microseconds(c.cost.total()) + (c.allowed ? "" : " (left out by LANES_ALGO)");
+  }
+  out += config.machine.measured ? "; measured inputs"
+                                 : "; assumed inputs (lanes-topo --probe measures them)";
+  return out;
 }
 
 AlgoChoice chooseHostAlgorithm(CollType coll, size_t bytes, int nranks,

@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "exec/call_facts.h"
 #include "exec/device_path.h"
+#include "planner/host_costs.h"
 
 namespace lanes {
 
@@ -29,11 +30,6 @@ struct DevicePathEntry {
   // Collective at init, every rank alike (exec/device_path.h); null where
   // another entry's setup makes this one (ll_threads: ll's; the pairs: staged's).
   Status (*setup)(lanesComm*);
-};
-// Host algorithms serve what algoSupports says; the cost decides among them.
-struct HostAlgoEntry {
-  AlgoId algo;
-  double (*cost)(const CallFacts&, const SelectionConfig&);
 };
 
 struct DeviceChoice {
@@ -53,12 +49,31 @@ Status setUpDevicePaths(lanesComm* comm);
 // The cheapest eligible device path that `config` allows; the proxy when
 // none is (it serves everything).
 DeviceChoice chooseDevicePath(const CallFacts& facts, const SelectionConfig& config);
+// A host algorithm that serves a call, its predicted time
+// (planner/host_costs.h), and whether LANES_ALGO allows it.
+struct HostCandidate {
+  AlgoId algo;
+  CostTerms cost;
+  bool allowed;
+};
+// The size class a host choice is made for: the power of two at or above
+// `bytes` (0 stays 0). Every call of a class takes the same algorithm, so the
+// choice can be kept per class (HostPlanCache) and lanes-topo reports it.
+size_t sizeClassBytes(size_t bytes);
+// Every host algorithm that serves `facts`'s collective, cheapest first, as
+// predicted for its size class.
+std::vector<HostCandidate> rankHostAlgorithms(const CallFacts& facts,
+                                              const SelectionConfig& config);
 // The cheapest eligible host algorithm that `config` allows; where the list
 // allows none that serves the collective, the cheapest of all.
 AlgoChoice chooseHostAlgorithm(const CallFacts& facts, const SelectionConfig& config);
 // The same for one collective by size alone (perf tools, lanes-topo).
 AlgoChoice chooseHostAlgorithm(CollType coll, size_t bytes, int nranks,
                                const SelectionConfig& config);
+
+// The choice and why, for the PLAN log and lanes-topo: "ring 31.2 us
+// (transfer 71%); next recursive_doubling 40.1 us; measured inputs".
+std::string explainHostChoice(const CallFacts& facts, const SelectionConfig& config);
 
 // "ll", "staged", "proxy/ring", or for host memory "ring": the name the PLAN
 // log, the perf tools' JSON and lanes-topo print for one call.

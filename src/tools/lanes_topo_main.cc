@@ -5,10 +5,12 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "base/env.h"
 #include "base/log.h"
+#include "tools/lanes_topo_host_probe.h"
 #include "tools/lanes_topo_plan.h"
 #include "topology/discovery.h"
 #include "topology/import_nvidia_smi.h"
@@ -22,16 +24,25 @@ using namespace lanes::topo;
 namespace {
 
 const char kUsage[] =
-    "usage: lanes-topo [--json] [--probe] [--plan [-n N]] [--load FILE | --import-hwloc FILE |\n"
+    "usage: lanes-topo [--json] [--probe] [--plan [--ranks N] [--collective C]]\n"
+    "                  [--topology FILE | --load FILE | --import-hwloc FILE |\n"
     "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml] [--help] [--version]\n"
     "  (no option)              discover this machine and print the report\n"
     "  --json                   print the model as JSON (what LANES_TOPO_FILE loads)\n"
-    "  --probe                  measure H2D/D2H/both-ways per GPU, all GPUs at once, and\n"
-    "                           P2P correctness and bandwidth per pair; cached in\n"
-    "                           LANES_TOPO_CACHE for communicators to reuse\n"
+    "  --probe                  measure the host path (a shared-memory hop, the CPU's\n"
+    "                           reduction rate, memory bandwidth) and, with GPUs, H2D/D2H/\n"
+    "                           both-ways per GPU, all GPUs at once, and P2P correctness and\n"
+    "                           bandwidth per pair; cached in LANES_TOPO_CACHE, where every\n"
+    "                           communicator's cost model reads them\n"
     "  --plan                   after the report: where each collective would run, by size,\n"
-    "                           from the function every call asks (LANES_PROTO, LANES_ALGO)\n"
-    "  -n N                     ranks for --plan (default: one per GPU, at least 2)\n"
+    "                           from the function every call asks (LANES_PROTO, LANES_ALGO),\n"
+    "                           with the cost model's inputs; with --json, the host plan as\n"
+    "                           JSON (every candidate's predicted time) instead\n"
+    "  --ranks N, -n N          ranks for --plan (default: one per GPU, at least 2)\n"
+    "  --collective C           --plan for one collective (allreduce, allgather, ...), size\n"
+    "                           by size, each host choice explained\n"
+    "  --topology FILE          plan another machine: its lanes-topo --json, hwloc XML or\n"
+    "                           nvidia-smi topo -m text (the format is read from the file)\n"
     "  --load FILE              a JSON model (lanes-topo --json, LANES_TOPO_DUMP_FILE)\n"
     "  --import-hwloc FILE      hwloc XML (`lstopo --of xml` on the other machine);\n"
     "                           needs a build with hwloc\n"
@@ -79,7 +90,8 @@ int fail(const Status& s) {
 int main(int argc, char** argv) {
   bool json = false, probe = false, plan = false;
   int planRanks = 0;
-  std::string load, hwlocXml, smi;
+  std::optional<CollType> planColl;
+  std::string load, hwlocXml, smi, topology;
   DiscoverOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -94,14 +106,27 @@ int main(int argc, char** argv) {
       probe = true;
     else if (a == "--plan")
       plan = true;
-    else if (a == "-n" && i + 1 < argc) {
+    else if ((a == "-n" || a == "--ranks") && i + 1 < argc) {
       std::string n = argv[++i];
       int64_t v = 0;
       if (!parseInt64(n, &v) || v < 1 || v > 4096) {
-        std::fprintf(stderr, "lanes-topo: -n %s is not a rank count (1..4096)\n", n.c_str());
+        std::fprintf(stderr, "lanes-topo: %s %s is not a rank count (1..4096)\n", a.c_str(),
+                     n.c_str());
         return 2;
       }
       planRanks = static_cast<int>(v);
+    } else if (a == "--collective" && i + 1 < argc) {
+      std::string name = argv[++i];
+      CollType c;
+      if (!parseCollTypeName(name, &c)) {
+        std::fprintf(stderr,
+                     "lanes-topo: --collective %s is not a collective (allreduce, allgather, "
+                     "reducescatter, broadcast, reduce, alltoall, gather, scatter)\n",
+                     name.c_str());
+        return 2;
+      }
+      planColl = c;
+    } else if (a == "--topology" && value(&topology)) {
     } else if (a == "--no-hwloc")
       options.hwloc = false;
     else if (a == "--no-nvml")
@@ -121,9 +146,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (!topology.empty()) {
+    // The format from the first character that is not blank.
+    std::string text;
+    if (Status s = readTextFile(topology, &text); !s) return fail(s);
+    const size_t at = text.find_first_not_of(" \t\r\n");
+    const char first = at == std::string::npos ? '\0' : text[at];
+    (first == '{' ? load : first == '<' ? hwlocXml : smi) = topology;
+  }
   if ((!load.empty()) + (!hwlocXml.empty()) + (!smi.empty()) > 1) {
     std::fprintf(stderr,
-                 "lanes-topo: give at most one of --load, --import-hwloc, --import-nvidia-smi\n");
+                 "lanes-topo: give at most one of --topology, --load, --import-hwloc, "
+                 "--import-nvidia-smi\n");
+    return 2;
+  }
+  if ((planRanks > 0 || planColl) && !plan) {
+    std::fprintf(stderr, "lanes-topo: --ranks and --collective go with --plan\n");
     return 2;
   }
   if (!hwlocXml.empty() && !hwlocAvailable()) {
@@ -149,19 +187,29 @@ int main(int argc, char** argv) {
   }
   if (probe) {
     if (!live) return fail(invalidUsage("--probe measures this machine; drop --load/--import"));
-    std::fprintf(stderr, "lanes-topo: probing (256 MiB copies, best of 5)...\n");
-    if (Status s = runProbes(ProbeOptions{}, &t); !s) return fail(s);
+    std::fprintf(stderr, "lanes-topo: probing the host path...\n");
+    if (Status s = measureHostProbe(&t.probes.host); !s) return fail(s);
+    if (t.gpus.empty()) {
+      std::fprintf(stderr, "lanes-topo: no GPU in this machine: the GPU probes are skipped\n");
+    } else {
+      std::fprintf(stderr, "lanes-topo: probing the GPUs (256 MiB copies, best of 5)...\n");
+      if (Status s = runProbes(ProbeOptions{}, &t); !s) return fail(s);
+    }
     std::string cache = probeCachePath();
     if (Status s = saveCachedProbes(cache, t); !s)
       std::fprintf(stderr, "lanes-topo: probe cache not written: %s\n", s.message().c_str());
     else if (!cache.empty())
       std::fprintf(stderr, "lanes-topo: probe results cached in %s\n", cache.c_str());
   }
-  std::string text = json ? toJson(t).dump() + "\n" : formatReport(t);
-  if (plan && !json) {
-    const int gpus = static_cast<int>(t.gpus.size());
-    text += "\n" + formatPlanTable(t, planRanks > 0 ? planRanks : (gpus > 1 ? gpus : 2));
-  }
+  const int gpus = static_cast<int>(t.gpus.size());
+  const int ranks = planRanks > 0 ? planRanks : (gpus > 1 ? gpus : 2);
+  std::string text;
+  if (plan && json)
+    text = formatPlanJson(t, ranks, planColl);
+  else if (json)
+    text = toJson(t).dump() + "\n";
+  else
+    text = formatReport(t) + (plan ? "\n" + formatPlanTable(t, ranks, planColl) : "");
   std::fputs(text.c_str(), stdout);
   return 0;
 }

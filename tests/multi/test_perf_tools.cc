@@ -185,13 +185,13 @@ TEST(PerfTools, JsonValidatesAgainstTheSchema) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string json = std::string(dir) + "/out.json";
   CommandResult r = runTool("lanes_reduce_perf", {"--bounds", "-J", json, "-d", "int32"}, 4,
-                            {{"LANES_SMALL_MSG_BYTES", "4096"}});
+                            {{"LANES_NLANES", "3"}});
   ASSERT_TRUE(r.exited && r.exitCode == 0) << r.describe();
   const std::string text = readFile(json);
   ASSERT_FALSE(text.empty()) << json << " was not written";
   EXPECT_NE(text.find("\"version\": 2"), std::string::npos);
   EXPECT_NE(text.find("\"tool\": \"lanes_reduce_perf\""), std::string::npos);
-  EXPECT_NE(text.find("\"LANES_SMALL_MSG_BYTES\": \"4096\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"LANES_NLANES\": \"3\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"plan\": \"chain\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"host_copy\""), std::string::npos) << text;
   if (std::system("python3 -c 'import jsonschema' 2>/dev/null") != 0) {

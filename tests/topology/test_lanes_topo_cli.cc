@@ -109,22 +109,57 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
             (std::vector<std::string>{"allreduce", "ll", "staged", "staged", "staged"}))
       << out;
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
-            (std::vector<std::string>{"reduce", "proxy/chain", "proxy/chain", "proxy/chain",
+            (std::vector<std::string>{"reduce", "proxy/direct", "proxy/chain", "proxy/chain",
                                       "proxy/chain"}))
       << out;
   EXPECT_EQ(planRow(out, "# Host buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "recursive_doubling", "recursive_doubling",
-                                      "ring", "ring"}))
+            (std::vector<std::string>{"allreduce", "recursive_doubling", "ring", "ring", "ring"}))
       << out;
   // Six ranks on four GPUs share GPUs: no LL, the proxy below 256 KiB.
   out = run("-n 6 " + cmd, &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "proxy/recursive_doubling",
-                                      "proxy/recursive_doubling", "staged", "staged"}))
+            (std::vector<std::string>{"allreduce", "proxy/recursive_doubling", "proxy/ring",
+                                      "staged", "staged"}))
       << out;
   out = run("-n 0 " + cmd, &rc);
   EXPECT_EQ(rc, 2) << out;
+}
+
+// --topology reads any of the three formats; --collective explains each size;
+// --json gives every candidate's predicted time.
+TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
+  int rc = -1;
+  std::string out = run(
+      "--plan --ranks 4 --collective all_reduce --topology " + fixture("dual_socket_8x4090.json"),
+      &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("# Cost model inputs (assumed: lanes-topo --probe measures them)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\n8 B      ll               recursive_doubling "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n1 GiB    staged           ring "), std::string::npos) << out;
+  EXPECT_NE(out.find("(latency 100%); next ring "), std::string::npos) << out;
+
+  out = run("--plan --json --ranks 4 --collective allreduce --topology " +
+                fixture("nvidia_smi_dual_8x4090.txt"),
+            &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.rfind("{\"format\": \"lanes-plan-1\", \"nranks\": 4", 0), 0u) << out;
+  EXPECT_NE(out.find("{\"collective\": \"allreduce\", \"size\": 8, \"chosen\": "
+                     "\"recursive_doubling\", \"candidates\": [{\"algo\": "
+                     "\"recursive_doubling\", \"predicted_us\": "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"ring\""), std::string::npos) << out;
+  EXPECT_EQ(out.find("\"collective\": \"broadcast\""), std::string::npos) << out;
+
+  out = run("--plan --collective allsum", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--collective allsum is not a collective"), std::string::npos) << out;
+  out = run("--ranks 4", &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--ranks and --collective go with --plan"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Path choice as data (planner/registry.h): the host algorithms reproduce the
-// size rule they replaced, the device paths the ladder they replaced, and
-// LANES_ALGO / LANES_PROTO lists in NCCL's syntax restrict both.
+// Path choice as data (planner/registry.h): the device paths reproduce the
+// ladder they replaced, and LANES_ALGO / LANES_PROTO lists in NCCL's syntax
+// restrict both them and the host algorithms (whose costs test_host_costs.cc
+// checks).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -51,49 +52,6 @@ TEST(NameList, UnknownNameIsRefusedNamingTheValidOnes) {
   EXPECT_NE(s.message().find("\"delta\""), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("alpha, beta, gamma"), std::string::npos) << s.message();
   EXPECT_FALSE(NameList::parse(",", kNames, &l));
-}
-
-// The rule chooseAlgorithm applied before the registry, restated.
-AlgoId sizeRule(CollType coll, size_t bytes, int nranks, size_t small) {
-  const bool pow2 = (nranks & (nranks - 1)) == 0;
-  switch (coll) {
-    case CollType::AllReduce:
-      return bytes <= small && nranks > 1 ? AlgoId::RecursiveDoubling : AlgoId::Ring;
-    case CollType::AllGather:
-      return bytes <= small && pow2 && nranks > 2 ? AlgoId::RecursiveDoubling : AlgoId::Ring;
-    case CollType::ReduceScatter:
-      return AlgoId::Ring;
-    case CollType::Broadcast:
-    case CollType::Reduce:
-      return AlgoId::Chain;
-    case CollType::AlltoAll:
-      return AlgoId::Pairwise;
-    case CollType::Gather:
-    case CollType::Scatter:
-      return AlgoId::Direct;
-  }
-  return AlgoId::Ring;
-}
-
-TEST(HostAlgorithmChoice, ReproducesTheSizeRule) {
-  const SelectionConfig config;
-  for (int c = 0; c <= static_cast<int>(CollType::Scatter); ++c) {
-    const auto coll = static_cast<CollType>(c);
-    for (size_t bytes : {size_t{0}, size_t{8}, size_t{65536}, size_t{65537}, size_t{256} << 20})
-      for (int n : {1, 2, 3, 4, 6, 8}) {
-        EXPECT_EQ(chooseHostAlgorithm(coll, bytes, n, config).algo,
-                  sizeRule(coll, bytes, n, config.smallBytes))
-            << collTypeName(coll) << " " << bytes << " B, " << n << " ranks";
-      }
-  }
-}
-
-TEST(HostAlgorithmChoice, SmallMessageBytesMovesTheCrossover) {
-  SelectionConfig config;
-  config.smallBytes = 4096;
-  EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 4096, 4, config).algo,
-            AlgoId::RecursiveDoubling);
-  EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 4097, 4, config).algo, AlgoId::Ring);
 }
 
 TEST(HostAlgorithmChoice, AlgoListRestrictsAndFallsBackWhereItServesNothing) {

@@ -1,0 +1,172 @@
+#include "planner/host_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace lanes {
+namespace {
+
+// A curve's rate at `bytes` (GB/s): interpolated on the log of the size
+// between its points, flat beyond them.
+double rateAt(const double* curve, double bytes) {
+  constexpr int last = MachineFacts::kCurvePoints - 1;
+  if (bytes <= MachineFacts::curveBytes(0)) return curve[0];
+  for (int i = 0; i < last; ++i) {
+    if (bytes > MachineFacts::curveBytes(i + 1)) continue;
+    const double t = std::log(bytes / MachineFacts::curveBytes(i)) / std::log(4.0);
+    return curve[i] + t * (curve[i + 1] - curve[i]);
+  }
+  return curve[last];
+}
+
+// What one rank's steps cost when `nranks` ranks of the host work at once.
+// The hop curve was measured with one hop at a time between two buffers of
+// the message's size; a collective whose ranks hold `buffers` bytes each
+// touches nranks times that, so the curve is read there (the caches fill at
+// the same total), and beyond the caches the `busy` hops at once share what
+// two hops at once were measured to get together (a hop reads its source and
+// writes its destination in memory; the transport's ring stays in cache).
+// The cores are time-shared beyond one rank each.
+class Steps {
+ public:
+  Steps(const MachineFacts& m, int nranks, double buffers)
+      : m_(m),
+        share_(std::min(1.0, std::max(1, m.cores) / double(nranks))),
+        workingSet_(buffers * nranks) {}
+
+  double hop() const {
+    return (m_.hosts > 1 ? m_.socketLatencyUs : m_.hopLatencyUs) * 1e-6 / share_;
+  }
+  double call() const { return m_.callUs * 1e-6 / share_; }
+  // Moving `bytes` through one hop while `busy` hops move theirs.
+  double transfer(double bytes, int busy) const {
+    if (bytes <= 0) return 0;
+    if (m_.hosts > 1) return bytes / (m_.socketGBs * 1e9 * share_);
+    double rate = rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_;
+    if (workingSet_ >= MachineFacts::curveBytes(MachineFacts::kCurvePoints - 2))
+      rate = std::min(rate, 2 * m_.exchangeGBs * 1e9 / std::max(1, busy));
+    return bytes / rate;
+  }
+  double reduce(double bytes) const {
+    return bytes <= 0 ? 0
+                      : bytes / (rateAt(m_.reduceGBs, std::max(bytes, workingSet_)) * 1e9 * share_);
+  }
+
+ private:
+  const MachineFacts& m_;
+  double share_;
+  double workingSet_;
+};
+
+// The larger of a rank's two buffers, in bytes, for `s` input bytes per rank.
+double bufferBytes(CollType coll, double s, int n) {
+  switch (coll) {
+    case CollType::AllGather:
+    case CollType::AlltoAll:
+    case CollType::Gather:
+    case CollType::Scatter:
+      return s * n;
+    default:
+      return s;
+  }
+}
+
+int log2Floor(int n) {
+  int l = 0;
+  while ((2 << l) <= n) ++l;
+  return l;
+}
+
+}  // namespace
+
+std::string CostTerms::deciding() const {
+  const double t = total();
+  if (t <= 0) return "nothing to move";
+  const char* name = "latency";
+  double v = latency;
+  if (transfer > v) {
+    name = "transfer";
+    v = transfer;
+  }
+  if (reduce > v) {
+    name = "reduction";
+    v = reduce;
+  }
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%s %.0f%%", name, 100 * v / t);
+  return buf;
+}
+
+CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
+  CostTerms c;
+  const int n = f.nranks;
+  if (n <= 1 || f.bytes == 0) return c;
+  const double s = static_cast<double>(f.bytes);
+  const int k = n - 1;
+  const Steps steps(m, n, bufferBytes(f.coll, s, n));
+  c.latency = steps.call();
+  switch (f.coll) {
+    case CollType::AllReduce:
+      if (algo == AlgoId::RecursiveDoubling) {
+        // Rounds of whole-buffer exchanges; ranks beyond a power of two fold
+        // in first and get the result last (two more rounds).
+        const int extra = (n & (n - 1)) != 0 ? 2 : 0;
+        const int rounds = log2Floor(n) + extra;
+        c.latency += rounds * steps.hop();
+        c.transfer = rounds * steps.transfer(s, n);
+        c.reduce = (rounds - extra / 2) * steps.reduce(s);
+      } else {  // ring: reduce-scatter then all-gather of s/n segments
+        c.latency += 2 * k * steps.hop();
+        c.transfer = 2 * k * steps.transfer(s / n, n);
+        c.reduce = k * steps.reduce(s / n);
+      }
+      break;
+    case CollType::AllGather:  // s: each rank's piece
+      c.latency += (algo == AlgoId::RecursiveDoubling ? log2Floor(n) : k) * steps.hop();
+      if (algo == AlgoId::RecursiveDoubling) {
+        for (int pieces = 1; pieces < n; pieces *= 2) c.transfer += steps.transfer(pieces * s, n);
+      } else {
+        c.transfer = k * steps.transfer(s, n);
+      }
+      break;
+    case CollType::ReduceScatter:  // s: each rank's whole input
+      c.latency += k * steps.hop();
+      c.transfer = k * steps.transfer(s / n, n);
+      c.reduce = k * steps.reduce(s / n);
+      break;
+    case CollType::Broadcast:
+    case CollType::Reduce: {
+      // Rooted calls are priced as they run back to back (a training loop,
+      // the perf tools): each rank moves on once its part is done, so the
+      // next call overlaps this one and the busiest rank sets the pace.
+      const bool reduces = f.coll == CollType::Reduce;
+      if (algo == AlgoId::Direct) {
+        // The root takes each rank in turn: a broadcast copies into each
+        // rank's ring; a reduce reduces each piece straight out of the
+        // transport (one pass), while the senders' copies run beside it.
+        if (reduces)
+          c.reduce = k * steps.reduce(s);
+        else
+          c.transfer = k * steps.transfer(s, k);
+      } else {
+        // Chain: a middle rank takes the buffer in and passes it on; a reduce
+        // reduces it straight out of the transport on the way.
+        c.transfer = (n > 2 && !reduces ? 2 : 1) * steps.transfer(s, k);
+        if (reduces) c.reduce = steps.reduce(s);
+      }
+      break;
+    }
+    case CollType::AlltoAll:  // s: what each rank sends each peer
+      c.latency += k * steps.hop();
+      c.transfer = k * steps.transfer(s, n);
+      break;
+    case CollType::Gather:
+    case CollType::Scatter:  // s: one rank's piece; the root moves k of them, back to back
+      c.transfer = k * steps.transfer(s, k);
+      break;
+  }
+  return c;
+}
+
+}  // namespace lanes

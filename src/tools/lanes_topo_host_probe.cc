@@ -1,0 +1,188 @@
+#include "tools/lanes_topo_host_probe.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "base/collective.h"
+#include "kernels/cpu/reduce.h"
+#include "lanes/lanes.h"
+
+namespace lanes {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+Status lanesStatus(lanesResult_t r, lanesComm_t comm, const char* what) {
+  if (r == lanesSuccess) return Status::ok();
+  return Status(r, std::string("host probe: ") + what + ": " +
+                       (comm != nullptr ? lanesGetLastError(comm) : lanesGetErrorString(r)));
+}
+
+// Runs `work(rank)` on the two thread ranks at once, four times; the fastest
+// of the last three (the first warms up), in seconds.
+Status bestOfRounds(const std::function<Status(int)>& work, double* bestSeconds) {
+  double best = 1e30;
+  for (int round = 0; round < 4; ++round) {
+    Status failed[2];
+    Clock::time_point t0 = Clock::now();
+    std::array<std::thread, 2> ranks;
+    for (int r = 0; r < 2; ++r) ranks[r] = std::thread([&, r] { failed[r] = work(r); });
+    for (std::thread& t : ranks) t.join();
+    for (const Status& s : failed) LANES_RETURN_IF_ERROR(s);
+    if (round > 0) best = std::min(best, secondsSince(t0));
+  }
+  *bestSeconds = best;
+  return Status::ok();
+}
+
+// Rank 0 sends `bytes` to rank 1, which sends them back: seconds per round trip.
+Status timeRoundTrips(lanesComm_t comms[2], size_t bytes, int iterations, double* seconds) {
+  std::vector<std::byte> buffers[2] = {std::vector<std::byte>(bytes),
+                                       std::vector<std::byte>(bytes)};
+  Status s = bestOfRounds(
+      [&](int r) {
+        std::byte* mine = buffers[r].data();
+        lanesComm_t comm = comms[r];
+        Status st;
+        for (int i = 0; i < iterations && st; ++i)
+          for (int leg = 0; leg < 2 && st; ++leg)
+            st = (leg == 0) == (r == 0)
+                     ? lanesStatus(lanesSend(mine, bytes, lanesUint8, 1 - r, comm, nullptr), comm,
+                                   "send")
+                     : lanesStatus(lanesRecv(mine, bytes, lanesUint8, 1 - r, comm, nullptr), comm,
+                                   "recv");
+        return st;
+      },
+      seconds);
+  *seconds /= iterations;
+  return s;
+}
+
+// Both ranks send `bytes` to each other at once (a grouped send and receive):
+// the per-direction rate in bytes per second.
+Status exchangeRate(lanesComm_t comms[2], size_t bytes, double* rate) {
+  std::vector<std::byte> send[2] = {std::vector<std::byte>(bytes), std::vector<std::byte>(bytes)};
+  std::vector<std::byte> recv[2] = {std::vector<std::byte>(bytes), std::vector<std::byte>(bytes)};
+  double seconds = 0;
+  LANES_RETURN_IF_ERROR(bestOfRounds(
+      [&](int r) {
+        lanesComm_t comm = comms[r];
+        Status st = lanesStatus(lanesGroupStart(), comm, "group");
+        if (st)
+          st = lanesStatus(lanesSend(send[r].data(), bytes, lanesUint8, 1 - r, comm, nullptr), comm,
+                           "send");
+        if (st)
+          st = lanesStatus(lanesRecv(recv[r].data(), bytes, lanesUint8, 1 - r, comm, nullptr), comm,
+                           "recv");
+        Status end = lanesStatus(lanesGroupEnd(), comm, "group end");
+        return st ? end : st;
+      },
+      &seconds));
+  *rate = static_cast<double>(bytes) / seconds;
+  return Status::ok();
+}
+
+// Iterations that take about `seconds` for one that takes `each`.
+int iterationsFor(double each, double seconds) {
+  return static_cast<int>(std::clamp(seconds / std::max(each, 1e-9), 3.0, 5000.0));
+}
+
+// Output bytes per second of a float sum of `bytes` on one core.
+double reduceRate(size_t bytes) {
+  const size_t count = bytes / sizeof(float);
+  std::vector<float> a(count, 1.0f), b(count, 2.0f), dst(count);
+  Clock::time_point t0 = Clock::now();
+  cpu::reduce(dst.data(), a.data(), b.data(), count, lanesFloat32, RedOpKind::Sum);
+  const int iterations = iterationsFor(secondsSince(t0), 0.02);
+  double best = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    t0 = Clock::now();
+    for (int i = 0; i < iterations; ++i)
+      cpu::reduce(dst.data(), a.data(), b.data(), count, lanesFloat32, RedOpKind::Sum);
+    best = std::min(best, secondsSince(t0) / iterations);
+  }
+  return static_cast<double>(bytes) / best;
+}
+
+// Seconds of an 8-byte all-reduce of the two ranks.
+Status timeAllReduce(lanesComm_t comms[2], double* seconds) {
+  constexpr int kIterations = 2000;
+  Status s = bestOfRounds(
+      [&](int r) {
+        float value[2] = {1, 2};
+        Status st;
+        for (int i = 0; i < kIterations && st; ++i)
+          st = lanesStatus(
+              lanesAllReduce(value, value, 2, lanesFloat32, lanesSum, comms[r], nullptr), comms[r],
+              "all-reduce");
+        return st;
+      },
+      seconds);
+  *seconds /= kIterations;
+  return s;
+}
+
+// Bytes copied per second by memcpy on every core at once.
+double memoryRate() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  constexpr size_t kBytes = size_t{32} << 20;
+  std::vector<std::vector<std::byte>> src(cores, std::vector<std::byte>(kBytes, std::byte{1}));
+  std::vector<std::vector<std::byte>> dst(cores, std::vector<std::byte>(kBytes));
+  double best = 1e30;
+  for (int i = 0; i < 4; ++i) {
+    Clock::time_point t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (unsigned c = 0; c < cores; ++c)
+      threads.emplace_back([&, c] { std::memcpy(dst[c].data(), src[c].data(), kBytes); });
+    for (std::thread& t : threads) t.join();
+    if (i > 0) best = std::min(best, secondsSince(t0));
+  }
+  return static_cast<double>(cores) * kBytes / best;
+}
+
+}  // namespace
+
+Status measureHostProbe(topo::HostProbe* out) {
+  // Host-only thread ranks: the figures are the shared-memory transport's,
+  // whatever GPUs the machine has.
+  std::array<lanesComm_t, 2> comms{};
+  const int noGpu[2] = {-1, -1};
+  LANES_RETURN_IF_ERROR(lanesStatus(lanesCommInitAll(comms.data(), 2, noGpu), nullptr,
+                                    "two thread ranks on this host"));
+  topo::HostProbe h;
+  double roundTrip = 0, allReduce = 0;
+  Status s = timeRoundTrips(comms.data(), 8, 2000, &roundTrip);
+  if (s) s = timeAllReduce(comms.data(), &allReduce);
+  h.hopLatencyUs = roundTrip / 2 * 1e6;
+  h.callUs = std::max(0.0, allReduce * 1e6 - h.hopLatencyUs);
+  for (int i = 0; s && i < topo::HostProbe::kCurvePoints; ++i) {
+    const size_t bytes = size_t{4096} << (2 * i);
+    double t = 0;
+    s = timeRoundTrips(comms.data(), bytes, 1, &t);  // a first guess of the time
+    if (s) s = timeRoundTrips(comms.data(), bytes, iterationsFor(t, 0.03), &t);
+    // A hop's streaming time: half the round trip less the latency.
+    const double hop = std::max(t / 2 - roundTrip / 2, t / 20);
+    h.hopGBs.push_back(static_cast<double>(bytes) / hop / 1e9);
+  }
+  double exchange = 0;
+  if (s) s = exchangeRate(comms.data(), size_t{64} << 20, &exchange);
+  h.exchangeGBs = exchange / 1e9;
+  for (lanesComm_t c : comms) lanesCommDestroy(c);
+  LANES_RETURN_IF_ERROR(s);
+  for (int i = 0; i < topo::HostProbe::kCurvePoints; ++i)
+    h.reduceGBs.push_back(reduceRate(size_t{4096} << (2 * i)) / 1e9);
+  h.memGBs = memoryRate() / 1e9;
+  *out = std::move(h);
+  return Status::ok();
+}
+
+}  // namespace lanes

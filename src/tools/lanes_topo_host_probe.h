@@ -1,0 +1,16 @@
+// lanes-topo --probe, the host part: the figures the host algorithms' cost
+// model reads (planner/host_costs.h), measured through Lanes itself where a
+// Lanes path is what is priced (a shared-memory hop between two thread ranks)
+// and directly where it is the CPU (the reduction kernel, memcpy on every core).
+#pragma once
+
+#include "base/status.h"
+#include "topology/model.h"
+
+namespace lanes {
+
+// Runs in about a second; the hop figures need two free cores to be exact
+// (fewer: the measured latency includes time slices, as it will in use).
+Status measureHostProbe(topo::HostProbe* out);
+
+}  // namespace lanes

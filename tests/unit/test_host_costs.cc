@@ -1,0 +1,172 @@
+// The host algorithms' cost model (planner/host_costs.h) and the choice it
+// drives: which algorithm wins where, how the crossover follows the measured
+// figures, and the explanation the PLAN log and lanes-topo print.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "planner/host_costs.h"
+#include "planner/host_plan_cache.h"
+#include "planner/machine_facts.h"
+#include "planner/registry.h"
+
+namespace lanes {
+namespace {
+
+CallFacts call(CollType coll, size_t bytes, int nranks) {
+  CallFacts f;
+  f.coll = coll;
+  f.bytes = bytes;
+  f.nranks = nranks;
+  return f;
+}
+
+// A machine with room for every rank: 8 cores.
+SelectionConfig roomy() {
+  SelectionConfig c;
+  c.machine.cores = 8;
+  return c;
+}
+
+AlgoId choice(CollType coll, size_t bytes, int nranks, const SelectionConfig& c = roomy()) {
+  return chooseHostAlgorithm(call(coll, bytes, nranks), c).algo;
+}
+
+// The smallest power-of-two size at which the ring beats recursive doubling.
+size_t allReduceCrossover(const SelectionConfig& c, int nranks) {
+  for (size_t s = 8; s <= (size_t{1} << 30); s *= 2)
+    if (choice(CollType::AllReduce, s, nranks, c) == AlgoId::Ring) return s;
+  return 0;
+}
+
+TEST(HostCosts, LatencyDecidesSmallCallsAndBytesLargeOnes) {
+  const MachineFacts m = roomy().machine;
+  const CostTerms small = hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, 8, 4), m);
+  EXPECT_GT(small.latency, 0.9 * small.total());
+  EXPECT_EQ(small.deciding().rfind("latency", 0), 0u) << small.deciding();
+  const CostTerms large = hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, 256 << 20, 4), m);
+  EXPECT_GT(large.transfer + large.reduce, 0.9 * large.total());
+  EXPECT_EQ(large.deciding().rfind("latency", 0), std::string::npos) << large.deciding();
+  // Nothing to move costs nothing; one rank moves nothing.
+  EXPECT_EQ(hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, 0, 4), m).total(), 0);
+  EXPECT_EQ(hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, 1 << 20, 1), m).total(), 0);
+}
+
+TEST(HostCosts, TheRingMovesLessThanRecursiveDoublingAtSize) {
+  const MachineFacts m = roomy().machine;
+  for (int n : {4, 8}) {
+    const CallFacts f = call(CollType::AllReduce, 64 << 20, n);
+    EXPECT_LT(hostAlgoCost(AlgoId::Ring, f, m).transfer,
+              hostAlgoCost(AlgoId::RecursiveDoubling, f, m).transfer)
+        << n << " ranks";
+  }
+  // Ranks beyond a power of two cost recursive doubling two more rounds.
+  const double five =
+      hostAlgoCost(AlgoId::RecursiveDoubling, call(CollType::AllReduce, 8, 5), m).latency;
+  const double four =
+      hostAlgoCost(AlgoId::RecursiveDoubling, call(CollType::AllReduce, 8, 4), m).latency;
+  EXPECT_NEAR(five - four, 2 * m.hopLatencyUs * 1e-6, 1e-9);
+}
+
+TEST(HostAlgorithmChoice, RecursiveDoublingSmallRingLargeAndTheOnlyServerElsewhere) {
+  for (int n : {2, 4, 8}) {
+    EXPECT_EQ(choice(CollType::AllReduce, 8, n), AlgoId::RecursiveDoubling) << n;
+    EXPECT_EQ(choice(CollType::AllReduce, 256 << 20, n), AlgoId::Ring) << n;
+  }
+  EXPECT_EQ(choice(CollType::AllGather, 8, 4), AlgoId::RecursiveDoubling);
+  EXPECT_EQ(choice(CollType::AllGather, 8, 3), AlgoId::Ring);  // not a power of two
+  EXPECT_EQ(choice(CollType::ReduceScatter, 8, 4), AlgoId::Ring);
+  EXPECT_EQ(choice(CollType::AlltoAll, 1 << 20, 4), AlgoId::Pairwise);
+  EXPECT_EQ(choice(CollType::Gather, 1 << 20, 4), AlgoId::Direct);
+  EXPECT_EQ(choice(CollType::Scatter, 1 << 20, 4), AlgoId::Direct);
+  // A chain's middle rank moves a buffer once, a direct root once per rank.
+  EXPECT_EQ(choice(CollType::Broadcast, 64 << 20, 8), AlgoId::Chain);
+  EXPECT_EQ(choice(CollType::Reduce, 64 << 20, 8), AlgoId::Chain);
+}
+
+TEST(HostAlgorithmChoice, TheCrossoverFollowsTheMeasuredHopLatency) {
+  SelectionConfig fast = roomy(), slow = roomy();
+  fast.machine.hopLatencyUs = 0.5;
+  slow.machine.hopLatencyUs = 20;
+  const size_t early = allReduceCrossover(fast, 8), late = allReduceCrossover(slow, 8);
+  ASSERT_GT(early, 0u);
+  ASSERT_GT(late, 0u);
+  EXPECT_LT(early, late);
+}
+
+TEST(HostAlgorithmChoice, TimeSharedCoresMakeHopsDearer) {
+  SelectionConfig crowded = roomy();
+  crowded.machine.cores = 2;
+  const CallFacts f = call(CollType::AllReduce, 8, 8);
+  EXPECT_NEAR(hostAlgoCost(AlgoId::Ring, f, crowded.machine).latency,
+              4 * hostAlgoCost(AlgoId::Ring, f, roomy().machine).latency, 1e-12);
+}
+
+TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
+  SelectionConfig two = roomy();
+  two.machine.hosts = 2;
+  const CallFacts f = call(CollType::AllReduce, 8, 4);
+  EXPECT_GT(hostAlgoCost(AlgoId::Ring, f, two.machine).latency,
+            hostAlgoCost(AlgoId::Ring, f, roomy().machine).latency * 5);
+}
+
+TEST(ExplainHostChoice, NamesTheChoiceTheNextTwoAndTheDecidingTerm) {
+  EXPECT_EQ(explainHostChoice(call(CollType::AllReduce, 8, 4), roomy()),
+            "recursive_doubling 5.0 us (latency 100%); next ring 13.0 us; assumed inputs "
+            "(lanes-topo --probe measures them)");
+  SelectionConfig forced = roomy();
+  ASSERT_TRUE(NameList::parse("ring", {"ring", "recursive_doubling", "chain", "pairwise", "direct"},
+                              &forced.algo));
+  const std::string text = explainHostChoice(call(CollType::AllReduce, 8, 4), forced);
+  EXPECT_EQ(text.rfind("ring ", 0), 0u) << text;
+  EXPECT_NE(text.find("LANES_ALGO=ring"), std::string::npos) << text;
+  EXPECT_NE(text.find("recursive_doubling 5.0 us (left out by LANES_ALGO)"), std::string::npos)
+      << text;
+}
+
+TEST(HostPlanCache, EveryCallOfASizeClassTakesTheClasssChoice) {
+  EXPECT_EQ(sizeClassBytes(0), 0u);
+  EXPECT_EQ(sizeClassBytes(1), 1u);
+  EXPECT_EQ(sizeClassBytes(4096), 4096u);
+  EXPECT_EQ(sizeClassBytes(4097), 8192u);
+  const SelectionConfig c = roomy();
+  const size_t crossover = allReduceCrossover(c, 8);
+  ASSERT_GT(crossover, 8u);
+  HostPlanCache cache;
+  // Just above the previous class's top: the class's choice, which is the ring.
+  EXPECT_EQ(cache.choose(CollType::AllReduce, crossover / 2 + 1, 8, c).algo, AlgoId::Ring);
+  EXPECT_EQ(choice(CollType::AllReduce, crossover / 2 + 1, 8, c), AlgoId::Ring);
+  EXPECT_EQ(cache.choose(CollType::AllReduce, crossover / 2, 8, c).algo, AlgoId::RecursiveDoubling);
+  // Remembered: a config that would choose otherwise is not asked again.
+  SelectionConfig forced = c;
+  ASSERT_TRUE(NameList::parse("recursive_doubling",
+                              {"ring", "recursive_doubling", "chain", "pairwise", "direct"},
+                              &forced.algo));
+  EXPECT_EQ(cache.choose(CollType::AllReduce, crossover, 8, forced).algo, AlgoId::Ring);
+}
+
+TEST(MachineFacts, ComeFromTheProbesWhereMeasuredElseAreAssumed) {
+  topo::Topology t;
+  t.cores = 6;
+  MachineFacts assumed = machineFactsOf(t);
+  EXPECT_FALSE(assumed.measured);
+  EXPECT_EQ(assumed.cores, 6);
+  t.probes.host.hopLatencyUs = 1.5;
+  t.probes.host.callUs = 0.5;
+  t.probes.host.memGBs = 20;
+  t.probes.host.exchangeGBs = 9;
+  for (int i = 0; i < topo::HostProbe::kCurvePoints; ++i) {
+    t.probes.host.hopGBs.push_back(10 + i);
+    t.probes.host.reduceGBs.push_back(30 - i);
+  }
+  const MachineFacts m = machineFactsOf(t);
+  EXPECT_TRUE(m.measured);
+  EXPECT_EQ(m.hopLatencyUs, 1.5);
+  EXPECT_EQ(m.callUs, 0.5);
+  EXPECT_EQ(m.exchangeGBs, 9);
+  EXPECT_EQ(m.hopGBs[3], 13);
+  EXPECT_EQ(m.reduceGBs[7], 23);
+}
+
+}  // namespace
+}  // namespace lanes
