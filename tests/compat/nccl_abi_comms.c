@@ -5,6 +5,8 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "nccl_abi_test.h"
@@ -1032,12 +1035,44 @@ void scenario_errors(const abi_rank_t* r) {
 
 /* ---- NCCL_COMM_ID ---- */
 
+/* A port no other process on this host listens on or uses for a connection:
+ * below the kernel's ephemeral range (32768 up), which outgoing connections
+ * and port-0 listeners draw from, and found free by binding it here. */
+static int free_pinned_port(void) {
+  for (int k = 0; k < 12000; ++k) {
+    int port = 20000 + (int)((getpid() + k) % 12000);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int bound = bind(fd, (struct sockaddr*)&a, sizeof a) == 0;
+    close(fd);
+    if (bound) return port;
+  }
+  return -1;
+}
+
+void prepare_comm_id(void) {
+  int port = free_pinned_port();
+  char text[16];
+  snprintf(text, sizeof text, "%d", port);
+  setenv("ABI_COMM_ID_PORT", text, 1);
+  /* Below the watchdog: should rank 0 fail to start the root, the others
+   * fail their rendezvous in time and say so instead of being killed. */
+  setenv("LANES_BOOTSTRAP_TIMEOUT", "20", 1);
+}
+
 /* Every rank derives the id from NCCL_COMM_ID on its own, as NCCL allows, and
- * rank 0 starts the root when it joins. The port comes from the parent's pid,
- * so the ranks agree on it without talking. */
+ * rank 0 starts the root when it joins. The parent found the port free before
+ * starting the ranks (prepare_comm_id), so they agree on it without talking. */
 void scenario_comm_id(const abi_rank_t* r) {
+  const char* port = getenv("ABI_COMM_ID_PORT");
+  REQUIRE(port != NULL && atoi(port) > 0, "no free port below 32768 on 127.0.0.1 for NCCL_COMM_ID");
   char addr[64];
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", 20000 + (int)(getppid() % 20000));
+  snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
   setenv("NCCL_COMM_ID", addr, 1);
   ncclUniqueId id;
   NCCL_REQUIRE(ncclGetUniqueId(&id), NULL);

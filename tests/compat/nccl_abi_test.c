@@ -795,5 +795,6 @@ int main(int argc, char** argv) {
   /* Small library timeout: a missing peer fails a call in seconds, well
    * inside the watchdog. */
   setenv("LANES_TIMEOUT", "10", 1);
+  if (s->body == scenario_comm_id) prepare_comm_id();
   return abi_run(s->name, &opts, s->body) ? 1 : 0;
 }

@@ -53,5 +53,7 @@ void scenario_register(const abi_rank_t* r);
 void scenario_queries(const abi_rank_t* r);
 void scenario_errors(const abi_rank_t* r);
 void scenario_comm_id(const abi_rank_t* r);
+/* Run in the parent before the ranks start: the port they pin. */
+void prepare_comm_id(void);
 
 #endif /* LANES_TESTS_COMPAT_NCCL_ABI_TEST_H_ */
