@@ -79,6 +79,18 @@ Json strings(const std::vector<std::string>& v) {
   return out;
 }
 
+Json numbers(const std::vector<double>& v) {
+  Json out = Json::array();
+  for (double x : v) out.push(Json(x));
+  return out;
+}
+
+std::vector<double> numbersFrom(const Json& j) {
+  std::vector<double> out;
+  for (const Json& x : j.items()) out.push_back(x.num());
+  return out;
+}
+
 }  // namespace
 
 Json probesToJson(const Probes& p) {
@@ -87,6 +99,11 @@ Json probesToJson(const Probes& p) {
   for (const GpuProbe& g : p.gpus) {
     Json j = Json::object();
     j.set("gpu", g.gpu).set("h2d_gbps", g.h2d).set("d2h_gbps", g.d2h).set("bidir_gbps", g.bidir);
+    // Written when measured, so entries from before these probes read back as they were.
+    if (!g.h2dCurve.empty()) j.set("h2d_gbps_by_size", numbers(g.h2dCurve));
+    if (!g.d2hCurve.empty()) j.set("d2h_gbps_by_size", numbers(g.d2hCurve));
+    if (g.flagUs > 0) j.set("flag_us", g.flagUs);
+    if (g.launchUs > 0) j.set("launch_us", g.launchUs);
     gpus.push(std::move(j));
   }
   Json pairs = Json::array();
@@ -100,12 +117,12 @@ Json probesToJson(const Probes& p) {
   out.set("all_h2d_gbps", p.allH2d).set("all_d2h_gbps", p.allD2h);
   if (p.host.measured()) {
     Json host = Json::object();
-    Json hop = Json::array(), reduce = Json::array();
-    for (double v : p.host.hopGBs) hop.push(Json(v));
-    for (double v : p.host.reduceGBs) reduce.push(Json(v));
     host.set("hop_latency_us", p.host.hopLatencyUs).set("call_us", p.host.callUs);
-    host.set("hop_gbps_by_size", std::move(hop)).set("reduce_gbps_by_size", std::move(reduce));
+    host.set("hop_gbps_by_size", numbers(p.host.hopGBs))
+        .set("reduce_gbps_by_size", numbers(p.host.reduceGBs));
     host.set("mem_gbps", p.host.memGBs).set("exchange_gbps", p.host.exchangeGBs);
+    if (p.host.tcpGBs > 0)
+      host.set("tcp_latency_us", p.host.tcpLatencyUs).set("tcp_gbps", p.host.tcpGBs);
     out.set("host", std::move(host));
   }
   return out;
@@ -113,9 +130,18 @@ Json probesToJson(const Probes& p) {
 
 Probes probesFromJson(const Json& j) {
   Probes p;
-  for (const Json& g : j["gpus"].items())
-    p.gpus.push_back(
-        {g["gpu"].integer(-1), g["h2d_gbps"].num(), g["d2h_gbps"].num(), g["bidir_gbps"].num()});
+  for (const Json& g : j["gpus"].items()) {
+    GpuProbe r;
+    r.gpu = g["gpu"].integer(-1);
+    r.h2d = g["h2d_gbps"].num();
+    r.d2h = g["d2h_gbps"].num();
+    r.bidir = g["bidir_gbps"].num();
+    r.h2dCurve = numbersFrom(g["h2d_gbps_by_size"]);
+    r.d2hCurve = numbersFrom(g["d2h_gbps_by_size"]);
+    r.flagUs = g["flag_us"].num();
+    r.launchUs = g["launch_us"].num();
+    p.gpus.push_back(std::move(r));
+  }
   for (const Json& q : j["pairs"].items()) {
     PairProbe r;
     r.a = q["a"].integer(-1);
@@ -133,9 +159,11 @@ Probes probesFromJson(const Json& j) {
   p.host.hopLatencyUs = host["hop_latency_us"].num();
   p.host.callUs = host["call_us"].num();
   p.host.exchangeGBs = host["exchange_gbps"].num();
-  for (const Json& v : host["hop_gbps_by_size"].items()) p.host.hopGBs.push_back(v.num());
-  for (const Json& v : host["reduce_gbps_by_size"].items()) p.host.reduceGBs.push_back(v.num());
+  p.host.hopGBs = numbersFrom(host["hop_gbps_by_size"]);
+  p.host.reduceGBs = numbersFrom(host["reduce_gbps_by_size"]);
   p.host.memGBs = host["mem_gbps"].num();
+  p.host.tcpLatencyUs = host["tcp_latency_us"].num();
+  p.host.tcpGBs = host["tcp_gbps"].num();
   return p;
 }
 

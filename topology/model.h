@@ -66,6 +66,13 @@ struct Nic {
 struct GpuProbe {
   int gpu = -1;                        // index into Topology::gpus
   double h2d = 0, d2h = 0, bidir = 0;  // GB/s; bidir = both directions summed
+  // GB/s of back-to-back copies on one stream by copy size, HostProbe's sizes
+  // (4 KiB x 4^i): the small sizes carry the fixed cost of a copy.
+  std::vector<double> h2dCurve, d2hCurve;
+  double flagUs = 0;    // a counter in mapped host memory, one stream to another: one way
+  double launchUs = 0;  // a one-thread kernel issued back to back on one stream, per launch
+  bool curvesMeasured() const;
+  bool latenciesMeasured() const { return flagUs > 0 && launchUs > 0; }
 };
 struct PairProbe {
   int a = -1, b = -1;  // indices into Topology::gpus
@@ -85,11 +92,17 @@ struct HostProbe {
   std::vector<double> reduceGBs;          // float sum on one core, output bytes
   double memGBs = 0;                      // memcpy on every core at once, aggregate
   double exchangeGBs = 0;                 // 64 MiB both ways at once, per direction
+  // The socket transport over loopback: the TCP stack's share of a hop
+  // between hosts (half an 8-byte round trip; 16 MiB one way). 0: not measured.
+  double tcpLatencyUs = 0, tcpGBs = 0;
   bool measured() const {
     return hopLatencyUs > 0 && memGBs > 0 && exchangeGBs > 0 && hopGBs.size() == kCurvePoints &&
            reduceGBs.size() == kCurvePoints;
   }
 };
+inline bool GpuProbe::curvesMeasured() const {
+  return h2dCurve.size() == HostProbe::kCurvePoints && d2hCurve.size() == HostProbe::kCurvePoints;
+}
 struct Probes {
   std::vector<GpuProbe> gpus;
   std::vector<PairProbe> pairs;

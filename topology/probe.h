@@ -1,7 +1,8 @@
 // On-request measurements of the PCIe paths (topology/cuda/probe.cc):
-// H2D, D2H and both-ways bandwidth per GPU, all GPUs to host at once, and
-// per GPU pair whether P2P carries a pattern intact and how fast. Results go
-// into Topology::probes and a cache file keyed by the topology's hash.
+// H2D, D2H and both-ways bandwidth per GPU, H2D and D2H by copy size, all GPUs
+// to host at once, and per GPU pair whether P2P carries a pattern intact and
+// how fast. Results go into Topology::probes and a cache file keyed by the
+// topology's hash.
 #pragma once
 
 #include <cstddef>

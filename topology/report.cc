@@ -111,11 +111,24 @@ std::string formatReport(const Topology& t) {
   }
   const Probes& p = t.probes;
   if (!p.empty()) {
-    out += "\nProbes (pinned host memory, best of several 256 MiB copies):\n";
-    for (const GpuProbe& g : p.gpus)
+    out +=
+        "\nProbes (lanes-topo --probe; GPU copies from pinned host memory, best of several 256 "
+        "MiB copies):\n";
+    for (const GpuProbe& g : p.gpus) {
       out += "  GPU" + std::to_string(g.gpu) + printf1(": H2D %6.1f GB/s", g.h2d) +
              printf1("  D2H %6.1f GB/s", g.d2h) + printf1("  both-ways %6.1f GB/s", g.bidir) +
              printf1(" (%.1f each way)\n", g.bidir / 2);
+      if (g.curvesMeasured()) {
+        out += "    copies 4 KiB..64 MiB H2D:";
+        for (double v : g.h2dCurve) out += printf1(" %.3g", v);
+        out += " GB/s\n    copies 4 KiB..64 MiB D2H:";
+        for (double v : g.d2hCurve) out += printf1(" %.3g", v);
+        out += " GB/s\n";
+      }
+      if (g.latenciesMeasured())
+        out += printf1("    stream flag %.2f us one way", g.flagUs) +
+               printf1(", kernel launch %.2f us\n", g.launchUs);
+    }
     if (p.gpus.size() > 0)
       out += printf1("  all GPUs at once: H2D %.1f GB/s", p.allH2d) +
              printf1(", D2H %.1f GB/s aggregate\n", p.allD2h);
@@ -127,6 +140,17 @@ std::string formatReport(const Topology& t) {
         out += "FAILED (" + q.error + ")\n";
       else
         out += printf1("correct, %.1f GB/s\n", q.gbps);
+    }
+    const HostProbe& h = p.host;
+    if (h.measured()) {
+      out += printf1("  host path: hop %.2f us", h.hopLatencyUs) +
+             printf1(", call %.2f us", h.callUs) + printf1(", 1 MiB hop %.1f GB/s", h.hopGBs[4]) +
+             printf1(", reduce %.1f GB/s", h.reduceGBs[4]) +
+             printf1("; memory %.1f GB/s", h.memGBs) +
+             printf1(", two hops at once %.1f GB/s each\n", h.exchangeGBs);
+      if (h.tcpGBs > 0)
+        out += "  TCP over loopback (the stack's share of a hop between hosts):" +
+               printf1(" %.1f us", h.tcpLatencyUs) + printf1(", %.2f GB/s\n", h.tcpGBs);
     }
   }
   if (!t.missing.empty()) {

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -149,6 +151,33 @@ double memoryRate() {
   return static_cast<double>(cores) * kBytes / best;
 }
 
+// The socket transport between two thread ranks over loopback (shared memory
+// turned off for them): what the TCP stack adds to a hop between hosts. The
+// wire's own rate is the NIC's (the planner takes the lower).
+Status measureTcp(topo::HostProbe* h) {
+  const char* before = std::getenv("LANES_SHM_DISABLE");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("LANES_SHM_DISABLE", "1", 1);
+  std::array<lanesComm_t, 2> comms{};
+  const int noGpu[2] = {-1, -1};
+  Status s = lanesStatus(lanesCommInitAll(comms.data(), 2, noGpu), nullptr,
+                         "two thread ranks over the socket transport");
+  if (before != nullptr)
+    setenv("LANES_SHM_DISABLE", saved.c_str(), 1);
+  else
+    unsetenv("LANES_SHM_DISABLE");
+  LANES_RETURN_IF_ERROR(s);
+  double roundTrip = 0, big = 0;
+  constexpr size_t kBigBytes = size_t{16} << 20;
+  s = timeRoundTrips(comms.data(), 8, 500, &roundTrip);
+  if (s) s = timeRoundTrips(comms.data(), kBigBytes, 3, &big);
+  for (lanesComm_t c : comms) lanesCommDestroy(c);
+  LANES_RETURN_IF_ERROR(s);
+  h->tcpLatencyUs = roundTrip / 2 * 1e6;
+  h->tcpGBs = static_cast<double>(kBigBytes) / std::max(big / 2 - roundTrip / 2, big / 20) / 1e9;
+  return Status::ok();
+}
+
 }  // namespace
 
 Status measureHostProbe(topo::HostProbe* out) {
@@ -178,6 +207,7 @@ Status measureHostProbe(topo::HostProbe* out) {
   h.exchangeGBs = exchange / 1e9;
   for (lanesComm_t c : comms) lanesCommDestroy(c);
   LANES_RETURN_IF_ERROR(s);
+  LANES_RETURN_IF_ERROR(measureTcp(&h));
   for (int i = 0; i < topo::HostProbe::kCurvePoints; ++i)
     h.reduceGBs.push_back(reduceRate(size_t{4096} << (2 * i)) / 1e9);
   h.memGBs = memoryRate() / 1e9;

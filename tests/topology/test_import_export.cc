@@ -17,7 +17,12 @@ const char* kBoxes[] = {"consumer_2x4090_x8x8",         "switch_4x4090",       "
 TEST(TopoImport, JsonRoundTripKeepsEverything) {
   for (const char* box : kBoxes) {
     Topology t = loadFixture(std::string(box) + ".json");
-    t.probes.gpus.push_back({0, 24.5, 26.0, 40.25});
+    GpuProbe probe;
+    probe.gpu = 0;
+    probe.h2d = 24.5;
+    probe.d2h = 26.0;
+    probe.bidir = 40.25;
+    t.probes.gpus.push_back(probe);
     std::string text = toJson(t).dump();
     Json j;
     std::string error;

@@ -1,5 +1,6 @@
-// Probes on a real GPU (label gpu): H2D/D2H figures are plausible, P2P pairs
-// (with 2+ GPUs) carry the pattern intact, and the cache round-trips.
+// Probes on a real GPU (label gpu): H2D/D2H figures and copy curves are
+// plausible, P2P pairs (with 2+ GPUs) carry the pattern intact, the host probe
+// measured before is kept, and the cache round-trips.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -19,14 +20,21 @@ TEST(TopoProbeGpu, BandwidthAndP2p) {
   ProbeOptions o;
   o.bytes = size_t{64} << 20;
   o.repetitions = 3;
+  t.probes.host.hopLatencyUs = 1.5;  // as lanes-topo measures it before
   Status s = runProbes(o, &t);
   ASSERT_TRUE(s.isOk()) << s.message();
   ASSERT_EQ(t.probes.gpus.size(), static_cast<size_t>(visible));
+  EXPECT_EQ(t.probes.host.hopLatencyUs, 1.5);
   for (const GpuProbe& g : t.probes.gpus) {
     EXPECT_GT(g.h2d, 1.0);
     EXPECT_GT(g.d2h, 1.0);
     EXPECT_GT(g.bidir, 1.0);
     EXPECT_LT(g.h2d, 200.0);  // above any PCIe link: the timing is wrong
+    ASSERT_TRUE(g.curvesMeasured());
+    // Small copies pay a fixed cost that large ones spread.
+    EXPECT_LT(g.h2dCurve.front(), g.h2dCurve.back());
+    EXPECT_LT(g.d2hCurve.front(), g.d2hCurve.back());
+    EXPECT_LT(g.h2dCurve.back(), 200.0);
   }
   for (const PairProbe& p : t.probes.pairs) {
     if (p.advertised) {

@@ -1,13 +1,17 @@
 // The probes: cudaMemcpyAsync between pinned host memory and the GPU, timed
-// with events, best of several repetitions; P2P checked by a pattern written
-// on one GPU, copied peer-to-peer and read back from the other.
+// with events, best of several repetitions (at one large size, and by copy
+// size back to back on one stream); P2P checked by a pattern written on one
+// GPU, copied peer-to-peer and read back from the other.
 #include "topology/probe.h"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/cuda_check.h"
@@ -42,9 +46,20 @@ struct Event {
   }
 };
 
+// The copy curves: sizes 4 KiB x 4^i (HostProbe's), each timed over at least
+// 64 MiB and 16 copies, unless a round would outlast kCurveRoundSeconds: 16
+// points, a warm-up and 3 rounds each keep both curves under about a second.
+constexpr size_t kCurveFirstBytes = size_t{4} << 10;
+constexpr size_t kCurveLastBytes = kCurveFirstBytes << (2 * (HostProbe::kCurvePoints - 1));
+constexpr size_t kCurveRoundBytes = size_t{64} << 20;
+constexpr size_t kCurveMinCopies = 16, kCurveFloorCopies = 4;
+constexpr double kCurveRoundSeconds = 0.016;
+constexpr int kCurveRounds = 3;
+
 // Everything one GPU's probes use, allocated on that GPU.
 struct GpuRig {
   int dev = -1;
+  size_t capacity = 0;  // of each buffer
   DevMem a, b;
   HostMem up, down;
   Stream s0, s1;
@@ -52,6 +67,8 @@ struct GpuRig {
 
   Status init(int device, size_t bytes) {
     dev = device;
+    bytes = std::max(bytes, kCurveLastBytes);
+    capacity = bytes;
     LANES_CUDA_RETURN(cudaSetDevice(dev));
     LANES_CUDA_RETURN(cudaMalloc(&a.p, bytes));
     LANES_CUDA_RETURN(cudaMalloc(&b.p, bytes));
@@ -93,7 +110,63 @@ struct GpuRig {
     *gbps = (h2d && d2h ? 2.0 : 1.0) * static_cast<double>(bytes) / bestS / 1e9;
     return Status::ok();
   }
+  // `count` copies of `size` bytes back to back on s0, walking the buffers
+  // so that consecutive copies touch different memory; seconds for all.
+  Status copies(bool h2d, size_t size, size_t count, double* seconds) {
+    LANES_CUDA_RETURN(cudaSetDevice(dev));
+    const size_t slots = capacity / size;
+    LANES_CUDA_RETURN(cudaEventRecord(start.e, s0.s));
+    for (size_t i = 0; i < count; ++i) {
+      const size_t at = (i % slots) * size;
+      if (h2d)
+        LANES_CUDA_RETURN(cudaMemcpyAsync(static_cast<char*>(a.p) + at,
+                                          static_cast<const char*>(up.p) + at, size,
+                                          cudaMemcpyHostToDevice, s0.s));
+      else
+        LANES_CUDA_RETURN(cudaMemcpyAsync(static_cast<char*>(down.p) + at,
+                                          static_cast<const char*>(b.p) + at, size,
+                                          cudaMemcpyDeviceToHost, s0.s));
+    }
+    LANES_CUDA_RETURN(cudaEventRecord(stop0.e, s0.s));
+    LANES_CUDA_RETURN(cudaEventSynchronize(stop0.e));
+    float ms = 0;
+    LANES_CUDA_RETURN(cudaEventElapsedTime(&ms, start.e, stop0.e));
+    *seconds = ms / 1e3;
+    return Status::ok();
+  }
+  // GB/s by copy size, kCurvePoints sizes from kCurveFirstBytes. The warm-up
+  // (at most 64 copies, 64 MiB) also paces the timed rounds.
+  Status curve(bool h2d, std::vector<double>* gbps) {
+    gbps->clear();
+    for (int i = 0; i < HostProbe::kCurvePoints; ++i) {
+      const size_t size = kCurveFirstBytes << (2 * i);
+      size_t count = std::max(kCurveMinCopies, kCurveRoundBytes / size);
+      const size_t warm = std::clamp<size_t>(kCurveRoundBytes / size, 1, 64);
+      double s = 0;
+      LANES_RETURN_IF_ERROR(copies(h2d, size, warm, &s));
+      const double perCopy = std::max(s / static_cast<double>(warm), 1e-9);
+      count = std::min(
+          count, std::max(kCurveFloorCopies, static_cast<size_t>(kCurveRoundSeconds / perCopy)));
+      double bestS = 1e30;
+      for (int r = 0; r < kCurveRounds; ++r) {
+        LANES_RETURN_IF_ERROR(copies(h2d, size, count, &s));
+        bestS = std::min(bestS, s);
+      }
+      gbps->push_back(static_cast<double>(count * size) / bestS / 1e9);
+    }
+    return Status::ok();
+  }
 };
+
+std::string curveText(const std::vector<double>& gbps) {
+  std::string out;
+  char buf[32];
+  for (double v : gbps) {
+    snprintf(buf, sizeof(buf), out.empty() ? "%.3g" : " %.3g", v);
+    out += buf;
+  }
+  return out;
+}
 
 // All GPUs copy at once; wall time from issue to the last completion.
 Status allAtOnce(std::vector<std::unique_ptr<GpuRig>>& rigs, bool h2d, size_t bytes, int reps,
@@ -186,6 +259,10 @@ Status runProbes(const ProbeOptions& o, Topology* t) {
     LANES_RETURN_IF_ERROR(rigs.back()->best(true, true, o.bytes, o.repetitions, &r.bidir));
     LANES_INFO(Topo, -1, "probe GPU%d: H2D %.1f D2H %.1f both-ways %.1f GB/s", g, r.h2d, r.d2h,
                r.bidir);
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(true, &r.h2dCurve));
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(false, &r.d2hCurve));
+    LANES_INFO(Topo, -1, "probe GPU%d: copies 4 KiB..64 MiB H2D %s, D2H %s GB/s", g,
+               curveText(r.h2dCurve).c_str(), curveText(r.d2hCurve).c_str());
     p.gpus.push_back(r);
   }
   LANES_RETURN_IF_ERROR(allAtOnce(rigs, true, o.bytes, o.repetitions, &p.allH2d));
@@ -212,6 +289,7 @@ Status runProbes(const ProbeOptions& o, Topology* t) {
     }
   }
   cudaSetDevice(prev);
+  p.host = std::move(t->probes.host);  // measured before, by the caller
   t->probes = std::move(p);
   return Status::ok();
 }
