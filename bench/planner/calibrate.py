@@ -1,30 +1,59 @@
 #!/usr/bin/env python3
-"""Calibration and regret of the planner's host-path cost model, measured.
+"""Calibration and regret of the planner's cost model, measured.
 
-For every collective x rank count, runs the perf tool once per eligible host
-algorithm forced with LANES_ALGO and once with the planner's default, over
-8 B - 1 GiB (8 B x 4^k, then 1 GiB), ranks as processes of this host
-(lanes-run), host memory; each candidate runs --repeat times, interleaved with
-the others, and each point keeps its fastest run. Beside each measured time it
-puts the cost model's prediction for the same call (lanes-topo --plan --json,
-the same function a call asks), from inputs measured first by lanes-topo
---probe (cached in OUT/topo_cache.json, which the runs read too).
+For every collective x rank count (a group), runs the perf tool once per
+candidate the plan lists, forced, and once with the planner's default. Host
+memory (--memory host, the default): the candidates are the host algorithms,
+forced with LANES_ALGO. Device memory (--memory device): the candidates are
+the eligible device paths (shared_context, ll, ll_threads, staged, proxy, as
+the plan's "device" rows list them), each forced with LANES_PROTO=<path> (a
+call the path does not serve falls back to the proxy); the default runs
+without LANES_PROTO. Ranks are processes of this host under lanes-run
+(--launch processes, the default) or threads of one perf tool process
+(--launch threads: <tool> -t N, the plan asked with lanes-topo --threads);
+with device memory rank r uses GPU r % (visible GPUs), so one GPU holds every
+rank (CUDA_VISIBLE_DEVICES is the caller's).
 
-Writes OUT/calibration.json (every point), OUT/calibration.png (predicted
-against measured per algorithm, the default's regret by size) and prints:
-  - per algorithm: median |predicted - measured| / measured;
-  - the default's regret: its time over the best forced algorithm's, share of
+Sizes: 8 B x 4^k up to 512 MiB, then 1 GiB (nccl-tests' meaning), from --min
+to --max. Host memory runs them in spans (up to 1 MiB with 40 iterations, then
+2), device memory in one span up to 512 MiB with 40; a device path runs only
+over the sizes where the plan lists it. Each candidate runs --repeat times,
+interleaved with the others, and each point keeps its fastest run. Beside each
+measured time it puts the cost model's prediction for the same call
+(lanes-topo --plan --json, the same function a call asks), from inputs
+measured first by lanes-topo --probe (cached in OUT/topo_cache.json, which the
+runs read too; --no-probe keeps the file there).
+
+--time-budget S: no group starts once S seconds have passed or when the longest
+group so far would end past S, and a run still going at S is stopped (its group
+keeps its points if every candidate finished one pass). OUT/calibration.json
+is rewritten after every group, so a run stopped from outside keeps the groups
+done. A run that fails is named in the summary (and the exit code is 1); the
+other groups go on.
+
+Writes OUT/calibration.json (every point, each with its memory and launch),
+OUT/calibration.png (predicted against measured per candidate, the default's
+regret by size) and prints, a key a line:
+  - median_error_by_algo: per candidate (algorithm or path),
+    median |predicted - measured| / measured;
+  - the default's regret: its time over the best forced candidate's, share of
     points within 1.05x and the worst; and the choice regret: the forced run
-    of the algorithm the default picks over the best forced one.
+    of the candidate the default picks over the best forced one;
+  - skipped_groups and failed_runs, when there are any.
 
   python3 bench/planner/calibrate.py --build build/release --out bench/results/planner_host
+  python3 bench/planner/calibrate.py --build build/g --out OUT --memory device \\
+      --launch threads --ranks 2,4 --max 256M --repeat 2 --time-budget 300
+  python3 bench/planner/calibrate.py --out OUT --redraw   # summary and plot from OUT's JSON
 """
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import time
 
 TOOLS = {
     "allreduce": "lanes_all_reduce_perf",
@@ -37,36 +66,88 @@ TOOLS = {
     "scatter": "lanes_scatter_perf",
 }
 
+# What forces a candidate, and its key in the plan's candidates, per memory.
+FORCE = {"host": "LANES_ALGO", "device": "LANES_PROTO"}
+KEY = {"host": "algo", "device": "path"}
+
+
+class Failed(Exception):
+    pass
+
+
+class OutOfTime(Exception):
+    pass
+
 
 def size_arg(v):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(v[:-1]) * units[v[-1].upper()] if v[-1].upper() in units else int(v)
 
 
-def run(cmd, env, what):
-    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if r.returncode != 0:
-        sys.exit(f"calibrate: {what} failed ({r.returncode}):\n{r.stdout[-3000:]}")
-    return r.stdout
+def on_grid(n):
+    """The smallest plan size (8 B x 4^k up to 512 MiB, then 1 GiB) of n or more."""
+    s = 8
+    while s < n and s < (512 << 20):
+        s *= 4
+    return s if s >= n else 1 << 30
 
 
-def measure(bindir, coll, nranks, algo, max_bytes, env, scratch, rep):
-    """Out-of-place time (us) per size: small sizes with many iterations, large with few."""
+def name_of(c):
+    """A candidate's name: "name", or "algo" (host files before device paths), or "path"."""
+    return c.get("name") or c.get("algo") or c.get("path")
+
+
+def run(cmd, env, what, deadline=None):
+    """stdout+stderr of cmd; Failed on a non-zero exit, OutOfTime (its process group
+    stopped) when it is still going at deadline (time.monotonic())."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=None if deadline is None else max(deadline - time.monotonic(), 0))
+    except subprocess.TimeoutExpired:
+        for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, None)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                p.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+        raise OutOfTime(what)
+    if p.returncode != 0:
+        raise Failed(f"{what} failed ({p.returncode}):\n{out[-3000:]}")
+    return out
+
+
+def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, rep, deadline):
+    """Out-of-place time (us) per size from lo_bytes to hi_bytes."""
     times = {}
-    # The plan's sizes: 8 B x 4^k up to 512 MiB, then 1 GiB.
-    spans = [(8, min(max_bytes, 1 << 20), 40, 5), (2 << 20, min(max_bytes, 512 << 20), 2, 1),
-             (1 << 30, max_bytes, 2, 1)]
+    if args.memory == "host":
+        # Small sizes with many iterations, large with few.
+        spans = [(8, 1 << 20, 40, 5), (2 << 20, 512 << 20, 2, 1), (1 << 30, hi_bytes, 2, 1)]
+    else:
+        # Device calls up to 512 MiB take milliseconds: one run (one CUDA start) for all.
+        spans = [(8, 512 << 20, 40, 5), (1 << 30, hi_bytes, 2, 1)]
     for lo, hi, iters, warmup in spans:
+        lo, hi = on_grid(max(lo, lo_bytes)), min(hi, hi_bytes)
         if lo > hi:
             continue
-        out = os.path.join(scratch, f"{coll}_{nranks}_{algo}_{lo}_{rep}.json")
-        cmd = [os.path.join(bindir, "lanes-run"), "-n", str(nranks), os.path.join(bindir, TOOLS[coll]),
-               "--memory", "host", "-b", str(lo), "-e", str(hi), "-f", "4", "-n", str(iters),
-               "-w", str(warmup), "-c", "0", "-J", out]
+        out = os.path.join(scratch, f"{coll}_{nranks}_{name}_{lo}_{rep}.json")
+        tool = os.path.join(bindir, TOOLS[coll])
+        if args.launch == "threads":
+            cmd = [tool, "-t", str(nranks)]
+        else:
+            cmd = [os.path.join(bindir, "lanes-run"), "-n", str(nranks), tool]
+        cmd += ["--memory", args.memory, "-b", str(lo), "-e", str(hi), "-f", "4", "-n", str(iters),
+                "-w", str(warmup), "-c", "0", "-J", out]
+        if args.memory == "device":
+            cmd.append("--bounds=0")  # the copy-rate bounds cost a second per run, unused here
         e = dict(env)
-        if algo != "default":
-            e["LANES_ALGO"] = algo
-        run(cmd, e, f"{coll} on {nranks} ranks, {algo}")
+        if name != "default":
+            e[FORCE[args.memory]] = name
+        run(cmd, e, f"{coll} on {nranks} ranks ({args.launch}), {name}", deadline)
         with open(out) as f:
             doc = json.load(f)
         for row in doc["results"]:
@@ -74,14 +155,36 @@ def measure(bindir, coll, nranks, algo, max_bytes, env, scratch, rep):
     return times
 
 
+def write(out, args, inputs, points, skipped, failed):
+    summary = summarize(points, skipped, failed)
+    with open(os.path.join(out, "calibration.json"), "w") as f:
+        json.dump({"format": "lanes-calibration-1", "memory": args.memory, "launch": args.launch,
+                   "inputs": inputs, "summary": summary, "skipped": skipped, "failed": failed,
+                   "points": points}, f, indent=1)
+    return summary
+
+
+def print_summary(summary):
+    """The summary as JSON, a key a line (a log's grep finds each)."""
+    print("{\n" + ",\n".join(f" {json.dumps(k)}: {json.dumps(v)}" for k, v in summary.items()) + "\n}",
+          flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build/release")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--memory", choices=["host", "device"], default="host",
+                    help="host: host algorithms (LANES_ALGO); device: device paths (LANES_PROTO)")
+    ap.add_argument("--launch", choices=["processes", "threads"], default="processes",
+                    help="ranks as processes (lanes-run) or threads of one process (-t N)")
     ap.add_argument("--ranks", default="2,3,4")
     ap.add_argument("--collectives", default=",".join(TOOLS))
+    ap.add_argument("--min", default="8", help="smallest size (nccl-tests' meaning), default 8")
     ap.add_argument("--max", default="1G", help="largest size (nccl-tests' meaning), default 1G")
     ap.add_argument("--repeat", type=int, default=3, help="runs per candidate, interleaved; default 3")
+    ap.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                    help="start no group that would end past SECONDS, stop runs at SECONDS")
     ap.add_argument("--no-probe", action="store_true", help="keep OUT/topo_cache.json as it is")
     ap.add_argument("--redraw", action="store_true",
                     help="recompute the summary and the plot from OUT/calibration.json and stop")
@@ -90,12 +193,14 @@ def main():
         path = os.path.join(args.out, "calibration.json")
         with open(path) as f:
             doc = json.load(f)
-        doc["summary"] = summarize(doc["points"])
+        doc["summary"] = summarize(doc["points"], doc.get("skipped"), doc.get("failed"))
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
         plot(doc["points"], os.path.join(args.out, "calibration.png"))
-        print(json.dumps(doc["summary"], indent=1))
+        print_summary(doc["summary"])
         return
+    t0 = time.monotonic()
+    deadline = None if args.time_budget is None else t0 + args.time_budget
     bindir = os.path.join(args.build, "bin")
     os.makedirs(args.out, exist_ok=True)
     scratch = os.path.join(args.out, "runs")
@@ -103,69 +208,132 @@ def main():
     env = dict(os.environ)
     env["LANES_TOPO_CACHE"] = os.path.abspath(os.path.join(args.out, "topo_cache.json"))
     env.pop("LANES_ALGO", None)
+    if args.memory == "device":
+        env.pop("LANES_PROTO", None)
     topo = os.path.join(bindir, "lanes-topo")
     if not args.no_probe:
-        print(run([topo, "--probe"], env, "lanes-topo --probe").splitlines()[0])
-    max_bytes = size_arg(args.max)
-    points = []
-    plan = {}
-    for nranks in [int(n) for n in args.ranks.split(",")]:
-        for coll in args.collectives.split(","):
-            plan = json.loads(run([topo, "--plan", "--json", "--ranks", str(nranks), "--collective", coll],
-                                  env, "lanes-topo --plan --json"))
-            rows = {r["size"]: r for r in plan["host"] if r["size"] <= max_bytes}
-            algos = sorted({c["algo"] for r in rows.values() for c in r["candidates"]})
-            # Repetitions interleaved (every candidate, then again), each
-            # point the fastest: the noise of a shared machine only adds time.
-            measured = {}
-            for rep in range(args.repeat):
-                for a in algos + ["default"]:
-                    for size, t in measure(bindir, coll, nranks, a, max_bytes, env, scratch, rep).items():
-                        old = measured.setdefault(a, {}).get(size)
-                        if old is None or t["us"] < old["us"]:
-                            measured[a][size] = t
+        try:
+            print(run([topo, "--probe"], env, "lanes-topo --probe", deadline).splitlines()[0], flush=True)
+        except Failed as e:
+            sys.exit(f"calibrate: {e}")
+        except OutOfTime:
+            sys.exit(f"calibrate: lanes-topo --probe still running at the time budget ({args.time_budget:g} s)")
+    min_bytes, max_bytes = size_arg(args.min), size_arg(args.max)
+    key = KEY[args.memory]
+    groups = [(int(n), coll) for n in args.ranks.split(",") for coll in args.collectives.split(",")]
+    points, skipped, failed = [], [], []
+    inputs = None
+    longest = 0.0
+    for gi, (nranks, coll) in enumerate(groups):
+        now = time.monotonic()
+        if deadline is not None and now + longest > deadline:
+            skipped += [f"{c} x{n}" for n, c in groups[gi:]]
+            print(f"calibrate: time budget ({args.time_budget:g} s): skipping {', '.join(skipped)}", flush=True)
+            break
+        cmd = [topo, "--plan", "--json", "--ranks", str(nranks), "--collective", coll]
+        if args.launch == "threads":
+            cmd.append("--threads")
+        try:
+            plan = json.loads(run(cmd, env, "lanes-topo --plan --json", deadline))
+        except Failed as e:
+            sys.exit(f"calibrate: {e}")
+        except OutOfTime:
+            skipped += [f"{c} x{n}" for n, c in groups[gi:]]
+            break
+        inputs = plan.get("inputs")
+        if not plan.get(args.memory):
+            sys.exit(f"calibrate: lanes-topo --plan --json has no \"{args.memory}\" rows"
+                     + (" (no GPU visible to it?)" if args.memory == "device" else ""))
+        rows = {r["size"]: r for r in plan[args.memory] if min_bytes <= r["size"] <= max_bytes}
+        if not rows:
+            print(f"{coll} x {nranks} ranks: no planned size from {args.min} to {args.max}", flush=True)
+            continue
+        # Sizes where each candidate is one: a device path runs only over its own.
+        where = {}
+        for size, r in rows.items():
+            for c in r["candidates"]:
+                where.setdefault(c[key], []).append(size)
+        names = sorted(where)
+        where["default"] = list(rows)
+        # Repetitions interleaved (every candidate, then again), each
+        # point the fastest: the noise of a shared machine only adds time.
+        measured, passes, cut = {}, 0, False
+        for rep in range(args.repeat):
+            for a in names + ["default"]:
+                if a in measured and measured[a] is None:
+                    continue  # failed before
+                try:
+                    got = measure(args, bindir, coll, nranks, a, min(where[a]), max(where[a]), env, scratch,
+                                  rep, deadline)
+                except Failed as e:
+                    print(f"calibrate: {e}", file=sys.stderr, flush=True)
+                    failed.append(f"{coll} x{nranks} {a}")
+                    measured[a] = None
+                    continue
+                except OutOfTime:
+                    cut = True
+                    break
+                for size, t in got.items():
+                    old = measured.setdefault(a, {}).get(size)
+                    if old is None or t["us"] < old["us"]:
+                        measured[a][size] = t
+            if cut:
+                break
+            passes += 1
+        if passes == 0:
+            skipped.append(f"{coll} x{nranks} (stopped by the time budget)")
+        elif measured.get("default"):
             for size, r in sorted(rows.items()):
-                predicted = {c["algo"]: c for c in r["candidates"]}
-                forced = {a: measured[a][size]["us"] for a in algos if size in measured[a]}
+                predicted = {c[key]: c for c in r["candidates"]}
+                forced = {a: measured[a][size]["us"] for a in predicted if measured.get(a) and size in measured[a]}
                 if size not in measured["default"] or not forced:
                     continue
                 best = min(forced.values())
                 points.append({
-                    "collective": coll, "nranks": nranks, "size": size, "chosen": r["chosen"],
+                    "collective": coll, "nranks": nranks, "size": size, "memory": args.memory,
+                    "launch": args.launch, "chosen": r["chosen"],
                     "default_us": measured["default"][size]["us"],
                     "default_plan": measured["default"][size]["plan"],
                     "regret": measured["default"][size]["us"] / best,
-                    "candidates": [{"algo": a, "measured_us": forced[a],
+                    "candidates": [{"name": a, key: a, "measured_us": forced[a],
                                     "predicted_us": predicted[a]["predicted_us"],
                                     "latency_us": predicted[a]["latency_us"],
                                     "transfer_us": predicted[a]["transfer_us"],
                                     "reduce_us": predicted[a]["reduce_us"]} for a in forced],
                 })
-            print(f"{coll} x {nranks} ranks: {len(rows)} sizes, candidates {', '.join(algos)}", flush=True)
-    summary = summarize(points)
-    with open(os.path.join(args.out, "calibration.json"), "w") as f:
-        json.dump({"format": "lanes-calibration-1", "inputs": plan.get("inputs"), "summary": summary,
-                   "points": points}, f, indent=1)
+        took = time.monotonic() - now
+        longest = max(longest, took)
+        print(f"{coll} x {nranks} ranks ({args.memory}, {args.launch}): {len(rows)} sizes, "
+              f"candidates {', '.join(names)}; {took:.0f} s"
+              + (f", stopped by the time budget after {passes} pass(es)" if cut else ""), flush=True)
+        write(args.out, args, inputs, points, skipped, failed)
+        if cut:
+            skipped += [f"{c} x{n}" for n, c in groups[gi + 1:]]
+            break
+    summary = write(args.out, args, inputs, points, skipped, failed)
     plot(points, os.path.join(args.out, "calibration.png"))
-    print(json.dumps(summary, indent=1))
+    print_summary(summary)
+    if failed:
+        sys.exit(1)
 
 
-def summarize(points):
-    """Prediction error per algorithm; the default's regret as run, and as chosen: the
-    forced run of the algorithm the default picks over the best forced one (the same
-    runs, so the noise between separate runs of one algorithm drops out)."""
+def summarize(points, skipped=None, failed=None):
+    """Prediction error per candidate (algorithm or path); the default's regret as run,
+    and as chosen: the forced run of the candidate the default picks over the best
+    forced one (the same runs, so the noise between separate runs of one candidate
+    drops out). Groups skipped for time and runs that failed, when there are any."""
     errors = {}
     for p in points:
         for c in p["candidates"]:
-            errors.setdefault(c["algo"], []).append(abs(c["predicted_us"] - c["measured_us"]) / c["measured_us"])
+            errors.setdefault(name_of(c), []).append(abs(c["predicted_us"] - c["measured_us"]) / c["measured_us"])
     regrets = [p["regret"] for p in points]
     chosen = []
     for p in points:
-        forced = {c["algo"]: c["measured_us"] for c in p["candidates"]}
+        forced = {name_of(c): c["measured_us"] for c in p["candidates"]}
         if p["chosen"] in forced:
             chosen.append(forced[p["chosen"]] / min(forced.values()))
     share = lambda rs: round(sum(r <= 1.05 for r in rs) / len(rs), 3) if rs else None
-    return {
+    summary = {
         "points": len(points),
         "median_error_by_algo": {a: round(statistics.median(e), 3) for a, e in sorted(errors.items())},
         "regret_within_1_05": share(regrets),
@@ -174,9 +342,16 @@ def summarize(points):
         "choice_regret_within_1_05": share(chosen),
         "choice_regret_max": round(max(chosen), 3) if chosen else None,
     }
+    if skipped:
+        summary["skipped_groups"] = skipped
+    if failed:
+        summary["failed_runs"] = failed
+    return summary
 
 
 def plot(points, path):
+    if not points:
+        return
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -184,26 +359,29 @@ def plot(points, path):
     except ImportError:
         print("calibrate: no matplotlib (Debian: python3-matplotlib): no plot", file=sys.stderr)
         return
+    kinds = sorted({(p.get("memory", "host"), p.get("launch", "processes")) for p in points})
+    what = " and ".join(f"{m.capitalize()}" for m in sorted({m for m, _ in kinds}))
+    how = " and ".join(sorted({launch for _, launch in kinds}))
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 5.5))
-    by_algo = {}
+    by_name = {}
     for p in points:
         for c in p["candidates"]:
-            by_algo.setdefault(c["algo"], []).append((c["measured_us"], c["predicted_us"]))
-    for algo, xy in sorted(by_algo.items()):
-        a.scatter([x for x, _ in xy], [y for _, y in xy], s=12, label=algo)
-    lo = min(min(x, y) for xy in by_algo.values() for x, y in xy)
-    hi = max(max(x, y) for xy in by_algo.values() for x, y in xy)
+            by_name.setdefault(name_of(c), []).append((c["measured_us"], c["predicted_us"]))
+    for name, xy in sorted(by_name.items()):
+        a.scatter([x for x, _ in xy], [y for _, y in xy], s=12, label=name)
+    lo = min(min(x, y) for xy in by_name.values() for x, y in xy)
+    hi = max(max(x, y) for xy in by_name.values() for x, y in xy)
     a.plot([lo, hi], [lo, hi], "k--", lw=0.8)
     a.set(xscale="log", yscale="log", xlabel="measured (us)", ylabel="predicted (us)",
-          title="Host cost model: predicted against measured")
+          title=f"{what} cost model ({how}): predicted against measured")
     a.legend()
-    for key in sorted({(p["collective"], p["nranks"]) for p in points}):
-        pts = [p for p in points if (p["collective"], p["nranks"]) == key]
+    for k in sorted({(p["collective"], p["nranks"]) for p in points}):
+        pts = [p for p in points if (p["collective"], p["nranks"]) == k]
         b.plot([p["size"] for p in pts], [p["regret"] for p in pts], marker=".", lw=0.8,
-               label=f"{key[0]} x{key[1]}")
+               label=f"{k[0]} x{k[1]}")
     b.axhline(1.05, color="k", ls="--", lw=0.8)
     b.set(xscale="log", xlabel="size (bytes)", ylabel="default / best forced",
-          title="The default's regret")
+          title=f"The default's regret, {what.lower()} memory ({how})")
     b.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -22,7 +22,7 @@
 #include "exec/comm_view.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
-#include "planner/host_plan_cache.h"
+#include "planner/plan_cache.h"
 #include "transport/transport.h"
 
 namespace lanes {
@@ -105,11 +105,13 @@ struct lanesComm {
   lanes::CommConfig config;
   // Where the last call ran, for the PLAN log and the perf tools.
   std::mutex planMutex;
-  std::string lastPlanCall, lastPlan;  // "allreduce", "staged"
-  std::set<uint32_t> explainedPlans;   // (collective, size class) the PLAN log explained
-  lanes::HostPlanCache hostPlans;      // the host choice per collective and size class
+  std::string lastPlanCall, lastPlan;    // "allreduce", "staged"
+  std::set<std::string> explainedPlans;  // "what, size class" the PLAN log explained
+  lanes::HostPlanCache hostPlans;        // the host choice per collective and size class
+  lanes::DevicePlanCache devicePlans;    // the device paths' order per kind of batch and size class
   // Every rank's GPU, host and NUMA placement, exchanged at init (planner input).
   std::vector<lanes::RankPlacement> placement;
+  std::string p2pRefusal;  // why the topology keeps this host's GPUs off P2P (planner/p2p_rule.h)
   // The order the host ring visits the ranks in (algorithms/ring_order.h),
   // from `placement`, the same on every rank; empty: 0, 1, ..., n-1.
   std::vector<int> ringOrder;

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "core/comm.h"
 #include "planner/machine_facts.h"
+#include "planner/p2p_rule.h"
 #include "topology/discovery.h"
 
 namespace lanes {
@@ -42,6 +43,29 @@ bool inCpuList(const std::string& list, int cpu) {
     if (end != item.c_str() && cpu >= first && cpu <= last) return true;
     at = comma + 1;
   }
+  return false;
+}
+
+bool narrowCpus(const std::string& list, const cpu_set_t& allowed, cpu_set_t* out) {
+  CPU_ZERO(out);
+  bool narrower = false;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (inCpuList(list, cpu))
+      CPU_SET(cpu, out);
+    else
+      narrower = true;
+  }
+  return narrower && CPU_COUNT(out) > 0;
+}
+
+bool gpuLocalCpus(const lanesComm* comm, cpu_set_t* out) {
+  if (comm->rank < 0 || comm->rank >= static_cast<int>(comm->placement.size())) return false;
+  const RankPlacement& me = comm->placement[static_cast<size_t>(comm->rank)];
+  cpu_set_t allowed;
+  if (me.busId[0] == '\0' || sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  for (const topo::Gpu& g : processTopology().gpus)
+    if (g.busId == me.busId && !g.cpus.empty()) return narrowCpus(g.cpus, allowed, out);
   return false;
 }
 
@@ -94,6 +118,27 @@ std::vector<int> ranksSharingMyContext(const lanesComm* comm) {
   return sharing;
 }
 
+int ranksPerGpu(const lanesComm* comm) {
+  int most = 1;
+  const auto& where = comm->placement;
+  for (size_t i = 0; i < where.size(); ++i) {
+    if (where[i].busId[0] == '\0') continue;
+    int same = 0;
+    for (const RankPlacement& p : where)
+      same += p.hostHash == where[i].hostHash &&
+              std::strncmp(p.busId, where[i].busId, sizeof(p.busId)) == 0;
+    most = std::max(most, same);
+  }
+  return most;
+}
+
+bool allOnOneHost(const lanesComm* comm) {
+  if (!comm->bootstrap) return true;
+  const auto& ranks = comm->bootstrap->ranks();
+  return std::all_of(ranks.begin(), ranks.end(),
+                     [&](const RankInfo& r) { return r.hostHash == ranks.front().hostHash; });
+}
+
 bool processesShareGpu(const lanesComm* comm) {
   if (!comm->bootstrap) return false;
   const auto& ranks = comm->bootstrap->ranks();
@@ -142,7 +187,7 @@ Status exchangePlacement(lanesComm* comm) {
   // The cost model's figures: rank 0's on every rank, so every rank plans
   // alike even where hosts or caches differ.
   std::vector<MachineFacts> machines(comm->nranks);
-  machines[comm->rank] = machineFactsOf(t);
+  machines[comm->rank] = machineFactsOf(t, comm->cudaDev);
   LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(machines.data(), sizeof(MachineFacts),
                                                    Deadline::after(comm->options.timeoutSeconds)));
   MachineFacts& machine = comm->config.selection.machine;
@@ -155,13 +200,28 @@ Status exchangePlacement(lanesComm* comm) {
   LANES_INFO(
       Plan, comm->rank,
       "cost model inputs (%s, rank 0's): call %.1f us, hop %.1f us; 1 MiB hop %.1f GB/s, "
-      "reduce %.1f GB/s; memory %.1f GB/s; %d cores; %d host(s)",
+      "reduce %.1f GB/s; memory %.1f GB/s; %d cores; %d host(s), TCP hop %.1f us, %.2f GB/s",
       machine.measured ? "measured by lanes-topo --probe" : "assumed: run lanes-topo --probe",
       machine.callUs, machine.hopLatencyUs, machine.hopGBs[4], machine.reduceGBs[4], machine.memGBs,
-      machine.cores, machine.hosts);
+      machine.cores, machine.hosts, machine.socketLatencyUs, machine.socketGBs);
+  if (comm->cudaDev >= 0)
+    LANES_INFO(Plan, comm->rank,
+               "GPU cost model inputs (%s, rank 0's GPU): 1 MiB copies H2D %.1f, D2H %.1f GB/s; "
+               "stream flag %.1f us, kernel launch %.1f us; %d rank(s) on the busiest GPU",
+               machine.gpu.measured ? "measured by lanes-topo --probe"
+                                    : "assumed, scaled to the link: run lanes-topo --probe",
+               machine.gpu.h2dGBs[4], machine.gpu.d2hGBs[4], machine.gpu.flagUs,
+               machine.gpu.launchUs, ranksPerGpu(comm));
   for (const RankPlacement& p : comm->placement)
     LANES_INFO(Topo, comm->rank, "rank %d: GPU %d bus %s NUMA %d package %d link Gen%d x%d", p.rank,
                p.cudaDev, p.busId[0] ? p.busId : "-", p.numa, p.package, p.linkGen, p.linkWidth);
+  std::vector<std::string> busIds;  // of the ranks on this host
+  for (const RankPlacement& p : comm->placement)
+    if (p.hostHash == self.hostHash && p.busId[0] != '\0')
+      busIds.emplace_back(p.busId, strnlen(p.busId, sizeof(p.busId)));
+  comm->p2pRefusal = p2pRefusalByTopology(t, busIds);
+  if (!comm->p2pRefusal.empty())
+    LANES_INFO(Topo, comm->rank, "P2P off by topology: %s", comm->p2pRefusal.c_str());
   std::vector<RingPlace> places;
   for (const RankPlacement& p : comm->placement) places.push_back({p.hostHash, p.package, p.numa});
   comm->ringOrder = ringOrder(places);

@@ -40,6 +40,13 @@ Status exchangePlacement(lanesComm* comm);
 
 // Whether `cpu` is in a Linux CPU list ("0-3,8,10-11").
 bool inCpuList(const std::string& list, int cpu);
+// The CPUs of `list` that `allowed` holds, into *out: false where that is
+// none of them or all of `allowed` (nothing to narrow).
+bool narrowCpus(const std::string& list, const cpu_set_t& allowed, cpu_set_t* out);
+// The CPUs near this rank's GPU (its NUMA node's, as the topology lists
+// them) that the process may run on: where a thread that works for the GPU
+// (the proxy's) belongs. false without a GPU, a known list, or anything to narrow.
+bool gpuLocalCpus(const lanesComm* comm, cpu_set_t* out);
 // The NUMA node (index into t.nodes, -1 unknown) of a rank without a GPU, by
 // the model's CPU list of each node, as lanes-topo prints them: the only
 // node; else the one holding every CPU in `allowed` (the affinity mask, may
@@ -53,6 +60,12 @@ int hostNumaNode(const topo::Topology& t, const cpu_set_t* allowed, int current)
 // counter) waits for a slice. The same answer on every rank (placement and
 // pids are exchanged at init); false when the bus ids are unknown.
 bool processesShareGpu(const lanesComm* comm);
+// The most ranks on one GPU (same host and bus id), 1 when bus ids are
+// unknown: they share that GPU's link and copy engines.
+int ranksPerGpu(const lanesComm* comm);
+// Whether every rank runs on this host (same host hash); true without a
+// bootstrap (one rank).
+bool allOnOneHost(const lanesComm* comm);
 
 // Ranks per process, from the exchanged (host, pid) of every rank: whether
 // some process holds several ranks (threads), and whether that happens in a

@@ -27,6 +27,10 @@ void CommView::notePlan(const std::string& call, const std::string& plan) const 
   notePlanOf(comm_, call, plan);
 }
 bool CommView::processesShareGpu() const { return lanes::processesShareGpu(comm_); }
+int CommView::ranksPerGpu() const { return lanes::ranksPerGpu(comm_); }
+bool CommView::allOnOneHost() const { return lanes::allOnOneHost(comm_); }
+const std::string& CommView::p2pRefusal() const { return comm_->p2pRefusal; }
+bool CommView::gpuLocalCpus(cpu_set_t* out) const { return lanes::gpuLocalCpus(comm_, out); }
 bool CommView::someProcessHoldsSeveralRanks() const {
   return lanes::someProcessHoldsSeveralRanks(comm_);
 }

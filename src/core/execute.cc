@@ -66,7 +66,7 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   size_t bytes = inputCount(args) * elem;
   const SelectionConfig& selection = r.comm->config.selection;
   AlgoChoice choice = r.comm->hostPlans.choose(args.coll, bytes, args.nranks, selection);
-  explainPlanOnce(r.comm, args.coll, bytes, [&] {
+  explainPlanOnce(r.comm, collTypeName(args.coll), bytes, [&] {
     CallFacts facts;
     facts.coll = args.coll;
     facts.bytes = bytes;
@@ -211,8 +211,18 @@ struct DeviceBatch {
 
 // The registry's choice, handed to the device paths with each batch.
 constexpr PathChooser kChooser = {
-    [](const CallFacts& f, const SelectionConfig& c) { return chooseDevicePath(f, c).path; },
-    [](const CallFacts& f, const SelectionConfig& c) { return chooseHostAlgorithm(f, c).algo; }};
+    [](lanesComm* comm, const CallFacts& f) {
+      return comm->devicePlans.choose(f, comm->config.selection);
+    },
+    [](const CallFacts& f, const SelectionConfig& c) { return chooseHostAlgorithm(f, c).algo; },
+    [](lanesComm* comm, const CallFacts& f) {
+      if (!logEnabled(LogLevel::Info, LogSubsys::Plan)) return;
+      const std::string what = f.p2p ? "send/recv on device buffers"
+                                     : std::string(collTypeName(f.coll)) +
+                                           (f.calls > 1 ? " batch" : "") + " on device buffers";
+      explainPlanOnce(comm, what, f.bytes,
+                      [&] { return explainDeviceChoice(f, comm->config.selection); });
+    }};
 
 Status enqueueBatch(const DeviceBatch& b) {
   LANES_RETURN_IF_ERROR(b.comm->checkAbort());

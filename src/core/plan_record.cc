@@ -14,18 +14,17 @@ void notePlanOf(lanesComm* comm, const std::string& call, const std::string& pla
   LANES_TRACE(Plan, comm->rank, "%s: %s", call.c_str(), plan.c_str());
 }
 
-void explainPlanOnce(lanesComm* comm, CollType coll, size_t bytes,
+void explainPlanOnce(lanesComm* comm, const std::string& what, size_t bytes,
                      const std::function<std::string()>& explain) {
   if (!logEnabled(LogLevel::Info, LogSubsys::Plan)) return;
-  // One line per collective and power-of-two size class.
+  // One line per kind of call and power-of-two size class.
   int sizeClass = 0;
   while (sizeClass < 63 && (size_t{1} << sizeClass) < bytes) ++sizeClass;
-  const uint32_t key = static_cast<uint32_t>(coll) << 8 | static_cast<uint32_t>(sizeClass);
   {
     std::lock_guard<std::mutex> lock(comm->planMutex);
-    if (!comm->explainedPlans.insert(key).second) return;
+    if (!comm->explainedPlans.insert(what + "/" + std::to_string(sizeClass)).second) return;
   }
-  LANES_INFO(Plan, comm->rank, "%s up to %zu bytes x %d ranks: %s", collTypeName(coll),
+  LANES_INFO(Plan, comm->rank, "%s up to %zu bytes x %d ranks: %s", what.c_str(),
              size_t{1} << sizeClass, comm->nranks, explain().c_str());
 }
 

@@ -16,8 +16,9 @@ namespace lanes {
 void notePlanOf(lanesComm* comm, const std::string& call, const std::string& plan);
 // At INFO with subsystem PLAN: logs `explain()` (the choice, the next two
 // candidates with their predicted times and the deciding term) once per
-// communicator, collective and power-of-two size class.
-void explainPlanOnce(lanesComm* comm, CollType coll, size_t bytes,
+// communicator, kind of call (`what`: "allreduce", "allreduce on device
+// buffers") and power-of-two size class.
+void explainPlanOnce(lanesComm* comm, const std::string& what, size_t bytes,
                      const std::function<std::string()>& explain);
 // The last call's plan, "" before any.
 std::string lastPlanOf(lanesComm* comm);

@@ -9,6 +9,8 @@
 #include "base/collective.h"
 #include "base/name_list.h"
 
+struct lanesComm;
+
 namespace lanes {
 
 // Where a batch of device-buffer calls runs. LlThreads is the LL kernel for
@@ -37,6 +39,7 @@ struct CallFacts {
   bool oneHost = true;
   bool threadRanks = false;             // some process holds several ranks
   bool threadsBesideProcesses = false;  // ... and other processes hold ranks too
+  int ranksPerGpu = 1;                  // the most ranks on one GPU (they share its link)
   // The device paths as the ranks set them up and agreed at init.
   struct Limit {
     bool ready = false;
@@ -45,8 +48,10 @@ struct CallFacts {
   Limit sharedContext, ll;
   struct Staged {
     bool ready = false;
-    bool gatherScatter = false;  // all-gather, broadcast, reduce-scatter too
-    size_t proxyUpToBytes = 0;   // processes share a GPU: smaller batches take the proxy
+    bool gatherScatter = false;           // all-gather, broadcast, reduce-scatter too
+    size_t proxyUpToBytes = 0;            // processes share a GPU: smaller batches take the proxy
+    size_t slotBytes = size_t{16} << 20;  // LANES_STAGE_CHUNK_BYTES
+    size_t pairChunkBytes = size_t{2} << 20;  // LANES_STAGE_PAIR_CHUNK_BYTES
   } staged;
   struct Pairs {
     bool ready = false;        // the staged path has send/recv pair slots
@@ -68,13 +73,30 @@ struct MachineFacts {
   // rate of one core (output bytes), at each curve size (GB/s).
   double hopGBs[kCurvePoints] = {2, 5, 8, 10, 10, 8, 6, 6};
   double reduceGBs[kCurvePoints] = {8, 10, 10, 10, 8, 6, 5, 5};
-  double memGBs = 12;           // copies on every core at once: the host's memory bandwidth
-  double exchangeGBs = 5;       // two hops at once beyond the caches, each (64 MiB both ways)
-  int cores = 4;                // online cores of the host
-  double socketLatencyUs = 40;  // one TCP hop between hosts (assumed: not measured yet)
-  double socketGBs = 1.1;       // one TCP hop's streaming rate between hosts (assumed)
-  int hosts = 1;                // hosts the communicator spans (socket hops where > 1)
-  bool measured = false;        // false: the defaults above
+  double memGBs = 12;      // copies on every core at once: the host's memory bandwidth
+  double exchangeGBs = 5;  // two hops at once beyond the caches, each (64 MiB both ways)
+  int cores = 4;           // online cores of the host
+  // One TCP hop between hosts: the socket transport over loopback where
+  // probed (its rate at most the fastest NIC's port speed), else assumed.
+  double socketLatencyUs = 40;
+  double socketGBs = 1.1;
+  int hosts = 1;          // hosts the communicator spans (socket hops where > 1)
+  bool measured = false;  // false: the defaults above
+  // Rank 0's GPU as the device paths' cost model sees it (planner/device_costs.h):
+  // copies between pinned host memory and the GPU, back to back on one stream
+  // at each curve size (GB/s), each direction's share of its one-way rate
+  // while the other direction is busy too, a counter written by one stream and
+  // awaited by another through host memory (one way), and a small kernel's
+  // launch. Assumed: a PCIe Gen4 x16 link; hand-offs as the H200's staged,
+  // LL and proxy paths imply (docs/planner.md).
+  struct Gpu {
+    double h2dGBs[kCurvePoints] = {1.5, 5, 12, 18, 21, 22, 22, 22};
+    double d2hGBs[kCurvePoints] = {1.5, 5, 12, 18, 21, 22, 22, 22};
+    double bothWaysShare = 0.9;
+    double flagUs = 4.5;
+    double launchUs = 5;
+    bool measured = false;
+  } gpu;
 };
 
 // The knobs of path choice and of the paths' limits, read once per
@@ -99,8 +121,10 @@ struct SelectionConfig {
 // The choice itself belongs to the layer above (planner/registry.h), which
 // hands the device paths these two when it enqueues work on them.
 struct PathChooser {
-  DevicePath (*devicePath)(const CallFacts&, const SelectionConfig&);
+  DevicePath (*devicePath)(lanesComm*, const CallFacts&);
   AlgoId (*hostAlgo)(const CallFacts&, const SelectionConfig&);
+  // The PLAN log's explanation of a device choice, once per kind and size class.
+  void (*explainDevice)(lanesComm*, const CallFacts&);
 };
 
 // Whether `config` lets `path` run (its LANES_PROTO name, on by default

@@ -4,6 +4,8 @@
 // lanesComm's members, so they depend on this narrow view, not on the core.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -75,6 +77,13 @@ class CommView {
   void notePlan(const std::string& call, const std::string& plan) const;
   // Facts of the rank set, the same on every rank (core/comm_topology.h).
   bool processesShareGpu() const;
+  int ranksPerGpu() const;
+  bool allOnOneHost() const;
+  // Why the topology keeps this host's GPUs off P2P, "" where it does not
+  // (planner/p2p_rule.h; decided at init).
+  const std::string& p2pRefusal() const;
+  // The CPUs near this rank's GPU the process may use (core/comm_topology.h).
+  bool gpuLocalCpus(cpu_set_t* out) const;
   bool someProcessHoldsSeveralRanks() const;
   bool threadsBesideProcesses() const;
   std::vector<int> ranksSharingMyContext() const;

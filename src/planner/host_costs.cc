@@ -5,10 +5,7 @@
 #include <cstdio>
 
 namespace lanes {
-namespace {
 
-// A curve's rate at `bytes` (GB/s): interpolated on the log of the size
-// between its points, flat beyond them.
 double rateAt(const double* curve, double bytes) {
   constexpr int last = MachineFacts::kCurvePoints - 1;
   if (bytes <= MachineFacts::curveBytes(0)) return curve[0];
@@ -19,6 +16,8 @@ double rateAt(const double* curve, double bytes) {
   }
   return curve[last];
 }
+
+namespace {
 
 // What one rank's steps cost when `nranks` ranks of the host work at once.
 // The hop curve was measured with one hop at a time between two buffers of
@@ -92,6 +91,10 @@ std::string CostTerms::deciding() const {
   if (reduce > v) {
     name = "reduction";
     v = reduce;
+  }
+  if (memory > v) {
+    name = "host memory";
+    v = memory;
   }
   char buf[48];
   std::snprintf(buf, sizeof(buf), "%s %.0f%%", name, 100 * v / t);

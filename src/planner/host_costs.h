@@ -15,11 +15,17 @@
 namespace lanes {
 
 struct CostTerms {
-  double latency = 0, transfer = 0, reduce = 0;  // seconds
-  double total() const { return latency + transfer + reduce; }
-  // The largest term and its share: "transfer 71%".
+  // Seconds. `memory`: where host memory, not the links, bounds the bytes'
+  // way (the device paths' DMA into and out of host memory).
+  double latency = 0, transfer = 0, reduce = 0, memory = 0;
+  double total() const { return latency + transfer + reduce + memory; }
+  // The largest term and its share: "transfer 71%", "host memory 61%".
   std::string deciding() const;
 };
+
+// A measured curve's rate at `bytes` (MachineFacts::curveBytes sizes):
+// interpolated on the log of the size between its points, flat beyond them.
+double rateAt(const double* curve, double bytes);
 
 // The predicted time of `facts`'s collective by `algo` (which must serve it).
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);

@@ -1,10 +1,60 @@
 #include "planner/machine_facts.h"
 
+#include <algorithm>
+
 namespace lanes {
 
-MachineFacts machineFactsOf(const topo::Topology& t) {
+namespace {
+
+// The GPU the figures describe: the one with CUDA index `cudaDev`, else the first.
+const topo::Gpu* gpuOf(const topo::Topology& t, int cudaDev) {
+  for (const topo::Gpu& g : t.gpus)
+    if (g.cudaIndex == cudaDev && cudaDev >= 0) return &g;
+  return t.gpus.empty() ? nullptr : &t.gpus.front();
+}
+
+// Unprobed: the assumed Gen4 x16 rates scaled by the link the GPU trained
+// at, where the model knows it (an x8 or Gen3 link moves half as much).
+void scaleToLink(const topo::Topology& t, int cudaDev, MachineFacts::Gpu* gpu) {
+  const topo::Gpu* g = gpuOf(t, cudaDev);
+  if (g == nullptr || g->node < 0 || g->node >= static_cast<int>(t.nodes.size())) return;
+  const topo::PciLink& link = t.nodes[static_cast<size_t>(g->node)].link;
+  const double gbps = link.known() ? topo::pcieGbps(link.curGen, link.curWidth) : link.gbps;
+  if (gbps <= 0) return;
+  const double factor = std::clamp(gbps / topo::pcieGbps(4, 16), 1.0 / 32, 4.0);
+  for (int i = 0; i < MachineFacts::kCurvePoints; ++i) {
+    gpu->h2dGBs[i] *= factor;
+    gpu->d2hGBs[i] *= factor;
+  }
+}
+
+void takeGpuProbe(const topo::Topology& t, int cudaDev, MachineFacts::Gpu* gpu) {
+  const topo::GpuProbe* probe = nullptr;
+  for (const topo::GpuProbe& g : t.probes.gpus) {
+    if (!g.curvesMeasured() || !g.latenciesMeasured()) continue;
+    const bool mine = g.gpu >= 0 && g.gpu < static_cast<int>(t.gpus.size()) &&
+                      t.gpus[static_cast<size_t>(g.gpu)].cudaIndex == cudaDev;
+    if (probe == nullptr || mine) probe = &g;
+    if (mine) break;
+  }
+  if (probe == nullptr) return scaleToLink(t, cudaDev, gpu);
+  for (int i = 0; i < MachineFacts::kCurvePoints; ++i) {
+    gpu->h2dGBs[i] = probe->h2dCurve[static_cast<size_t>(i)];
+    gpu->d2hGBs[i] = probe->d2hCurve[static_cast<size_t>(i)];
+  }
+  if (probe->h2d > 0 && probe->d2h > 0 && probe->bidir > 0)
+    gpu->bothWaysShare = std::clamp(probe->bidir / (probe->h2d + probe->d2h), 0.3, 1.0);
+  gpu->flagUs = probe->flagUs;
+  gpu->launchUs = probe->launchUs;
+  gpu->measured = true;
+}
+
+}  // namespace
+
+MachineFacts machineFactsOf(const topo::Topology& t, int cudaDev) {
   MachineFacts m;
   if (t.cores > 0) m.cores = t.cores;
+  takeGpuProbe(t, cudaDev, &m.gpu);
   const topo::HostProbe& h = t.probes.host;
   if (!h.measured()) return m;
   static_assert(MachineFacts::kCurvePoints == topo::HostProbe::kCurvePoints);
@@ -16,6 +66,14 @@ MachineFacts machineFactsOf(const topo::Topology& t) {
   }
   m.memGBs = h.memGBs;
   m.exchangeGBs = h.exchangeGBs;
+  if (h.tcpGBs > 0) {
+    // Loopback measures the TCP stack; between hosts the NIC's port speed
+    // bounds the rate too (the fastest one the model knows).
+    double nicGBs = 0;
+    for (const topo::Nic& nic : t.nics) nicGBs = std::max(nicGBs, nic.gbps);
+    m.socketLatencyUs = h.tcpLatencyUs;
+    m.socketGBs = nicGBs > 0 ? std::min(h.tcpGBs, nicGBs) : h.tcpGBs;
+  }
   m.measured = true;
   return m;
 }

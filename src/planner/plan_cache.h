@@ -1,10 +1,13 @@
-// A communicator's host choices, kept per collective and size class: the
-// cost model runs once per class (planner/registry.h), not once per call.
+// A communicator's choices, kept per kind of call and size class: the cost
+// models run once per class (planner/registry.h), not once per call.
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "planner/registry.h"
 
@@ -21,6 +24,19 @@ class HostPlanCache {
   static constexpr int kClasses = 64;
   std::mutex mutex_;
   std::array<std::optional<AlgoChoice>, kCollectives * kClasses> plans_;
+};
+
+class DevicePlanCache {
+ public:
+  // chooseDevicePath for the batch: the paths' order by predicted time is
+  // remembered per kind of batch and size class, and the first that the
+  // batch's own facts make eligible and `config` allows is taken. The config
+  // and the rank set's facts must be the communicator's, the same every call.
+  DevicePath choose(const CallFacts& facts, const SelectionConfig& config);
+
+ private:
+  std::mutex mutex_;
+  std::map<uint64_t, std::vector<DevicePath>> orders_;
 };
 
 }  // namespace lanes

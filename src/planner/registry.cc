@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "planner/device_costs.h"
 #include "planner/host_costs.h"
 
 namespace lanes {
@@ -26,8 +27,42 @@ bool onePair(const CallFacts& f) {
          (f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes);
 }
 
-// The costs restate the order the device paths were measured in: a path
-// that serves a call beats every path below it (docs/gpu_data_path.md).
+// What the proxy runs on the host for `f`: the host algorithm chosen for the
+// same call on host memory, or one hop for a batch of sends and receives.
+CostTerms hostPartOf(const CallFacts& f, const SelectionConfig& config) {
+  CallFacts host = f;
+  host.device = false;
+  if (f.p2p || f.calls != 1) {
+    CostTerms c;
+    c.latency = config.machine.hopLatencyUs * 1e-6;
+    c.transfer =
+        static_cast<double>(f.bytes) / (rateAt(config.machine.hopGBs, double(f.bytes)) * 1e9);
+    return c;
+  }
+  const AlgoId algo = chooseHostAlgorithm(host, config).algo;
+  for (const HostCandidate& c : rankHostAlgorithms(host, config))
+    if (c.algo == algo) return c.cost;
+  return {};
+}
+
+// All-reduces (a batch of them) or one all-gather, broadcast or
+// reduce-scatter, every rank on this host, above the shared-GPU proxy size.
+bool stagedServes(const CallFacts& f) {
+  if (!f.device || f.p2p || !f.oneHost || f.threadsBesideProcesses || !f.staged.ready) return false;
+  const bool batchOfAllReduces = f.sameColl && f.coll == CollType::AllReduce;
+  const bool gatherScatter = f.calls == 1 && isGatherScatter(f.coll) && f.staged.gatherScatter;
+  if (!batchOfAllReduces && !gatherScatter) return false;
+  return f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes;
+}
+
+template <DevicePath P>
+CostTerms costOf(const CallFacts& f, const SelectionConfig& config) {
+  return devicePathCost(P, f, config.machine,
+                        P == DevicePath::Proxy ? hostPartOf(f, config) : CostTerms{});
+}
+
+// Eligibility states what each path can serve and the limits measured for it
+// (docs/gpu_data_path.md); among the eligible, the cost model decides.
 const std::vector<DevicePathEntry> kDevicePathTable = {
     {DevicePath::SharedContext, "shared_context",
      "one all-reduce up to LANES_SHARED_CONTEXT_MAX_BYTES when every rank is a thread on this GPU",
@@ -35,7 +70,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
        return f.device && oneCollective(f) && f.coll == CollType::AllReduce &&
               f.sharedContext.ready && f.bytes <= f.sharedContext.maxBytes;
      },
-     [](const CallFacts&) { return 1.0; }, setupSharedContextPath},
+     costOf<DevicePath::SharedContext>, setupSharedContextPath},
     {DevicePath::Ll, "ll",
      "one all-reduce or all-gather up to LANES_LL_MAX_BYTES, ranks of one host, no thread ranks",
      [](const CallFacts& f) {
@@ -43,7 +78,7 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
               (f.coll == CollType::AllReduce || f.coll == CollType::AllGather) && f.ll.ready &&
               f.bytes <= f.ll.maxBytes;
      },
-     [](const CallFacts&) { return 2.0; }, setupLlPath},
+     costOf<DevicePath::Ll>, setupLlPath},
     {DevicePath::LlThreads, "ll_threads",
      "as ll, where ranks are threads of one process (off unless LANES_PROTO names it)",
      [](const CallFacts& f) {
@@ -51,30 +86,29 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
               (f.coll == CollType::AllReduce || f.coll == CollType::AllGather) && f.ll.ready &&
               f.bytes <= f.ll.maxBytes;
      },
-     [](const CallFacts&) { return 2.0; }, nullptr},
+     costOf<DevicePath::LlThreads>, nullptr},
     {DevicePath::Staged, "staged",
      "all-reduces (any batch), one all-gather, broadcast or reduce-scatter, ranks of one host",
-     [](const CallFacts& f) {
-       if (!f.device || f.p2p || !f.oneHost || f.threadsBesideProcesses || !f.staged.ready)
-         return false;
-       const bool batchOfAllReduces = f.sameColl && f.coll == CollType::AllReduce;
-       const bool gatherScatter = f.calls == 1 && isGatherScatter(f.coll) && f.staged.gatherScatter;
-       if (!batchOfAllReduces && !gatherScatter) return false;
-       return f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes;
-     },
-     [](const CallFacts&) { return 3.0; }, setupStagedPath},
+     stagedServes, costOf<DevicePath::Staged>, setupStagedPath},
     {DevicePath::Pairs, "pairs",
      "one send or receive between ranks of one host, through the staged path's pair slots in "
      "shared host memory",
      [](const CallFacts& f) { return onePair(f) && !f.pairs.inGpuMemory; },
-     [](const CallFacts&) { return 3.0; }, nullptr},
+     costOf<DevicePath::Pairs>, nullptr},
     {DevicePath::P2pPairs, "p2p_pairs",
      "as pairs, the slots in the receiver's GPU memory over P2P where the staged path's are "
      "(off unless LANES_PROTO names it)",
      [](const CallFacts& f) { return onePair(f) && f.pairs.inGpuMemory; },
-     [](const CallFacts&) { return 3.0; }, nullptr},
-    {DevicePath::Proxy, "proxy", "everything: the host algorithm on pinned copies",
-     [](const CallFacts&) { return true; }, [](const CallFacts&) { return 4.0; }, setupProxyPath},
+     costOf<DevicePath::P2pPairs>, nullptr},
+    {DevicePath::Proxy, "proxy",
+     "everything: the host algorithm on pinned copies (for thread ranks, what staged does not "
+     "serve)",
+     // Thread ranks' streams wait on a flag that the proxy thread raises
+     // after copies it enqueues later: a hazard (docs/gpu_data_path.md) they
+     // take only where the staged path does not serve the call (or LANES_PROTO
+     // leaves it out: the proxy is every call's last resort).
+     [](const CallFacts& f) { return !(f.threadRanks && stagedServes(f)); },
+     costOf<DevicePath::Proxy>, setupProxyPath},
 };
 
 // Host algorithms serve what algoSupports says; their measured-input costs
@@ -89,6 +123,29 @@ std::string microseconds(double seconds) {
   return buf;
 }
 
+const DevicePathEntry& entryOf(DevicePath p) {
+  for (const DevicePathEntry& e : kDevicePathTable)
+    if (e.path == p) return e;
+  return kDevicePathTable.back();
+}
+
+// Every entry (or the eligible ones) with its predicted time for the size
+// class of `facts`, cheapest first; ties keep the table's order, so the
+// order is the same on every rank.
+std::vector<DeviceCandidate> rankedEntries(const CallFacts& facts, const SelectionConfig& config,
+                                           bool eligibleOnly) {
+  CallFacts f = facts;
+  f.bytes = sizeClassBytes(facts.bytes);
+  std::vector<DeviceCandidate> out;
+  for (const DevicePathEntry& e : kDevicePathTable)
+    if (!eligibleOnly || e.eligible(facts))
+      out.push_back({e.path, e.cost(f, config), pathAllowed(config, e.path)});
+  std::stable_sort(out.begin(), out.end(), [](const DeviceCandidate& a, const DeviceCandidate& b) {
+    return a.cost.total() < b.cost.total();
+  });
+  return out;
+}
+
 }  // namespace
 
 Status setUpDevicePaths(lanesComm* comm) {
@@ -100,19 +157,48 @@ Status setUpDevicePaths(lanesComm* comm) {
   return Status::ok();
 }
 
+std::vector<DeviceCandidate> rankDevicePaths(const CallFacts& facts,
+                                             const SelectionConfig& config) {
+  return rankedEntries(facts, config, true);
+}
+
+std::vector<DevicePath> devicePathOrder(const CallFacts& facts, const SelectionConfig& config) {
+  std::vector<DevicePath> order;
+  for (const DeviceCandidate& c : rankedEntries(facts, config, false)) order.push_back(c.path);
+  return order;
+}
+
+DevicePath chooseDevicePath(const std::vector<DevicePath>& order, const CallFacts& facts,
+                            const SelectionConfig& config) {
+  for (DevicePath p : order)
+    if (pathAllowed(config, p) && entryOf(p).eligible(facts)) return p;
+  return DevicePath::Proxy;
+}
+
 DeviceChoice chooseDevicePath(const CallFacts& facts, const SelectionConfig& config) {
-  const DevicePathEntry* best = nullptr;
-  double bestCost = kNever;
-  for (const DevicePathEntry& e : kDevicePathTable) {
-    if (!pathAllowed(config, e.path) || !e.eligible(facts)) continue;
-    const double cost = e.cost(facts);
-    if (cost < bestCost) {
-      best = &e;
-      bestCost = cost;
+  for (const DeviceCandidate& c : rankDevicePaths(facts, config))
+    if (c.allowed)
+      return {c.path, config.proto.set() ? "LANES_PROTO=" + config.proto.text() : "lowest cost"};
+  return {DevicePath::Proxy, "no allowed path serves it: the proxy"};
+}
+
+std::string explainDeviceChoice(const CallFacts& facts, const SelectionConfig& config) {
+  const std::vector<DeviceCandidate> ranked = rankDevicePaths(facts, config);
+  const DeviceChoice choice = chooseDevicePath(facts, config);
+  std::string out = devicePathName(choice.path), next;
+  int others = 0;
+  for (const DeviceCandidate& c : ranked) {
+    if (c.path == choice.path) {
+      out += " " + microseconds(c.cost.total()) + " (" + c.cost.deciding() +
+             (config.proto.set() ? ", " + choice.why : "") + ")";
+    } else if (others < 2) {
+      next += std::string(others++ == 0 ? "; next " : ", ") + devicePathName(c.path) + " " +
+              microseconds(c.cost.total()) + (c.allowed ? "" : " (left out by LANES_PROTO)");
     }
   }
-  if (best == nullptr) return {DevicePath::Proxy, "no allowed path serves it: the proxy"};
-  return {best->path, best->serves};
+  return out + next +
+         (config.machine.gpu.measured ? "; measured GPU inputs"
+                                      : "; assumed GPU inputs (lanes-topo --probe measures them)");
 }
 
 size_t sizeClassBytes(size_t bytes) {

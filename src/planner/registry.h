@@ -26,7 +26,7 @@ struct DevicePathEntry {
   const char* name;
   const char* serves;  // the collectives and sizes, for --help and the docs
   bool (*eligible)(const CallFacts&);
-  double (*cost)(const CallFacts&);
+  CostTerms (*cost)(const CallFacts&, const SelectionConfig&);  // planner/device_costs.h
   // Collective at init, every rank alike (exec/device_path.h); null where
   // another entry's setup makes this one (ll_threads: ll's; the pairs: staged's).
   Status (*setup)(lanesComm*);
@@ -46,9 +46,27 @@ struct AlgoChoice {
 // the table's order; then settles the facts the choice reads. Collective, at init.
 Status setUpDevicePaths(lanesComm* comm);
 
-// The cheapest eligible device path that `config` allows; the proxy when
-// none is (it serves everything).
+// A device path that serves a call, its predicted time and whether
+// LANES_PROTO allows it.
+struct DeviceCandidate {
+  DevicePath path;
+  CostTerms cost;
+  bool allowed;
+};
+// Every device path that serves `facts`, cheapest first, as predicted for
+// its size class (sizeClassBytes).
+std::vector<DeviceCandidate> rankDevicePaths(const CallFacts& facts, const SelectionConfig& config);
+// Every device path, cheapest first for `facts`'s kind of batch and size
+// class, eligible or not: what a communicator keeps per class (plan_cache.h).
+std::vector<DevicePath> devicePathOrder(const CallFacts& facts, const SelectionConfig& config);
+// The first path of `order` that serves `facts` and that `config` allows;
+// the proxy when none does (it serves everything).
+DevicePath chooseDevicePath(const std::vector<DevicePath>& order, const CallFacts& facts,
+                            const SelectionConfig& config);
+// The cheapest eligible device path that `config` allows, and why.
 DeviceChoice chooseDevicePath(const CallFacts& facts, const SelectionConfig& config);
+// The device choice and why, as explainHostChoice says the host one.
+std::string explainDeviceChoice(const CallFacts& facts, const SelectionConfig& config);
 // A host algorithm that serves a call, its predicted time
 // (planner/host_costs.h), and whether LANES_ALGO allows it.
 struct HostCandidate {

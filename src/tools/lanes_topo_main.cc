@@ -10,6 +10,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "tools/lanes_topo_gpu_probe.h"
 #include "tools/lanes_topo_host_probe.h"
 #include "tools/lanes_topo_plan.h"
 #include "topology/discovery.h"
@@ -24,21 +25,25 @@ using namespace lanes::topo;
 namespace {
 
 const char kUsage[] =
-    "usage: lanes-topo [--json] [--probe] [--plan [--ranks N] [--collective C]]\n"
+    "usage: lanes-topo [--json] [--probe] [--plan [--ranks N] [--threads] [--collective C]]\n"
     "                  [--topology FILE | --load FILE | --import-hwloc FILE |\n"
     "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml] [--help] [--version]\n"
     "  (no option)              discover this machine and print the report\n"
     "  --json                   print the model as JSON (what LANES_TOPO_FILE loads)\n"
     "  --probe                  measure the host path (a shared-memory hop, the CPU's\n"
     "                           reduction rate, memory bandwidth) and, with GPUs, H2D/D2H/\n"
-    "                           both-ways per GPU, all GPUs at once, and P2P correctness and\n"
-    "                           bandwidth per pair; cached in LANES_TOPO_CACHE, where every\n"
-    "                           communicator's cost model reads them\n"
+    "                           both-ways per GPU and by copy size, a stream flag's and a\n"
+    "                           kernel launch's latency, all GPUs at once, and P2P\n"
+    "                           correctness and bandwidth per pair; cached in\n"
+    "                           LANES_TOPO_CACHE, where every communicator's cost model\n"
+    "                           reads them\n"
     "  --plan                   after the report: where each collective would run, by size,\n"
     "                           from the function every call asks (LANES_PROTO, LANES_ALGO),\n"
-    "                           with the cost model's inputs; with --json, the host plan as\n"
-    "                           JSON (every candidate's predicted time) instead\n"
+    "                           with the cost model's inputs; with --json, the plan as JSON\n"
+    "                           (every host algorithm's and device path's predicted time)\n"
     "  --ranks N, -n N          ranks for --plan (default: one per GPU, at least 2)\n"
+    "  --threads                --plan for ranks that are threads of one process (default:\n"
+    "                           processes), rank r on GPU r % GPUs\n"
     "  --collective C           --plan for one collective (allreduce, allgather, ...), size\n"
     "                           by size, each host choice explained\n"
     "  --topology FILE          plan another machine: its lanes-topo --json, hwloc XML or\n"
@@ -90,6 +95,7 @@ int fail(const Status& s) {
 int main(int argc, char** argv) {
   bool json = false, probe = false, plan = false;
   int planRanks = 0;
+  bool planThreads = false;
   std::optional<CollType> planColl;
   std::string load, hwlocXml, smi, topology;
   DiscoverOptions options;
@@ -106,6 +112,8 @@ int main(int argc, char** argv) {
       probe = true;
     else if (a == "--plan")
       plan = true;
+    else if (a == "--threads")
+      planThreads = true;
     else if ((a == "-n" || a == "--ranks") && i + 1 < argc) {
       std::string n = argv[++i];
       int64_t v = 0;
@@ -160,8 +168,8 @@ int main(int argc, char** argv) {
                  "--import-nvidia-smi\n");
     return 2;
   }
-  if ((planRanks > 0 || planColl) && !plan) {
-    std::fprintf(stderr, "lanes-topo: --ranks and --collective go with --plan\n");
+  if ((planRanks > 0 || planColl || planThreads) && !plan) {
+    std::fprintf(stderr, "lanes-topo: --ranks, --threads and --collective go with --plan\n");
     return 2;
   }
   if (!hwlocXml.empty() && !hwlocAvailable()) {
@@ -194,6 +202,10 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr, "lanes-topo: probing the GPUs (256 MiB copies, best of 5)...\n");
       if (Status s = runProbes(ProbeOptions{}, &t); !s) return fail(s);
+      std::fprintf(stderr, "lanes-topo: timing stream flags and kernel launches...\n");
+      if (Status s = measureGpuLatencies(&t); !s)
+        std::fprintf(stderr, "lanes-topo: stream flag and launch latencies not measured: %s\n",
+                     s.message().c_str());
     }
     std::string cache = probeCachePath();
     if (Status s = saveCachedProbes(cache, t); !s)
@@ -205,11 +217,11 @@ int main(int argc, char** argv) {
   const int ranks = planRanks > 0 ? planRanks : (gpus > 1 ? gpus : 2);
   std::string text;
   if (plan && json)
-    text = formatPlanJson(t, ranks, planColl);
+    text = formatPlanJson(t, ranks, planThreads, planColl);
   else if (json)
     text = toJson(t).dump() + "\n";
   else
-    text = formatReport(t) + (plan ? "\n" + formatPlanTable(t, ranks, planColl) : "");
+    text = formatReport(t) + (plan ? "\n" + formatPlanTable(t, ranks, planThreads, planColl) : "");
   std::fputs(text.c_str(), stdout);
   return 0;
 }

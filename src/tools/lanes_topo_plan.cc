@@ -30,18 +30,29 @@ SelectionConfig configFor(const topo::Topology& t) {
   return config;
 }
 
-// The paths as a communicator of processes sets them up by default (the
-// variables as exec/cuda reads them; LANES_PROTO is applied by the choice).
-CallFacts defaultFacts(int nranks, int gpus, const SelectionConfig& config) {
+// The paths as a communicator of processes (or of threads of one process)
+// sets them up by default (the variables as exec/cuda reads them; LANES_PROTO
+// is applied by the choice), rank r on GPU r % gpus.
+CallFacts defaultFacts(int nranks, int gpus, bool threads, const SelectionConfig& config) {
   CallFacts f;
   f.nranks = nranks;
+  f.ranksPerGpu = (nranks + gpus - 1) / gpus;
   const bool shareGpu = nranks > gpus;
-  f.ll.ready = nranks <= 8 && (!shareGpu || config.llSharedGpu);
+  f.threadRanks = threads && nranks > 1;
+  // Threads on one GPU share its context: no time slices between them.
+  const bool processesShare = shareGpu && !threads;
+  f.ll.ready = nranks <= 8 && (!processesShare || config.llSharedGpu);
   f.ll.maxBytes = config.llMaxBytes;
+  f.sharedContext = {threads && gpus == 1 && nranks > 1, config.sharedContextMaxBytes};
   f.staged.ready = true;
   f.staged.gatherScatter = config.stagedGatherScatter;
-  f.staged.proxyUpToBytes = shareGpu ? config.sharedGpuProxyBytes : 0;
+  f.staged.proxyUpToBytes = processesShare ? config.sharedGpuProxyBytes : 0;
+  f.pairs = {true, false};
   return f;
+}
+
+std::string launchWords(bool threads) {
+  return threads ? "threads of one process" : "processes of this host";
 }
 
 // A perf tool's size (nccl-tests': the larger buffer) as the input bytes per
@@ -90,14 +101,23 @@ std::string table(const CallFacts& base, const SelectionConfig& config) {
 }
 
 std::string inputsLine(const MachineFacts& m) {
-  char buf[256];
+  char buf[512];
   std::snprintf(
       buf, sizeof(buf),
       "# Cost model inputs (%s): call %.1f us, hop %.1f us; 1 MiB hop %.2f GB/s, reduce %.2f "
-      "GB/s; memory %.1f GB/s; %d cores\n",
+      "GB/s; memory %.1f GB/s; %d cores; TCP hop %.1f us, %.2f GB/s\n",
       m.measured ? "measured by lanes-topo --probe" : "assumed: lanes-topo --probe measures them",
-      m.callUs, m.hopLatencyUs, m.hopGBs[4], m.reduceGBs[4], m.memGBs, m.cores);
-  return buf;
+      m.callUs, m.hopLatencyUs, m.hopGBs[4], m.reduceGBs[4], m.memGBs, m.cores, m.socketLatencyUs,
+      m.socketGBs);
+  std::string out = buf;
+  std::snprintf(
+      buf, sizeof(buf),
+      "# GPU inputs (%s): 1 MiB copies H2D %.1f, D2H %.1f GB/s, %.0f%% each way when both "
+      "run; stream flag %.1f us, kernel launch %.1f us\n",
+      m.gpu.measured ? "measured by lanes-topo --probe"
+                     : "assumed, scaled to the GPU's link: lanes-topo --probe measures them",
+      m.gpu.h2dGBs[4], m.gpu.d2hGBs[4], 100 * m.gpu.bothWaysShare, m.gpu.flagUs, m.gpu.launchUs);
+  return out + buf;
 }
 
 std::string jsonNumber(double v) {
@@ -108,28 +128,26 @@ std::string jsonNumber(double v) {
 
 }  // namespace
 
-std::string formatPlanTable(const topo::Topology& t, int nranks, std::optional<CollType> coll) {
+std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads,
+                            std::optional<CollType> coll) {
   const int gpus = static_cast<int>(t.gpus.size());
   const SelectionConfig config = configFor(t);
-  std::string out = "# Path choice for " + std::to_string(nranks) +
-                    " ranks as processes of this host (bytes per rank; src/planner/registry.h)";
+  std::string out = "# Path choice for " + std::to_string(nranks) + " ranks as " +
+                    launchWords(threads) + " (bytes per rank; src/planner/registry.h)";
   if (config.proto.set()) out += ", LANES_PROTO=" + config.proto.text();
   if (config.algo.set()) out += ", LANES_ALGO=" + config.algo.text();
   out += "\n" + inputsLine(config.machine);
-  CallFacts facts = defaultFacts(nranks, gpus > 0 ? gpus : 1, config);
+  CallFacts facts = defaultFacts(nranks, gpus > 0 ? gpus : 1, threads, config);
   if (coll) {
     out += "\n# " + std::string(collTypeName(*coll)) +
-           ", size by size: device buffers, then host buffers (the choice; the next two)\n";
+           ", size by size: host buffers, then device buffers (the choice; the next two)\n";
     for (size_t size : sweepSizes()) {
       CallFacts f = facts;
       f.coll = *coll;
       f.bytes = inputBytes(*coll, size, nranks);
-      f.device = gpus > 0;
-      const std::string device = gpus > 0 ? planName(f, config) : "-";
-      f.device = false;
-      char line[64];
-      std::snprintf(line, sizeof(line), "%-8s %-16s ", sizeLabel(size).c_str(), device.c_str());
-      out += line + explainHostChoice(f, config) + "\n";
+      out += sizeLabel(size) + "\n  host:   " + explainHostChoice(f, config) + "\n";
+      f.device = true;
+      if (gpus > 0) out += "  device: " + explainDeviceChoice(f, config) + "\n";
     }
     return out;
   }
@@ -146,9 +164,20 @@ std::string formatPlanTable(const topo::Topology& t, int nranks, std::optional<C
   return out;
 }
 
-std::string formatPlanJson(const topo::Topology& t, int nranks, std::optional<CollType> coll) {
+std::string candidateJson(const char* key, const char* name, const CostTerms& cost) {
+  return std::string("{\"") + key + "\": \"" + name +
+         "\", \"predicted_us\": " + jsonNumber(cost.total() * 1e6) +
+         ", \"latency_us\": " + jsonNumber(cost.latency * 1e6) +
+         ", \"transfer_us\": " + jsonNumber(cost.transfer * 1e6) +
+         ", \"reduce_us\": " + jsonNumber(cost.reduce * 1e6) +
+         ", \"memory_us\": " + jsonNumber(cost.memory * 1e6) + "}";
+}
+
+std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
+                           std::optional<CollType> coll) {
   const SelectionConfig config = configFor(t);
   const MachineFacts& m = config.machine;
+  const int gpus = static_cast<int>(t.gpus.size());
   std::string out = "{\"format\": \"lanes-plan-1\", \"nranks\": " + std::to_string(nranks) +
                     ", \"inputs\": {\"measured\": " + (m.measured ? "true" : "false") +
                     ", \"call_us\": " + jsonNumber(m.callUs) +
@@ -156,7 +185,13 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, std::optional<Co
                     ", \"hop_gbps_1mib\": " + jsonNumber(m.hopGBs[4]) +
                     ", \"reduce_gbps_1mib\": " + jsonNumber(m.reduceGBs[4]) +
                     ", \"mem_gbps\": " + jsonNumber(m.memGBs) +
-                    ", \"cores\": " + std::to_string(m.cores) + "}, \"host\": [";
+                    ", \"cores\": " + std::to_string(m.cores) +
+                    ", \"gpu_measured\": " + (m.gpu.measured ? "true" : "false") +
+                    ", \"gpu_h2d_gbps_1mib\": " + jsonNumber(m.gpu.h2dGBs[4]) +
+                    ", \"gpu_d2h_gbps_1mib\": " + jsonNumber(m.gpu.d2hGBs[4]) +
+                    ", \"gpu_flag_us\": " + jsonNumber(m.gpu.flagUs) +
+                    ", \"gpu_launch_us\": " + jsonNumber(m.gpu.launchUs) + ", \"launch\": \"" +
+                    (threads ? "threads" : "processes") + "\"}, \"host\": [";
   bool first = true;
   for (CollType c : kColls) {
     if (coll && c != *coll) continue;
@@ -171,11 +206,31 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, std::optional<Co
       first = false;
       bool firstCandidate = true;
       for (const HostCandidate& h : rankHostAlgorithms(f, config)) {
-        out += std::string(firstCandidate ? "" : ", ") + "{\"algo\": \"" + algoName(h.algo) +
-               "\", \"predicted_us\": " + jsonNumber(h.cost.total() * 1e6) +
-               ", \"latency_us\": " + jsonNumber(h.cost.latency * 1e6) +
-               ", \"transfer_us\": " + jsonNumber(h.cost.transfer * 1e6) +
-               ", \"reduce_us\": " + jsonNumber(h.cost.reduce * 1e6) + "}";
+        out += std::string(firstCandidate ? "" : ", ") +
+               candidateJson("algo", algoName(h.algo), h.cost);
+        firstCandidate = false;
+      }
+      out += "]}";
+    }
+  }
+  out += "\n], \"device\": [";
+  first = true;
+  const CallFacts base = defaultFacts(nranks, gpus > 0 ? gpus : 1, threads, config);
+  for (CollType c : kColls) {
+    if (gpus == 0 || (coll && c != *coll)) continue;
+    for (size_t size : sweepSizes()) {
+      CallFacts f = base;
+      f.device = true;
+      f.coll = c;
+      f.bytes = inputBytes(c, size, nranks);
+      out += std::string(first ? "" : ",") + "\n  {\"collective\": \"" + collTypeName(c) +
+             "\", \"size\": " + std::to_string(size) + ", \"chosen\": \"" +
+             devicePathName(chooseDevicePath(f, config).path) + "\", \"candidates\": [";
+      first = false;
+      bool firstCandidate = true;
+      for (const DeviceCandidate& d : rankDevicePaths(f, config)) {
+        out += std::string(firstCandidate ? "" : ", ") +
+               candidateJson("path", devicePathName(d.path), d.cost);
         firstCandidate = false;
       }
       out += "]}";

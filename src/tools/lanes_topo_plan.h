@@ -11,20 +11,22 @@
 
 namespace lanes {
 
-// For `nranks` ranks as processes of one host, rank r on GPU r % GPUs, every
+// For `nranks` ranks as processes of one host (or, with `threads`, threads of
+// one process), rank r on GPU r % GPUs, every
 // device path set up as by default (LANES_PROTO, LANES_ALGO and the size
 // variables as the environment sets them), the cost model's figures from the
 // model's probes (else assumed): a table of device-buffer plans (when the
 // model has GPUs) and one of host-buffer plans. With `coll`, that collective
 // alone, size by size, with the host choice explained.
-std::string formatPlanTable(const topo::Topology& t, int nranks,
+std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads = false,
                             std::optional<CollType> coll = std::nullopt);
 
-// The host plan as JSON, for calibration (bench/planner/calibrate.py): per
-// collective (or `coll` alone) and size, every host candidate with its
+// The plan as JSON, for calibration (bench/planner/calibrate.py): per
+// collective (or `coll` alone) and size, every host candidate ("host") and,
+// where the model has GPUs, every eligible device path ("device") with its
 // predicted time and terms, and the chosen one. Sizes are the perf tools'
 // (nccl-tests': all-gather and all-to-all count the whole receive buffer).
-std::string formatPlanJson(const topo::Topology& t, int nranks,
+std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads = false,
                            std::optional<CollType> coll = std::nullopt);
 
 }  // namespace lanes

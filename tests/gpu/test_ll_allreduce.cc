@@ -540,13 +540,14 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
               llActive(self.comm) ? "on" : "off", sharing ? "share" : "do not share");
     // Small all-reduces skip the staged path there too (its hand-offs wait
     // for time slices as well): up to the default 256 KiB they take the
-    // proxy, larger ones the staged path. Where they went shows in the staged
-    // path's chunk counter.
+    // proxy; above, the cost model chooses, and a 4 MiB one is the staged
+    // path's by far. Where they went shows in the staged path's chunk counter.
     GPU_CHECK(staged->proxyUpToBytes() == (sharing ? size_t{256} << 10 : 0),
               "all-reduces up to %zu bytes take the proxy; expected %s", staged->proxyUpToBytes(),
               sharing ? "256 KiB (processes share a GPU)" : "none (one GPU each)");
     const size_t big = (size_t{256} << 10) / sizeof(float) + 1;  // one float past the limit
-    DeviceBuffer send(big * sizeof(float), self.stream), recv(big * sizeof(float), self.stream);
+    const size_t large = (size_t{4} << 20) / sizeof(float);
+    DeviceBuffer send(large * sizeof(float), self.stream), recv(large * sizeof(float), self.stream);
     std::vector<std::vector<std::byte>> results;
     const uint64_t before = staged->chunksIssued();
     runCase(self, {lanesFloat32, Reduction::Sum}, 7, kAligned, send, recv, &results);
@@ -555,9 +556,8 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
     GPU_CHECK(!sharing || staged->chunksIssued() == before,
               "calls of at most 256 KiB went to the staged path (%llu chunks)",
               static_cast<unsigned long long>(staged->chunksIssued() - before));
-    runCase(self, {lanesFloat32, Reduction::Sum}, big, kAligned, send, recv, &results);
-    GPU_CHECK(staged->chunksIssued() > before,
-              "an all-reduce of 256 KiB + 4 bytes did not take the staged path");
+    runCase(self, {lanesFloat32, Reduction::Sum}, large, kAligned, send, recv, &results);
+    GPU_CHECK(staged->chunksIssued() > before, "an all-reduce of 4 MiB did not take the staged path");
   });
 }
 

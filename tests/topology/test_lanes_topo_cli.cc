@@ -104,9 +104,10 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("# Path choice for 4 ranks as processes of this host"), std::string::npos)
       << out;
-  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank.
+  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank: at 64 KiB the proxy's one hand-off
+  // costs less than the staged pipeline's (assumed inputs).
   EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "ll", "staged", "staged", "staged"}))
+            (std::vector<std::string>{"allreduce", "ll", "proxy/ring", "staged", "staged"}))
       << out;
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
             (std::vector<std::string>{"reduce", "proxy/direct", "proxy/chain", "proxy/chain",
@@ -137,9 +138,12 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
   EXPECT_NE(out.find("# Cost model inputs (assumed: lanes-topo --probe measures them)"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("\n8 B      ll               recursive_doubling "), std::string::npos) << out;
-  EXPECT_NE(out.find("\n1 GiB    staged           ring "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n8 B\n  host:   recursive_doubling "), std::string::npos) << out;
   EXPECT_NE(out.find("(latency 100%); next ring "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  device: ll 9.5 us (latency 100%); next proxy "), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\n1 GiB\n  host:   ring "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  device: staged "), std::string::npos) << out;
 
   out = run("--plan --json --ranks 4 --collective allreduce --topology " +
                 fixture("nvidia_smi_dual_8x4090.txt"),
@@ -153,13 +157,35 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
       << out;
   EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"ring\""), std::string::npos) << out;
   EXPECT_EQ(out.find("\"collective\": \"broadcast\""), std::string::npos) << out;
+  // The device rows: every eligible path with its terms, and the choice.
+  EXPECT_NE(out.find("], \"device\": [\n  {\"collective\": \"allreduce\", \"size\": 8, "
+                     "\"chosen\": \"ll\", \"candidates\": [{\"path\": \"ll\", \"predicted_us\": "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"staged\""), std::string::npos) << out;
+
+  // Thread ranks on one GPU: the shared-context path for small all-reduces,
+  // never the proxy where the staged path serves.
+  out = run("--plan --json --threads --ranks 4 --collective allreduce --topology " +
+                fixture("h200_single.json"),
+            &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"launch\": \"threads\""), std::string::npos) << out;
+  const size_t device = out.find("\"device\": [");
+  ASSERT_NE(device, std::string::npos) << out;
+  EXPECT_NE(out.find("\"size\": 8, \"chosen\": \"shared_context\"", device), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"size\": 2097152, \"chosen\": \"staged\"", device), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("\"chosen\": \"proxy\"", device), std::string::npos) << out;
 
   out = run("--plan --collective allsum", &rc);
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("--collective allsum is not a collective"), std::string::npos) << out;
   out = run("--ranks 4", &rc);
   EXPECT_EQ(rc, 2) << out;
-  EXPECT_NE(out.find("--ranks and --collective go with --plan"), std::string::npos) << out;
+  EXPECT_NE(out.find("--ranks, --threads and --collective go with --plan"), std::string::npos)
+      << out;
 }
 
 }  // namespace

@@ -259,5 +259,21 @@ TEST(InitLog, HostNumaNodeFromAffinityThenCurrentCpu) {
   EXPECT_FALSE(inCpuList("", 0));
 }
 
+// The proxy thread of a GPU goes to its NUMA node's CPUs, within what the
+// process may use, and stays unpinned where that narrows nothing or leaves
+// nothing.
+TEST(InitLog, GpuLocalCpusNarrowWithinTheAffinity) {
+  cpu_set_t allowed, out;
+  CPU_ZERO(&allowed);
+  for (int cpu = 0; cpu < 8; ++cpu) CPU_SET(cpu, &allowed);
+  ASSERT_TRUE(narrowCpus("0-3,12", allowed, &out));
+  EXPECT_EQ(CPU_COUNT(&out), 4);
+  EXPECT_TRUE(CPU_ISSET(3, &out));
+  EXPECT_FALSE(CPU_ISSET(4, &out));
+  EXPECT_FALSE(CPU_ISSET(12, &out));                // outside the process's mask
+  EXPECT_FALSE(narrowCpus("0-15", allowed, &out));  // every allowed CPU is local
+  EXPECT_FALSE(narrowCpus("8-15", allowed, &out));  // none of them is
+}
+
 }  // namespace
 }  // namespace lanes

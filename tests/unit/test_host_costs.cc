@@ -6,8 +6,8 @@
 #include <string>
 
 #include "planner/host_costs.h"
-#include "planner/host_plan_cache.h"
 #include "planner/machine_facts.h"
+#include "planner/plan_cache.h"
 #include "planner/registry.h"
 
 namespace lanes {
@@ -166,6 +166,65 @@ TEST(MachineFacts, ComeFromTheProbesWhereMeasuredElseAreAssumed) {
   EXPECT_EQ(m.exchangeGBs, 9);
   EXPECT_EQ(m.hopGBs[3], 13);
   EXPECT_EQ(m.reduceGBs[7], 23);
+  EXPECT_EQ(m.socketGBs, MachineFacts().socketGBs);  // no TCP figures: assumed
+
+  // TCP over loopback, bounded by the fastest NIC's port speed.
+  t.probes.host.tcpLatencyUs = 12;
+  t.probes.host.tcpGBs = 4;
+  EXPECT_EQ(machineFactsOf(t).socketLatencyUs, 12);
+  EXPECT_EQ(machineFactsOf(t).socketGBs, 4);
+  t.nics.resize(2);
+  t.nics[0].gbps = 1.25;   // 10 GbE
+  t.nics[1].gbps = 3.125;  // 25 GbE
+  EXPECT_EQ(machineFactsOf(t).socketGBs, 3.125);
+}
+
+// The GPU figures: the probed GPU's curves and latencies where measured (the
+// one with the rank's CUDA index), else the assumed Gen4 x16 rates scaled to
+// the link the GPU trained at.
+TEST(MachineFacts, GpuFiguresFromTheProbeElseScaledToTheLink) {
+  topo::Topology t;
+  t.nodes.resize(3);
+  t.nodes[1].link.curGen = 4;
+  t.nodes[1].link.curWidth = 8;  // an x8 slot
+  t.nodes[2].link.curGen = 3;
+  t.nodes[2].link.curWidth = 16;
+  t.gpus.resize(2);
+  t.gpus[0].node = 1;
+  t.gpus[0].cudaIndex = 0;
+  t.gpus[1].node = 2;
+  t.gpus[1].cudaIndex = 1;
+  const MachineFacts::Gpu gen4x16;
+  MachineFacts m = machineFactsOf(t, 0);
+  EXPECT_FALSE(m.gpu.measured);
+  EXPECT_DOUBLE_EQ(m.gpu.h2dGBs[7], gen4x16.h2dGBs[7] / 2);
+  m = machineFactsOf(t, 1);  // Gen3 x16: about half of Gen4 x16
+  EXPECT_NEAR(m.gpu.d2hGBs[7], gen4x16.d2hGBs[7] / 2, 0.01);
+
+  topo::GpuProbe probe;
+  probe.gpu = 1;
+  probe.h2d = 50;
+  probe.d2h = 50;
+  probe.bidir = 80;
+  for (int i = 0; i < topo::HostProbe::kCurvePoints; ++i) {
+    probe.h2dCurve.push_back(1 + i);
+    probe.d2hCurve.push_back(2 + i);
+  }
+  probe.flagUs = 2.5;
+  probe.launchUs = 3.5;
+  t.probes.gpus.push_back(probe);
+  m = machineFactsOf(t, 1);
+  EXPECT_TRUE(m.gpu.measured);
+  EXPECT_EQ(m.gpu.h2dGBs[2], 3);
+  EXPECT_EQ(m.gpu.d2hGBs[7], 9);
+  EXPECT_DOUBLE_EQ(m.gpu.bothWaysShare, 0.8);
+  EXPECT_EQ(m.gpu.flagUs, 2.5);
+  EXPECT_EQ(m.gpu.launchUs, 3.5);
+  // The only probed GPU stands for the others; a probe without the latencies
+  // (an older cache) is not taken.
+  EXPECT_TRUE(machineFactsOf(t, 0).gpu.measured);
+  t.probes.gpus[0].flagUs = 0;
+  EXPECT_FALSE(machineFactsOf(t, 1).gpu.measured);
 }
 
 }  // namespace

@@ -1,12 +1,13 @@
-// Path choice as data (planner/registry.h): the device paths reproduce the
-// ladder they replaced, and LANES_ALGO / LANES_PROTO lists in NCCL's syntax
-// restrict both them and the host algorithms (whose costs test_host_costs.cc
-// checks).
+// Path choice as data (planner/registry.h): eligibility says what each device
+// path may serve, the cost model (planner/device_costs.h) orders the
+// eligible, and LANES_ALGO / LANES_PROTO lists in NCCL's syntax restrict both
+// them and the host algorithms (whose costs test_host_costs.cc checks).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "base/name_list.h"
+#include "planner/plan_cache.h"
 #include "planner/registry.h"
 
 namespace lanes {
@@ -74,7 +75,8 @@ TEST(HostAlgorithmChoice, AlgoListRestrictsAndFallsBackWhereItServesNothing) {
             AlgoId::RecursiveDoubling);
 }
 
-// Four ranks of one host, as processes, every path set up as by default.
+// Four ranks of one host, as processes, one GPU each, every path set up as
+// by default; the cost model's assumed inputs unless a test sets others.
 CallFacts deviceCall(CollType coll, size_t bytes) {
   CallFacts f;
   f.coll = coll;
@@ -86,60 +88,158 @@ CallFacts deviceCall(CollType coll, size_t bytes) {
   return f;
 }
 
-TEST(DevicePathChoice, FollowsTheOrderThePathsWereMeasuredIn) {
-  const SelectionConfig config;
-  auto path = [&](const CallFacts& f) { return chooseDevicePath(f, config).path; };
-  EXPECT_EQ(path(deviceCall(CollType::AllReduce, 1024)), DevicePath::Ll);
-  EXPECT_EQ(path(deviceCall(CollType::AllReduce, 16 << 10)), DevicePath::Ll);
-  EXPECT_EQ(path(deviceCall(CollType::AllReduce, (16 << 10) + 4)), DevicePath::Staged);
-  EXPECT_EQ(path(deviceCall(CollType::AllGather, 1024)), DevicePath::Ll);
-  EXPECT_EQ(path(deviceCall(CollType::Broadcast, 1024)), DevicePath::Staged);
-  EXPECT_EQ(path(deviceCall(CollType::Reduce, 1024)), DevicePath::Proxy);
-  EXPECT_EQ(path(deviceCall(CollType::AlltoAll, 64 << 20)), DevicePath::Proxy);
-
-  CallFacts batch = deviceCall(CollType::AllReduce, 1024);
-  batch.calls = 3;  // a group of all-reduces: staged, not LL
-  EXPECT_EQ(path(batch), DevicePath::Staged);
-  batch.sameColl = false;
-  EXPECT_EQ(path(batch), DevicePath::Proxy);
-
-  CallFacts gs = deviceCall(CollType::ReduceScatter, 1 << 20);
-  gs.staged.gatherScatter = false;  // a rank set LANES_STAGED_COLLECTIVES=0
-  EXPECT_EQ(path(gs), DevicePath::Proxy);
-
-  CallFacts shared = deviceCall(CollType::AllReduce, 1 << 20);
-  shared.staged.proxyUpToBytes = 256 << 10;  // processes share a GPU
-  EXPECT_EQ(path(shared), DevicePath::Staged);
-  shared.bytes = 256 << 10;
-  shared.ll.ready = false;
-  EXPECT_EQ(path(shared), DevicePath::Proxy);
-
-  CallFacts hosts = deviceCall(CollType::AllReduce, 1024);
-  hosts.oneHost = false;
-  hosts.ll.ready = hosts.staged.ready = false;
-  EXPECT_EQ(path(hosts), DevicePath::Proxy);
-
-  CallFacts mixed = deviceCall(CollType::AllReduce, 1 << 20);
-  mixed.threadRanks = mixed.threadsBesideProcesses = true;
-  EXPECT_EQ(path(mixed), DevicePath::Proxy);
+DevicePath pathOf(const CallFacts& f, const SelectionConfig& config = SelectionConfig()) {
+  return chooseDevicePath(f, config).path;
 }
 
-TEST(DevicePathChoice, ThreadRanksTakeSharedContextThenStagedNotLl) {
+// What a path can serve is eligibility, whatever the costs say.
+TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
+  EXPECT_EQ(pathOf(deviceCall(CollType::Reduce, 1024)), DevicePath::Proxy);
+  EXPECT_EQ(pathOf(deviceCall(CollType::AlltoAll, 64 << 20)), DevicePath::Proxy);
+  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 1 << 30)), DevicePath::Staged);
+  EXPECT_NE(pathOf(deviceCall(CollType::AllReduce, (16 << 10) + 4)), DevicePath::Ll);
+
+  CallFacts mixedBatch = deviceCall(CollType::AllReduce, 1 << 30);
+  mixedBatch.calls = 3;
+  EXPECT_EQ(pathOf(mixedBatch), DevicePath::Staged);  // a group of all-reduces
+  mixedBatch.sameColl = false;
+  EXPECT_EQ(pathOf(mixedBatch), DevicePath::Proxy);
+
+  CallFacts gs = deviceCall(CollType::ReduceScatter, 1 << 30);
+  EXPECT_EQ(pathOf(gs), DevicePath::Staged);
+  gs.staged.gatherScatter = false;  // a rank set LANES_STAGED_COLLECTIVES=0
+  EXPECT_EQ(pathOf(gs), DevicePath::Proxy);
+
+  // Processes sharing a GPU: small all-reduces stay off the staged path.
+  CallFacts shared = deviceCall(CollType::AllReduce, 256 << 10);
+  shared.staged.proxyUpToBytes = 256 << 10;
+  shared.ll.ready = false;
+  EXPECT_EQ(pathOf(shared), DevicePath::Proxy);
+  shared.bytes = 64 << 20;
+  EXPECT_EQ(pathOf(shared), DevicePath::Staged);
+
+  CallFacts hosts = deviceCall(CollType::AllReduce, 1 << 30);
+  hosts.oneHost = false;
+  hosts.ll.ready = hosts.staged.ready = false;
+  EXPECT_EQ(pathOf(hosts), DevicePath::Proxy);
+
+  CallFacts mixed = deviceCall(CollType::AllReduce, 1 << 30);
+  mixed.threadRanks = mixed.threadsBesideProcesses = true;
+  EXPECT_EQ(pathOf(mixed), DevicePath::Proxy);
+}
+
+// Among the eligible, the cheapest: LL while latency decides, the staged
+// pipeline once bytes do; the proxy's one hand-off wins a batch of small
+// all-reduces, which the staged path runs call after call.
+TEST(DevicePathChoice, TheCostModelOrdersTheEligible) {
+  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 8)), DevicePath::Ll);
+  EXPECT_EQ(pathOf(deviceCall(CollType::AllGather, 1024)), DevicePath::Ll);
+  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 64 << 20)), DevicePath::Staged);
+  EXPECT_EQ(pathOf(deviceCall(CollType::Broadcast, 64 << 20)), DevicePath::Staged);
+  CallFacts batch = deviceCall(CollType::AllReduce, 3 << 10);
+  batch.calls = 3;
+  EXPECT_EQ(pathOf(batch), DevicePath::Proxy);
+
+  // The ranking lists every eligible path once, cheapest first, and the
+  // choice is its first allowed one.
   const SelectionConfig config;
-  CallFacts f = deviceCall(CollType::AllReduce, 1024);
+  for (size_t bytes : {size_t{8}, size_t{32} << 10, size_t{1} << 20, size_t{256} << 20}) {
+    const std::vector<DeviceCandidate> ranked =
+        rankDevicePaths(deviceCall(CollType::AllReduce, bytes), config);
+    ASSERT_FALSE(ranked.empty());
+    for (size_t i = 1; i < ranked.size(); ++i)
+      EXPECT_LE(ranked[i - 1].cost.total(), ranked[i].cost.total()) << bytes;
+    EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, bytes)), ranked.front().path) << bytes;
+  }
+}
+
+// Thread ranks never take the proxy where the staged path serves the call:
+// their streams would wait on a flag the proxy thread raises after copies it
+// enqueues later (docs/gpu_data_path.md). Processes may, where it is cheaper.
+TEST(DevicePathChoice, ThreadRanksTakeSharedContextOrStagedNeverTheProxy) {
+  CallFacts f = deviceCall(CollType::AllReduce, 32 << 10);
+  EXPECT_EQ(pathOf(f), DevicePath::Proxy);  // processes: cheaper than the staged pipeline
   f.threadRanks = true;
-  EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::Staged);  // LL: not for threads
+  EXPECT_EQ(pathOf(f), DevicePath::Staged);  // LL: not for threads unless named
   f.sharedContext = {true, 256 << 10};
-  EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::SharedContext);
+  EXPECT_EQ(pathOf(f), DevicePath::SharedContext);
   f.bytes = 1 << 20;
-  EXPECT_EQ(chooseDevicePath(f, config).path, DevicePath::Staged);
+  EXPECT_EQ(pathOf(f), DevicePath::Staged);
+  SelectionConfig noStaged;
+  ASSERT_TRUE(NameList::parse("^staged", names(), &noStaged.proto));
+  EXPECT_EQ(pathOf(f, noStaged), DevicePath::Proxy);  // the last resort
+  f.coll = CollType::Reduce;
+  EXPECT_EQ(pathOf(f), DevicePath::Proxy);  // what staged does not serve
+}
+
+// Which path wins follows the machine: a narrow link makes the staged
+// all-reduce's larger upload (2(N-1)/N of the bytes against the proxy's one)
+// cost more than the proxy's host work; slow host memory bounds the staged
+// pipeline and the explanation says so; ranks sharing a GPU share its link.
+TEST(DevicePathChoice, TheWinnerFollowsLinkWidthAndHostMemory) {
+  const CallFacts mib = deviceCall(CollType::AllReduce, 1 << 20);
+  SelectionConfig fast;
+  fast.machine.memGBs = 100;
+  EXPECT_EQ(pathOf(mib, fast), DevicePath::Staged);
+  SelectionConfig narrow = fast;
+  for (int i = 0; i < MachineFacts::kCurvePoints; ++i) {
+    narrow.machine.gpu.h2dGBs[i] /= 8;  // x16 down to x2
+    narrow.machine.gpu.d2hGBs[i] /= 8;
+  }
+  EXPECT_EQ(pathOf(mib, narrow), DevicePath::Proxy);
+
+  const CallFacts big = deviceCall(CollType::AllReduce, 64 << 20);
+  SelectionConfig slowMemory = fast;
+  slowMemory.machine.memGBs = 4;
+  const std::vector<DeviceCandidate> fastRanked = rankDevicePaths(big, fast);
+  const std::vector<DeviceCandidate> slowRanked = rankDevicePaths(big, slowMemory);
+  ASSERT_EQ(fastRanked.front().path, DevicePath::Staged);
+  ASSERT_EQ(slowRanked.front().path, DevicePath::Staged);
+  EXPECT_GT(slowRanked.front().cost.total(), 3 * fastRanked.front().cost.total());
+  EXPECT_EQ(fastRanked.front().cost.deciding().rfind("transfer ", 0), 0u);
+  EXPECT_EQ(slowRanked.front().cost.deciding().rfind("host memory ", 0), 0u);
+  CallFacts sharing = big;
+  sharing.ranksPerGpu = 4;
+  EXPECT_GT(rankDevicePaths(sharing, fast).front().cost.total(),
+            2 * fastRanked.front().cost.total());
+}
+
+// The explanation names the choice, its deciding term and the next two, and
+// whether the inputs were measured: stable text, the same on every rank.
+TEST(DevicePathChoice, TheExplanationIsStable) {
+  SelectionConfig config;
+  EXPECT_EQ(explainDeviceChoice(deviceCall(CollType::AllReduce, 8), config),
+            "ll 9.5 us (latency 100%); next proxy 18.5 us, staged 36.5 us; assumed GPU inputs "
+            "(lanes-topo --probe measures them)");
+  ASSERT_TRUE(NameList::parse("staged", names(), &config.proto));
+  config.machine.gpu.measured = true;
+  EXPECT_EQ(explainDeviceChoice(deviceCall(CollType::AllReduce, 8), config),
+            "staged 36.5 us (latency 100%, LANES_PROTO=staged); next ll 9.5 us (left out by "
+            "LANES_PROTO), proxy 18.5 us (left out by LANES_PROTO); measured GPU inputs");
+}
+
+// A communicator keeps the order per kind and size class and checks each
+// call's own facts: the same answer as the uncached choice.
+TEST(DevicePathChoice, ThePlanCacheAnswersAsTheChoice) {
+  const SelectionConfig config;
+  DevicePlanCache cache;
+  for (CollType coll : {CollType::AllReduce, CollType::AllGather, CollType::Broadcast,
+                        CollType::ReduceScatter, CollType::Reduce}) {
+    for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes = bytes * 3 + 1) {
+      for (bool threads : {false, true}) {
+        CallFacts f = deviceCall(coll, bytes);
+        f.threadRanks = threads;
+        EXPECT_EQ(cache.choose(f, config), pathOf(f, config)) << collTypeName(coll) << " " << bytes;
+        EXPECT_EQ(cache.choose(f, config), pathOf(f, config)) << "again, from the cache";
+      }
+    }
+  }
 }
 
 TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
   SelectionConfig config;
   ASSERT_TRUE(NameList::parse("^ll", names(), &config.proto));
-  EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path,
-            DevicePath::Staged);
+  EXPECT_NE(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path, DevicePath::Ll);
   ASSERT_TRUE(NameList::parse("^ll,staged", names(), &config.proto));
   EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path,
             DevicePath::Proxy);

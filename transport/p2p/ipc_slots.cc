@@ -89,7 +89,8 @@ std::string probe(const std::byte* peerBase, int p, cudaStream_t stream) {
 }  // namespace
 
 Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode mode,
-                        Deadline deadline, std::unique_ptr<IpcSlots>* out, std::string* why) {
+                        const std::string& refusal, Deadline deadline,
+                        std::unique_ptr<IpcSlots>* out, std::string* why) {
   out->reset();
   why->clear();
   const int n = bootstrap.nranks();
@@ -113,6 +114,8 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode
   std::optional<TempStream> stream;
   if (mode == P2pMode::Off) {
     localWhy = "LANES_P2P_DISABLE=1";
+  } else if (mode != P2pMode::Forced && !refusal.empty()) {
+    localWhy = refusal;
   } else {
     void* block = nullptr;
     cudaError_t e = cudaMalloc(&block, std::max(bytes, kProbeBytes));

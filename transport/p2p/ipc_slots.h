@@ -26,9 +26,12 @@ class IpcSlots {
   // set (P2P on), or *out null with *why saying why it is off. A non-OK
   // status means the bootstrap failed and the communicator must fail.
   // `mode` is this rank's LANES_P2P_DISABLE; Forced takes effect where every
-  // rank forces.
+  // rank forces. `refusal`, where not empty, is why the planner keeps this
+  // rank's GPU off P2P (a broken or cross-socket pair: planner/p2p_rule.h);
+  // Forced overrules it.
   static Status create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode mode,
-                       Deadline deadline, std::unique_ptr<IpcSlots>* out, std::string* why);
+                       const std::string& refusal, Deadline deadline,
+                       std::unique_ptr<IpcSlots>* out, std::string* why);
   ~IpcSlots();
   IpcSlots(const IpcSlots&) = delete;
   IpcSlots& operator=(const IpcSlots&) = delete;

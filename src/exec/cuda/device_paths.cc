@@ -6,6 +6,7 @@
 
 #include "base/cuda_check.h"
 #include "base/log.h"
+#include "exec/comm_config.h"
 #include "exec/comm_view.h"
 #include "exec/cuda/context_allreduce.h"
 #include "exec/cuda/device_proxy.h"
@@ -34,19 +35,13 @@ bool holdsP2p(const std::vector<Request>& requests) {
   return std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; });
 }
 
-bool allOnThisHost(CommView comm) {
-  if (!comm.hasBootstrap()) return true;
-  const auto& ranks = comm.bootstrap().ranks();
-  return std::all_of(ranks.begin(), ranks.end(),
-                     [&](const RankInfo& r) { return r.hostHash == ranks.front().hostHash; });
-}
-
 // The rank set and the paths as set up; the caller holds the paths' mutex.
 CallFacts rankSetFacts(CommView comm) {
   CallFacts f;
   f.device = true;
   f.nranks = comm.nranks();
-  f.oneHost = allOnThisHost(comm);
+  f.oneHost = comm.allOnOneHost();
+  f.ranksPerGpu = comm.ranksPerGpu();
   f.threadRanks = comm.someProcessHoldsSeveralRanks();
   f.threadsBesideProcesses = comm.threadsBesideProcesses();
   DevicePaths& paths = comm.paths();
@@ -56,7 +51,9 @@ CallFacts rankSetFacts(CommView comm) {
     f.ll = {true, ll->maxBytes()};
   if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
       staged != nullptr && staged->enabled()) {
-    f.staged = {true, staged->servesGatherScatter(), staged->proxyUpToBytes()};
+    const StageArenaConfig& arena = comm.config().stage;
+    f.staged = {true, staged->servesGatherScatter(), staged->proxyUpToBytes(), arena.chunkBytes,
+                arena.pairChunkBytes > 0 ? arena.pairChunkBytes : f.staged.pairChunkBytes};
     f.pairs = {staged->hasPairSlots(), staged->pairsUseP2p()};
   }
   return f;
@@ -115,7 +112,11 @@ std::vector<Request> takePairs(CommView comm, std::vector<Request>& requests,
   std::vector<Request> pairs, rest;
   for (Request& r : requests) {
     DevicePath p = DevicePath::Proxy;
-    if (r.isP2p) p = chooser.devicePath(factsOf(comm, {r}), comm.selection());
+    if (r.isP2p) {
+      const CallFacts facts = factsOf(comm, {r});
+      p = chooser.devicePath(r.comm, facts);
+      chooser.explainDevice(r.comm, facts);
+    }
     if (p == DevicePath::Pairs || p == DevicePath::P2pPairs) {
       *path = p;
       pairs.push_back(std::move(r));
@@ -131,7 +132,9 @@ std::vector<Request> takePairs(CommView comm, std::vector<Request>& requests,
 Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
                      const PathChooser& chooser) {
   const CommView comm(requests.front().comm);
-  const DevicePath path = chooser.devicePath(factsOf(comm, requests), comm.selection());
+  const CallFacts facts = factsOf(comm, requests);
+  const DevicePath path = chooser.devicePath(requests.front().comm, facts);
+  chooser.explainDevice(requests.front().comm, facts);
   notePlans(comm, requests, path, chooser);
   DevicePaths& paths = comm.paths();
   switch (path) {
@@ -197,7 +200,7 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
       !std::all_of(requests.begin(), requests.end(), [](const Request& r) { return r.isP2p; })) {
     std::vector<Request> collectives;
     for (const Request& r : requests) (r.isP2p ? leftover : collectives).push_back(r);
-    const DevicePath path = chooser.devicePath(factsOf(comm, collectives), comm.selection());
+    const DevicePath path = chooser.devicePath(requests.front().comm, factsOf(comm, collectives));
     if (path != DevicePath::Proxy)
       requests = std::move(collectives);
     else

@@ -1,5 +1,7 @@
 #include "exec/cuda/device_proxy.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "base/cuda_check.h"
@@ -49,9 +51,16 @@ Status DeviceProxy::init() {
   LANES_CUDA_RETURN(cudaHostAlloc(&flags, 4096, cudaHostAllocPortable | cudaHostAllocMapped));
   flags_ = static_cast<volatile uint32_t*>(flags);
   for (int i = 0; i < 1024; ++i) flags_[i] = 0;
-  thread_ = std::thread([this] { run(); });
-  LANES_INFO(Init, comm_.rank(), "device buffers on GPU %d go through the host-staged proxy",
-             comm_.cudaDev());
+  // The thread reduces and copies bytes staged for this GPU: on its NUMA
+  // node's CPUs, near the staging and the GPU's link (where the process may).
+  cpu_set_t near;
+  const bool pin = comm_.gpuLocalCpus(&near);
+  thread_ = std::thread([this, pin, near] {
+    if (pin) pthread_setaffinity_np(pthread_self(), sizeof(near), &near);
+    run();
+  });
+  LANES_INFO(Init, comm_.rank(), "device buffers on GPU %d go through the host-staged proxy%s",
+             comm_.cudaDev(), pin ? ", its thread on the GPU's NUMA node" : "");
   return Status::ok();
 }
 

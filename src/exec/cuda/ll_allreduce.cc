@@ -20,11 +20,7 @@ namespace {
 bool rankSetServed(CommView comm) {
   if (comm.nranks() > cuda::kLlMaxRanks) return false;
   if (comm.nranks() == 1) return true;
-  if (!comm.hasBootstrap()) return false;
-  const auto& ranks = comm.bootstrap().ranks();
-  for (const RankInfo& info : ranks)
-    if (info.hostHash != ranks.front().hostHash) return false;
-  return true;
+  return comm.hasBootstrap() && comm.allOnOneHost();
 }
 
 // LANES_LL_MAX_BYTES (at most kHardMaxBytes), at least a line and rounded up

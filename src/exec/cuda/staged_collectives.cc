@@ -16,23 +16,13 @@
 #include "kernels/cuda/reduce.h"
 
 namespace lanes {
-namespace {
-
-bool allOnThisHost(CommView comm) {
-  const auto& ranks = comm.bootstrap().ranks();
-  for (const RankInfo& info : ranks)
-    if (info.hostHash != ranks.front().hostHash) return false;
-  return true;
-}
-
-}  // namespace
 
 Status StagedCollectives::setUp(CommView comm) {
   // Thread ranks beside ranks of other processes stay on the proxy: a thread
   // rank's wait for another process's counter can depend, through that
   // process, on a write of a thread peer queued behind the wait, and the
   // submit ledger orders only this process's writes (docs/gpu_data_path.md).
-  if (comm.threadsBesideProcesses() || !allOnThisHost(comm)) return Status::ok();
+  if (comm.threadsBesideProcesses() || !comm.allOnOneHost()) return Status::ok();
   std::lock_guard<std::mutex> lock(comm.paths().mutex);
   if (comm.paths().staged) return Status::ok();
   std::unique_ptr<StagedCollectives> staged(new StagedCollectives(comm));

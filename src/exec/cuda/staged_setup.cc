@@ -210,7 +210,8 @@ Status StagedCollectives::setup() {
     // all-rank block (the P2P channel's layout).
     const size_t p2pBytes = p2pStageBlockBytes(StageArenaLayout(n, config), pairP2p);
     LANES_RETURN_IF_ERROR(IpcSlots::create(comm_.bootstrap(), comm_.cudaDev(), p2pBytes,
-                                           comm_.config().transport.p2p, deadline, &p2p, &p2pWhy));
+                                           comm_.config().transport.p2p, comm_.p2pRefusal(),
+                                           deadline, &p2p, &p2pWhy));
     p2pWhy_ = p2p ? "" : p2pWhy;
     if (p2p) config.hostData = false;
     if (p2p && pairP2p) config.pairHostData = false;

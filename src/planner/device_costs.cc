@@ -1,0 +1,197 @@
+#include "planner/device_costs.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace lanes {
+namespace {
+
+constexpr double kUs = 1e-6;
+// A kernel reading its inputs in device memory: far above any PCIe link, so
+// only a latency-bound path (shared context) ever reads it.
+constexpr double kDeviceMemoryGBs = 1000;
+
+// The copies of one GPU's link. `sharers` ranks of that GPU copy at once
+// (their copies queue on the same engines); `bothWays`: the other direction
+// is busy too, which costs each direction a share of its rate.
+class GpuLink {
+ public:
+  GpuLink(const MachineFacts& m, int ranksPerGpu)
+      : gpu_(m.gpu), memGBs_(m.memGBs), ranksPerGpu_(std::max(1, ranksPerGpu)) {}
+  int ranksPerGpu() const { return ranksPerGpu_; }
+  // `bytes` down (D2H) in copies of `copyBytes`.
+  double down(double bytes, double copyBytes, bool bothWays, int sharers = 0) const {
+    return move(gpu_.d2hGBs, bytes, copyBytes, bothWays, sharers);
+  }
+  double up(double bytes, double copyBytes, bool bothWays, int sharers = 0) const {
+    return move(gpu_.h2dGBs, bytes, copyBytes, bothWays, sharers);
+  }
+  // `bytes` of DMA into and out of host memory by every rank at once: a
+  // copy's bandwidth counts each byte twice (read and write), DMA once.
+  double hostMemory(double bytes) const { return bytes / (2 * memGBs_ * 1e9); }
+  double launch() const { return gpu_.launchUs * kUs; }
+  double flag() const { return gpu_.flagUs * kUs; }
+
+ private:
+  double move(const double* curve, double bytes, double copyBytes, bool bothWays,
+              int sharers) const {
+    if (bytes <= 0) return 0;
+    const double rate =
+        rateAt(curve, std::max(1.0, copyBytes)) * 1e9 * (bothWays ? gpu_.bothWaysShare : 1.0);
+    return bytes * (sharers > 0 ? sharers : ranksPerGpu_) / rate;
+  }
+  const MachineFacts::Gpu& gpu_;
+  double memGBs_;
+  int ranksPerGpu_;
+};
+
+// A pipeline of `chunks` chunks whose down and up stages overlap: the first
+// chunk goes down and up in turn, each later one adds its slowest stage;
+// host memory carries every chunk's traffic whatever overlaps. Each part of
+// the time goes to the term that bounds it (transfer: the link; memory).
+void pipeline(double chunks, double down, double up, double hostMemory, CostTerms* t) {
+  const double later = std::max(0.0, chunks - 1);
+  const double links = std::max(down, up);
+  (hostMemory > links ? t->memory : t->transfer) += later * std::max(links, hostMemory);
+  (hostMemory > down + up ? t->memory : t->transfer) += std::max(down + up, hostMemory);
+}
+
+// Bytes a rank copies down (its input) and up (its result) through the proxy,
+// for `s` input bytes per rank (the units of CallFacts::bytes).
+struct Flow {
+  double down, up;
+};
+Flow proxyFlow(CollType coll, double s, int n) {
+  switch (coll) {
+    case CollType::AllGather:
+    case CollType::Gather:  // the root's result is the largest
+      return {s, s * n};
+    case CollType::ReduceScatter:
+      return {s, s / n};
+    case CollType::AlltoAll:
+      return {s * n, s * n};
+    case CollType::Scatter:
+      return {s * n, s};
+    default:
+      return {s, s};
+  }
+}
+
+CostTerms proxyCost(const CallFacts& f, const GpuLink& link, const CostTerms& host) {
+  const Flow flow = proxyFlow(f.coll, static_cast<double>(f.bytes), f.nranks);
+  CostTerms c = host;
+  // The stream hands the input to the proxy thread by a counter, the thread
+  // hands the batch to the host engine, and the stream waits on another
+  // counter for the result; the host engine runs a batch as one group.
+  c.latency += 3 * link.flag();
+  // The copies also pass through host memory, which every rank's share at once.
+  pipeline(1, link.down(flow.down, flow.down, false), link.up(flow.up, flow.up, false),
+           link.hostMemory(f.nranks * (flow.down + flow.up)), &c);
+  return c;
+}
+
+// Chunk bytes of a staged call of `s` bytes (exec/cuda/staged_chunking.h's rule:
+// whole slots for large calls, eight chunks but not below 4 MiB otherwise).
+double stagedChunk(const CallFacts& f, double s) {
+  const double slot = static_cast<double>(f.staged.slotBytes);
+  const double eighth = std::ceil(s / 8 / 65536) * 65536;
+  return std::min({slot, std::max(eighth, 4.0 * (1 << 20)), s});
+}
+
+CostTerms stagedCost(const CallFacts& f, const GpuLink& link) {
+  const int n = f.nranks;
+  const double s = static_cast<double>(f.bytes);
+  const double c = stagedChunk(f, s);
+  const double chunks = std::ceil(s / c);
+  const int g = link.ranksPerGpu();
+  CostTerms t;
+  double down = 0, up = 0, memory = 0;
+  // Latency: the hand-offs on a call's critical path, each an event between
+  // two of the rank's streams or a counter between ranks (priced alike), and
+  // the reduce kernels' launches. The copies' fixed costs are in their rates.
+  switch (f.coll) {
+    case CollType::AllGather:  // s: each rank's piece; it goes down once, the others' come up
+      down = link.down(c, c, true);
+      up = link.up((n - 1) * c, c, true);
+      memory = link.hostMemory(n * c * n);
+      t.latency = 3 * link.flag();  // user -> down, ready, up -> user
+      break;
+    case CollType::Broadcast:  // the root's GPU down, every other rank's up
+      down = link.down(c, c, true, 1);
+      up = link.up(c, c, true, std::min(g, n - 1));
+      memory = link.hostMemory(n * c);
+      t.latency = 3 * link.flag();
+      break;
+    case CollType::ReduceScatter:  // s: the whole input; pieces of s/n go down to their owners
+      down = link.down((n - 1) * c / n, c / n, true);
+      up = link.up((n - 1) * c / n, c / 2, true);
+      memory = link.hostMemory(2 * (n - 1) * c);
+      t.latency = link.launch() + 4 * link.flag();  // user -> down, ready, up -> reduce -> user
+      break;
+    default:  // all-reduce: the peers' pieces and my result down, peers' pieces and results up
+      down = link.down(c, c / n, true);
+      up = link.up(2.0 * (n - 1) / n * c, c / 2, true);
+      memory = link.hostMemory(n * c * (3.0 - 2.0 / n));
+      // user -> A, ready, B1 -> B2, reduced, B2 -> C, C -> user, consumed
+      t.latency = link.launch() + 7 * link.flag();
+      break;
+  }
+  // A batch of all-reduces runs call after call, each its own pipeline.
+  t.latency *= std::max(1, f.calls);
+  pipeline(chunks, down, up, memory, &t);
+  return t;
+}
+
+CostTerms pairsCost(const CallFacts& f, const GpuLink& link) {
+  const double s = static_cast<double>(f.bytes);
+  const double c = std::min(static_cast<double>(f.staged.pairChunkBytes), s);
+  CostTerms t;
+  t.latency = 3 * link.flag();  // user -> down, sent, up -> user (acked frees a slot later)
+  // A send and a receive run at once on a rank (a ring of pairs, a pipeline).
+  pipeline(std::ceil(s / c), link.down(c, c, true), link.up(c, c, true), 0, &t);
+  return t;
+}
+
+// LL: each rank writes its lines (8 payload bytes in 16) into host memory and
+// reads every peer's; the kernel is one block, so reads go at the rate of
+// copies of that size at best.
+CostTerms llCost(const CallFacts& f, const GpuLink& link) {
+  const double lines = 2.0 * static_cast<double>(f.bytes);
+  CostTerms t;
+  t.latency = link.launch() + link.flag();
+  t.transfer = link.down(lines, lines, false) + link.up((f.nranks - 1) * lines, lines, false);
+  return t;
+}
+
+CostTerms sharedContextCost(const CallFacts& f, const GpuLink& link, const MachineFacts& m) {
+  CostTerms t;
+  // The last thread to arrive reduces for all: a launch after a host hand-off.
+  t.latency = link.launch() + m.hopLatencyUs * kUs;
+  t.transfer = f.nranks * static_cast<double>(f.bytes) / (kDeviceMemoryGBs * 1e9);
+  return t;
+}
+
+}  // namespace
+
+CostTerms devicePathCost(DevicePath path, const CallFacts& f, const MachineFacts& m,
+                         const CostTerms& hostPart) {
+  if (f.nranks <= 1 || f.bytes == 0) return {};
+  const GpuLink link(m, f.ranksPerGpu);
+  switch (path) {
+    case DevicePath::SharedContext:
+      return sharedContextCost(f, link, m);
+    case DevicePath::Ll:
+    case DevicePath::LlThreads:
+      return llCost(f, link);
+    case DevicePath::Staged:
+      return stagedCost(f, link);
+    case DevicePath::Pairs:
+    case DevicePath::P2pPairs:
+      return pairsCost(f, link);
+    case DevicePath::Proxy:
+      break;
+  }
+  return proxyCost(f, link, hostPart);
+}
+
+}  // namespace lanes
