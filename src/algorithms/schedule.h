@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/scratch_pool.h"
 #include "base/datatype.h"
 
 namespace lanes {
@@ -46,12 +47,15 @@ struct Schedule {
   lanesDataType_t type = lanesUint8;
   RedOpKind redop = RedOpKind::Sum;  // combine used by *Reduce* ops
   std::vector<Step> steps;
-  // Scratch the schedule's ops point into; lives as long as the schedule.
-  std::vector<std::unique_ptr<std::byte[]>> scratch;
+  // Scratch the schedule's ops point into, uninitialised (every op writes
+  // before it reads); lent by `pool` (the communicator's) where set, and
+  // given back when the schedule goes.
+  ScratchPool* pool = nullptr;
+  std::vector<ScratchBuffer> scratch;
 
   std::byte* allocScratch(size_t bytes) {
-    scratch.push_back(std::make_unique<std::byte[]>(bytes == 0 ? 1 : bytes));
-    return scratch.back().get();
+    scratch.push_back(ScratchPool::take(pool, bytes));
+    return scratch.back().data();
   }
   Step& addStep() { return steps.emplace_back(); }
 };

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/scratch_pool.h"
 #include "base/datatype.h"
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
@@ -85,6 +86,9 @@ struct CommFailure {
 struct lanesComm {
   static constexpr uint64_t kMagic = 0x4c414e4553434f4dull;  // "LANESCOM"
   uint64_t magic = kMagic;
+  // Schedules' scratch, kept for the next call; first, so that it goes last,
+  // after everything that may still hold a loan.
+  lanes::ScratchPool scratchPool;
 
   // Identity: who this rank is among whom, and how long it waits.
   int rank = -1;

@@ -76,6 +76,7 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   // Staged copies the proxy runs were recorded as "proxy/<algorithm>" when enqueued.
   if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo));
   out->schedule = std::make_unique<Schedule>();
+  out->schedule->pool = &r.comm->scratchPool;
   LANES_RETURN_IF_ERROR(buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder));
   out->lane = lane;
   out->comm = r.comm;
