@@ -299,7 +299,8 @@ def main():
                                     "predicted_us": predicted[a]["predicted_us"],
                                     "latency_us": predicted[a]["latency_us"],
                                     "transfer_us": predicted[a]["transfer_us"],
-                                    "reduce_us": predicted[a]["reduce_us"]} for a in forced],
+                                    "reduce_us": predicted[a]["reduce_us"],
+                                    "memory_us": predicted[a].get("memory_us", 0)} for a in forced],
                 })
         took = time.monotonic() - now
         longest = max(longest, took)

@@ -1,5 +1,6 @@
 #include "algorithms/scratch_pool.h"
 
+#include <iterator>
 #include <utility>
 
 namespace lanes {
@@ -28,6 +29,7 @@ ScratchBuffer ScratchPool::take(ScratchPool* pool, size_t bytes) {
     auto it = pool->free_.lower_bound(bytes);
     if (it != pool->free_.end() && it->first / 2 <= bytes) {
       ScratchBuffer out(std::move(it->second), it->first, pool);
+      pool->keptBytes_ -= it->first;
       pool->free_.erase(it);
       return out;
     }
@@ -42,9 +44,20 @@ size_t ScratchPool::keptBuffers() const {
 
 void ScratchPool::keep(std::unique_ptr<std::byte[]> mem, size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes > kKeptBytes) return;  // too large to hold between calls
   free_.emplace(bytes, std::move(mem));
-  // The smallest go first: they are the cheapest to make again.
-  while (free_.size() > kKeptBuffers) free_.erase(free_.begin());
+  keptBytes_ += bytes;
+  // Over the count, the smallest go first (the cheapest to make again); over
+  // the bytes, the largest (the most to hold).
+  while (free_.size() > kKeptBuffers) {
+    keptBytes_ -= free_.begin()->first;
+    free_.erase(free_.begin());
+  }
+  while (keptBytes_ > kKeptBytes) {
+    auto largest = std::prev(free_.end());
+    keptBytes_ -= largest->first;
+    free_.erase(largest);
+  }
 }
 
 }  // namespace lanes

@@ -37,10 +37,13 @@ class ScratchBuffer {
 
 // A communicator's free scratch buffers. take() lends the smallest kept
 // buffer that holds `bytes` without wasting more than as much again, else a
-// new one (uninitialised); the pool keeps at most kKeptBuffers.
+// new one (uninitialised); the pool keeps at most kKeptBuffers of at most
+// kKeptBytes together, so a communicator idle after a huge call does not
+// hold its scratch for good.
 class ScratchPool {
  public:
   static constexpr size_t kKeptBuffers = 8;
+  static constexpr size_t kKeptBytes = size_t{512} << 20;
   // Null pool: a buffer of the heap's, freed when dropped.
   static ScratchBuffer take(ScratchPool* pool, size_t bytes);
   size_t keptBuffers() const;
@@ -51,6 +54,7 @@ class ScratchPool {
 
   mutable std::mutex mutex_;
   std::multimap<size_t, std::unique_ptr<std::byte[]>> free_;
+  size_t keptBytes_ = 0;
 };
 
 }  // namespace lanes

@@ -40,4 +40,11 @@ struct CollArgs {
   int nranks = 1;
 };
 
+// Elements of input a rank contributes: what the planner sizes a call by
+// (CallFacts::bytes) and PreMulSum scales. A reduce-scatter's count is its
+// output; its input is nranks of those.
+inline size_t inputCount(const CollArgs& a) {
+  return a.coll == CollType::ReduceScatter ? a.count * static_cast<size_t>(a.nranks) : a.count;
+}
+
 }  // namespace lanes

@@ -34,16 +34,6 @@ size_t avgCount(const CollArgs& a) {
   }
 }
 
-// Bytes of input a rank contributes (what PreMulSum scales).
-size_t inputCount(const CollArgs& a) {
-  switch (a.coll) {
-    case CollType::ReduceScatter:
-      return a.count * static_cast<size_t>(a.nranks);
-    default:
-      return a.count;
-  }
-}
-
 struct Prepared {
   std::unique_ptr<Schedule> schedule;
   int lane = 0;
@@ -218,9 +208,13 @@ constexpr PathChooser kChooser = {
     [](const CallFacts& f, const SelectionConfig& c) { return chooseHostAlgorithm(f, c).algo; },
     [](lanesComm* comm, const CallFacts& f) {
       if (!logEnabled(LogLevel::Info, LogSubsys::Plan)) return;
-      const std::string what = f.p2p ? "send/recv on device buffers"
-                                     : std::string(collTypeName(f.coll)) +
-                                           (f.calls > 1 ? " batch" : "") + " on device buffers";
+      std::string what = std::string(collTypeName(f.coll)) + " on device buffers";
+      if (f.p2p)
+        what = "send/recv on device buffers";
+      else if (!f.sameColl)
+        what = "a batch of " + std::to_string(f.calls) + " collectives on device buffers";
+      else if (f.calls > 1)
+        what = std::string(collTypeName(f.coll)) + " batch on device buffers";
       explainPlanOnce(comm, what, f.bytes,
                       [&] { return explainDeviceChoice(f, comm->config.selection); });
     }};

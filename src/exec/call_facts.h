@@ -119,7 +119,7 @@ struct SelectionConfig {
 };
 
 // The choice itself belongs to the layer above (planner/registry.h), which
-// hands the device paths these two when it enqueues work on them.
+// hands the device paths these when it enqueues work on them.
 struct PathChooser {
   DevicePath (*devicePath)(lanesComm*, const CallFacts&);
   AlgoId (*hostAlgo)(const CallFacts&, const SelectionConfig&);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "exec/staged_chunking.h"
+
 namespace lanes {
 namespace {
 
@@ -90,12 +92,10 @@ CostTerms proxyCost(const CallFacts& f, const GpuLink& link, const CostTerms& ho
   return c;
 }
 
-// Chunk bytes of a staged call of `s` bytes (exec/cuda/staged_chunking.h's rule:
-// whole slots for large calls, eight chunks but not below 4 MiB otherwise).
+// Chunk bytes of a staged call of `s` bytes, as the staged path cuts it.
 double stagedChunk(const CallFacts& f, double s) {
-  const double slot = static_cast<double>(f.staged.slotBytes);
-  const double eighth = std::ceil(s / 8 / 65536) * 65536;
-  return std::min({slot, std::max(eighth, 4.0 * (1 << 20)), s});
+  const size_t chunk = staged::pipelineChunkBytes(f.staged.slotBytes, static_cast<size_t>(s));
+  return std::min(static_cast<double>(chunk), s);
 }
 
 CostTerms stagedCost(const CallFacts& f, const GpuLink& link) {

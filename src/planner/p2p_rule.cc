@@ -13,10 +13,25 @@ int gpuIndex(const topo::Topology& t, const std::string& busId) {
   return -1;
 }
 
-const topo::PairProbe* pairProbe(const topo::Topology& t, int a, int b) {
-  for (const topo::PairProbe& p : t.probes.pairs)
-    if (p.tested && ((p.a == a && p.b == b) || (p.a == b && p.b == a))) return &p;
-  return nullptr;
+// What the probe found between GPUs a and b, both directions together: a
+// broken direction (its error), else the slower direction's rate.
+struct PairVerdict {
+  bool tested = false, broken = false;
+  double gbps = 0;
+  std::string error;
+};
+PairVerdict pairProbe(const topo::Topology& t, int a, int b) {
+  PairVerdict v;
+  for (const topo::PairProbe& p : t.probes.pairs) {
+    if (!p.tested || !((p.a == a && p.b == b) || (p.a == b && p.b == a))) continue;
+    if (!p.correct && !v.broken) {
+      v.broken = true;
+      v.error = p.error;
+    }
+    v.gbps = v.tested ? std::min(v.gbps, p.gbps) : p.gbps;
+    v.tested = true;
+  }
+  return v;
 }
 
 // Staging through host memory from GPU a to GPU b: down on a's link, up on b's.
@@ -45,18 +60,18 @@ std::string p2pRefusalByTopology(const topo::Topology& t, const std::vector<std:
   for (size_t i = 0; i < gpus.size(); ++i) {
     for (size_t j = i + 1; j < gpus.size(); ++j) {
       const int a = gpus[i], b = gpus[j];
-      const topo::PairProbe* probe = pairProbe(t, a, b);
-      if (probe != nullptr && !probe->correct)
+      const PairVerdict probe = pairProbe(t, a, b);
+      if (probe.broken)
         return "the probe found P2P between " + gpuName(t, a) + " and " + gpuName(t, b) +
-               " broken (" + probe->error + ")";
+               " broken (" + probe.error + ")";
       if (topo::gpuPath(t, a, b) != topo::PathClass::Sys) continue;
-      const double staging = stagingGBs(t, a, b);
-      if (probe != nullptr && staging > 0 && probe->gbps > staging) continue;
+      const double staging = std::min(stagingGBs(t, a, b), stagingGBs(t, b, a));
+      if (probe.tested && staging > 0 && probe.gbps > staging) continue;
       return gpuName(t, a) + " and " + gpuName(t, b) +
              " cross the CPU link (SYS), where P2P is usually slower than staging through host "
              "memory" +
-             (probe != nullptr && staging > 0
-                  ? ", and the probe measured it so (" + std::to_string(int(probe->gbps)) +
+             (probe.tested && staging > 0
+                  ? ", and the probe measured it so (" + std::to_string(int(probe.gbps)) +
                         " against " + std::to_string(int(staging)) + " GB/s)"
                   : " (lanes-topo --probe measures both)") +
              "; LANES_P2P_DISABLE=0 forces P2P";

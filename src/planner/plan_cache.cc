@@ -1,7 +1,5 @@
 #include "planner/plan_cache.h"
 
-#include <algorithm>
-
 namespace lanes {
 
 AlgoChoice HostPlanCache::choose(CollType coll, size_t bytes, int nranks,
@@ -20,7 +18,8 @@ DevicePath DevicePlanCache::choose(const CallFacts& f, const SelectionConfig& co
   // What the costs read beyond the rank set's facts: the collective, the
   // batch's shape and the size class.
   constexpr int kMostCalls = 255;
-  if (f.calls > kMostCalls || f.p2pCalls > kMostCalls) return chooseDevicePath(f, config).path;
+  if (f.bytes == 0 || f.calls > kMostCalls || f.p2pCalls > kMostCalls)
+    return chooseDevicePath(f, config).path;
   int sizeClass = 0;
   while (sizeClass < 63 && (size_t{1} << sizeClass) < f.bytes) ++sizeClass;
   const uint64_t key = uint64_t(f.coll) << 32 | uint64_t(f.calls) << 24 |

@@ -2,8 +2,9 @@
 // entry that states its name, the collectives it serves, its size range, when
 // it may run, how it is set up and what it costs; one selection function
 // picks the cheapest eligible entry. Execution, the PLAN log, lanes-topo and the perf tools ask
-// the same function, so what is reported is what ran. The costs restate the
-// rules Lanes has measured so far (docs/architecture.md, "Path choice").
+// the same function, so what is reported is what ran. The costs are the
+// planner's predictions from the measured machine (device_costs.h,
+// host_costs.h; docs/planner.md).
 #pragma once
 
 #include <cstddef>

@@ -207,7 +207,9 @@ Status measureHostProbe(topo::HostProbe* out) {
   h.exchangeGBs = exchange / 1e9;
   for (lanesComm_t c : comms) lanesCommDestroy(c);
   LANES_RETURN_IF_ERROR(s);
-  LANES_RETURN_IF_ERROR(measureTcp(&h));
+  // Best effort: a sandbox without loopback sockets keeps the assumed figures.
+  if (Status tcp = measureTcp(&h); !tcp)
+    std::fprintf(stderr, "lanes-topo: TCP probe skipped (%s)\n", tcp.message().c_str());
   for (int i = 0; i < topo::HostProbe::kCurvePoints; ++i)
     h.reduceGBs.push_back(reduceRate(size_t{4096} << (2 * i)) / 1e9);
   h.memGBs = memoryRate() / 1e9;

@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
     else if (!cache.empty())
       std::fprintf(stderr, "lanes-topo: probe results cached in %s\n", cache.c_str());
   }
-  const int gpus = static_cast<int>(t.gpus.size());
+  const int gpus = planGpus(t);
   const int ranks = planRanks > 0 ? planRanks : (gpus > 1 ? gpus : 2);
   std::string text;
   if (plan && json)

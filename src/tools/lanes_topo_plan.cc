@@ -34,6 +34,7 @@ SelectionConfig configFor(const topo::Topology& t) {
 // sets them up by default (the variables as exec/cuda reads them; LANES_PROTO
 // is applied by the choice), rank r on GPU r % gpus.
 CallFacts defaultFacts(int nranks, int gpus, bool threads, const SelectionConfig& config) {
+  const StageArenaConfig stage = CommConfig::fromEnv().stage;
   CallFacts f;
   f.nranks = nranks;
   f.ranksPerGpu = (nranks + gpus - 1) / gpus;
@@ -47,7 +48,9 @@ CallFacts defaultFacts(int nranks, int gpus, bool threads, const SelectionConfig
   f.staged.ready = true;
   f.staged.gatherScatter = config.stagedGatherScatter;
   f.staged.proxyUpToBytes = processesShare ? config.sharedGpuProxyBytes : 0;
-  f.pairs = {true, false};
+  f.staged.slotBytes = stage.chunkBytes;
+  if (stage.pairChunkBytes > 0) f.staged.pairChunkBytes = stage.pairChunkBytes;
+  f.pairs = {stage.pairChunkBytes > 0, false};
   return f;
 }
 
@@ -128,9 +131,15 @@ std::string jsonNumber(double v) {
 
 }  // namespace
 
+int planGpus(const topo::Topology& t) {
+  int visible = 0;
+  for (const topo::Gpu& g : t.gpus) visible += g.cudaIndex >= 0;
+  return visible > 0 ? visible : static_cast<int>(t.gpus.size());
+}
+
 std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads,
                             std::optional<CollType> coll) {
-  const int gpus = static_cast<int>(t.gpus.size());
+  const int gpus = planGpus(t);
   const SelectionConfig config = configFor(t);
   std::string out = "# Path choice for " + std::to_string(nranks) + " ranks as " +
                     launchWords(threads) + " (bytes per rank; src/planner/registry.h)";
@@ -177,7 +186,7 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
                            std::optional<CollType> coll) {
   const SelectionConfig config = configFor(t);
   const MachineFacts& m = config.machine;
-  const int gpus = static_cast<int>(t.gpus.size());
+  const int gpus = planGpus(t);
   std::string out = "{\"format\": \"lanes-plan-1\", \"nranks\": " + std::to_string(nranks) +
                     ", \"inputs\": {\"measured\": " + (m.measured ? "true" : "false") +
                     ", \"call_us\": " + jsonNumber(m.callUs) +

@@ -11,6 +11,11 @@
 
 namespace lanes {
 
+// The GPUs --plan spreads ranks over: those CUDA sees in this process (a live
+// model under CUDA_VISIBLE_DEVICES lists the hidden ones too), else all of an
+// imported model's.
+int planGpus(const topo::Topology& t);
+
 // For `nranks` ranks as processes of one host (or, with `threads`, threads of
 // one process), rank r on GPU r % GPUs, every
 // device path set up as by default (LANES_PROTO, LANES_ALGO and the size

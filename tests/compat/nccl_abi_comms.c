@@ -1035,12 +1035,25 @@ void scenario_errors(const abi_rank_t* r) {
 
 /* ---- NCCL_COMM_ID ---- */
 
+/* The first port of the kernel's ephemeral range, which outgoing connections
+ * and port-0 listeners draw from (32768 where it cannot be read). */
+static int ephemeral_low(void) {
+  int low = 32768, high = 0;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    fclose(f);
+  }
+  return low;
+}
+
 /* A port no other process on this host listens on or uses for a connection:
- * below the kernel's ephemeral range (32768 up), which outgoing connections
- * and port-0 listeners draw from, and found free by binding it here. */
+ * below the ephemeral range, and found free by binding it here. */
 static int free_pinned_port(void) {
-  for (int k = 0; k < 12000; ++k) {
-    int port = 20000 + (int)((getpid() + k) % 12000);
+  const int first = 10000, last = ephemeral_low() - 1;
+  if (last <= first) return -1;
+  for (int k = 0; k <= last - first; ++k) {
+    int port = first + (int)((getpid() + k) % (last - first + 1));
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
     struct sockaddr_in a;
@@ -1070,7 +1083,8 @@ void prepare_comm_id(void) {
  * starting the ranks (prepare_comm_id), so they agree on it without talking. */
 void scenario_comm_id(const abi_rank_t* r) {
   const char* port = getenv("ABI_COMM_ID_PORT");
-  REQUIRE(port != NULL && atoi(port) > 0, "no free port below 32768 on 127.0.0.1 for NCCL_COMM_ID");
+  REQUIRE(port != NULL && atoi(port) > 0,
+          "no free port below the ephemeral range on 127.0.0.1 for NCCL_COMM_ID");
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%s", port);
   setenv("NCCL_COMM_ID", addr, 1);

@@ -72,6 +72,22 @@ TEST(P2pRule, APairTheProbeFoundBrokenIsRefusedOnAnyPath) {
   EXPECT_EQ(p2pRefusalByTopology(t, busesOf(t, {0, 3})), "");
 }
 
+// The probe tests each direction of a pair: either one broken refuses the
+// pair, and the slower one is what is compared with staging.
+TEST(P2pRule, BothDirectionsOfAPairCount) {
+  Topology t = loadFixture("switch_4x4090.json");
+  t.probes.pairs.push_back(pair(1, 2, 20));
+  t.probes.pairs.push_back(pair(2, 1, 20, false));
+  EXPECT_NE(p2pRefusalByTopology(t, busesOf(t, {1, 2})).find("broken"), std::string::npos);
+
+  Topology d = loadFixture("dual_socket_8x4090.json");
+  probeGpus(&d, 24, 25);
+  d.probes.pairs.push_back(pair(0, 4, 30));
+  d.probes.pairs.push_back(pair(4, 0, 10));  // the way back is slower than staging
+  EXPECT_NE(p2pRefusalByTopology(d, busesOf(d, {0, 4})).find("(10 against 24 GB/s)"),
+            std::string::npos);
+}
+
 TEST(P2pRule, TwoSwitchesPerSocketCrossOnlyBetweenSockets) {
   const Topology t = loadFixture("two_switches_per_socket_8gpu.json");
   EXPECT_EQ(p2pRefusalByTopology(t, busesOf(t, {0, 1, 2, 3})), "");

@@ -1,11 +1,11 @@
-// The host-staged path's chunking (src/exec/cuda/staged_chunking.h): pure
+// The host-staged path's chunking (src/exec/staged_chunking.h): pure
 // arithmetic every rank must compute alike. The all-reduce's inbox layout
 // needs each chunk's nranks segments to fit one slot side by side.
 #include <gtest/gtest.h>
 
 #include <cstddef>
 
-#include "exec/cuda/staged_chunking.h"
+#include "exec/staged_chunking.h"
 
 namespace lanes::staged {
 namespace {

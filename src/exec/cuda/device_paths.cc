@@ -71,7 +71,7 @@ CallFacts factsOf(CommView comm, const std::vector<Request>& requests) {
   f.calls = 0;
   bool first = true;
   for (const Request& r : requests) {
-    f.bytes += r.args.count * datatypeSize(r.args.type);
+    f.bytes += (r.isP2p ? r.args.count : inputCount(r.args)) * datatypeSize(r.args.type);
     if (r.isP2p) {
       f.p2p = true;
       ++f.p2pCalls;
@@ -95,7 +95,7 @@ void notePlans(CommView comm, const std::vector<Request>& requests, DevicePath p
       CallFacts one;
       one.coll = r.args.coll;
       one.p2p = r.isP2p;
-      one.bytes = r.args.count * datatypeSize(r.args.type);
+      one.bytes = inputCount(r.args) * datatypeSize(r.args.type);
       one.nranks = comm.nranks();
       plan = r.isP2p ? "proxy/p2p"
                      : "proxy/" + std::string(algoName(chooser.hostAlgo(one, comm.selection())));

@@ -9,7 +9,7 @@
 
 #include "base/cuda_check.h"
 #include "base/datatype.h"
-#include "exec/cuda/staged_chunking.h"
+#include "exec/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 #include "kernels/cuda/reduce.h"
 

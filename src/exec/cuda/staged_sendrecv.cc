@@ -26,7 +26,7 @@
 #include <utility>
 
 #include "base/cuda_check.h"
-#include "exec/cuda/staged_chunking.h"
+#include "exec/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 
 namespace lanes {

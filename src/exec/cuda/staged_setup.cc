@@ -14,7 +14,7 @@
 #include "base/log.h"
 #include "exec/comm_config.h"
 #include "exec/cuda/device_scope.h"
-#include "exec/cuda/staged_chunking.h"
+#include "exec/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 #include "exec/per_communicator.h"
 #include "exec/stage_stream_policy.h"

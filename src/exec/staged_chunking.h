@@ -1,6 +1,6 @@
 // How the host-staged path cuts a call into pipeline chunks (shared by its
-// all-reduce and its gather/scatter choreographies). Pure arithmetic, the
-// same on every rank for the same call.
+// all-reduce and its gather/scatter choreographies, and read by the planner's
+// cost model). Pure arithmetic, the same on every rank for the same call.
 #pragma once
 
 #include <algorithm>
