@@ -22,6 +22,8 @@ const char* algoName(AlgoId a) {
       return "pairwise";
     case AlgoId::Direct:
       return "direct";
+    case AlgoId::Tree:
+      return "tree";
   }
   return "unknown";
 }
@@ -40,6 +42,7 @@ bool parseAlgoName(const char* text, AlgoId* out) {
       {"chain", AlgoId::Chain},
       {"pairwise", AlgoId::Pairwise},
       {"direct", AlgoId::Direct},
+      {"tree", AlgoId::Tree},
   };
   for (const Alias& a : kAliases) {
     if (strcasecmp(text, a.name) == 0) {
@@ -64,6 +67,8 @@ bool algoSupports(AlgoId algo, CollType coll) {
     case AlgoId::Direct:
       return coll == CollType::Gather || coll == CollType::Scatter || coll == CollType::Broadcast ||
              coll == CollType::Reduce;
+    case AlgoId::Tree:
+      return coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::Broadcast;
   }
   return false;
 }
@@ -135,6 +140,9 @@ Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
       break;
     case AlgoId::Direct:
       st = algo::buildDirect(args, out);
+      break;
+    case AlgoId::Tree:
+      st = algo::buildTree(args, out);
       break;
   }
   // Steps left empty (zero-byte segments, in-place copies) cost a barrier each.

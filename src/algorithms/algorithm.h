@@ -19,6 +19,7 @@ enum class AlgoId : uint8_t {
   Chain,              // pipelined chain for broadcast / reduce
   Pairwise,           // pairwise exchange for all-to-all
   Direct,             // root talks to every rank (gather, scatter)
+  Tree,               // double binary tree, pipelined in chunks (algorithms/tree.h)
 };
 const char* algoName(AlgoId a);
 bool parseAlgoName(const char* text, AlgoId* out);

@@ -75,5 +75,6 @@ Status buildRecursiveDoubling(const CollArgs& args, Schedule* out);
 Status buildChain(const CollArgs& args, Schedule* out);
 Status buildPairwise(const CollArgs& args, Schedule* out);
 Status buildDirect(const CollArgs& args, Schedule* out);
+Status buildTree(const CollArgs& args, Schedule* out);
 
 }  // namespace lanes::algo

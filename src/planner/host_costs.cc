@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "algorithms/tree.h"
+
 namespace lanes {
 
 double rateAt(const double* curve, double bytes) {
@@ -71,6 +73,32 @@ double bufferBytes(CollType coll, double s, int n) {
   }
 }
 
+// The double binary tree (algorithms/tree.h). An all-reduce waits for its
+// chunks to go up and down: each step on the way costs a hop, and the chunks
+// pipeline; the bytes a rank moves are bounded by its heavier tree, where it
+// is an inner node (it sends and receives about twice the buffer). Rooted
+// calls are priced as they run back to back, like the chain: the busiest
+// rank sets the pace, and an inner node moves what a chain's middle rank
+// does (two halves in, two out), so the chain, listed first, wins the tie.
+CostTerms treeCost(const CallFacts& f, const Steps& steps) {
+  CostTerms c;
+  const double s = static_cast<double>(f.bytes);
+  if (f.coll != CollType::AllReduce) {
+    c.transfer = (f.nranks > 2 ? 2 : 1) * steps.transfer(s, f.nranks - 1);
+    if (f.coll == CollType::Reduce) c.reduce = steps.reduce(s);
+    return c;
+  }
+  const int chunks = algo::treeChunks(f.bytes);
+  const double chunk = s / 2 / chunks;
+  const algo::TreeDepth depth = algo::treeDepth(f.coll, f.nranks);
+  const int stepCount = depth.up + depth.down + chunks - 1;
+  c.latency = stepCount * steps.hop();
+  c.transfer =
+      std::max(stepCount * steps.transfer(2 * chunk, f.nranks), steps.transfer(2 * s, f.nranks));
+  c.reduce = (depth.up + chunks - 1) * steps.reduce(chunk);
+  return c;
+}
+
 int log2Floor(int n) {
   int l = 0;
   while ((2 << l) <= n) ++l;
@@ -109,6 +137,13 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   const int k = n - 1;
   const Steps steps(m, n, bufferBytes(f.coll, s, n));
   c.latency = steps.call();
+  if (algo == AlgoId::Tree) {
+    const CostTerms tree = treeCost(f, steps);
+    c.latency += tree.latency;
+    c.transfer = tree.transfer;
+    c.reduce = tree.reduce;
+    return c;
+  }
   switch (f.coll) {
     case CollType::AllReduce:
       if (algo == AlgoId::RecursiveDoubling) {

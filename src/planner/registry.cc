@@ -2,15 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 
 #include "planner/device_costs.h"
 #include "planner/host_costs.h"
 
 namespace lanes {
 namespace {
-
-constexpr double kNever = std::numeric_limits<double>::infinity();
 
 bool isGatherScatter(CollType c) {
   return c == CollType::AllGather || c == CollType::Broadcast || c == CollType::ReduceScatter;
@@ -27,21 +24,34 @@ bool onePair(const CallFacts& f) {
          (f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes);
 }
 
-// What the proxy runs on the host for `f`: the host algorithm chosen for the
-// same call on host memory, or one hop for a batch of sends and receives.
+// What the proxy runs on the host for `f`: the host algorithm chosen for each
+// collective of the batch (priced at the batch's mean size), or one hop for
+// sends and receives (a socket hop where the ranks span hosts).
 CostTerms hostPartOf(const CallFacts& f, const SelectionConfig& config) {
-  CallFacts host = f;
-  host.device = false;
-  if (f.p2p || f.calls != 1) {
+  const MachineFacts& m = config.machine;
+  if (f.p2p) {
+    const bool socket = !f.oneHost || m.hosts > 1;
+    const double bytes = static_cast<double>(f.bytes);
     CostTerms c;
-    c.latency = config.machine.hopLatencyUs * 1e-6;
-    c.transfer =
-        static_cast<double>(f.bytes) / (rateAt(config.machine.hopGBs, double(f.bytes)) * 1e9);
+    c.latency = (socket ? m.socketLatencyUs : m.hopLatencyUs) * 1e-6;
+    c.transfer = bytes / ((socket ? m.socketGBs : rateAt(m.hopGBs, bytes)) * 1e9);
     return c;
   }
-  const AlgoId algo = chooseHostAlgorithm(host, config).algo;
-  for (const HostCandidate& c : rankHostAlgorithms(host, config))
-    if (c.algo == algo) return c.cost;
+  CallFacts one = f;
+  one.device = false;
+  one.calls = 1;
+  one.bytes = f.bytes / static_cast<size_t>(std::max(1, f.calls));
+  const AlgoId algo = chooseHostAlgorithm(one, config).algo;
+  for (const HostCandidate& c : rankHostAlgorithms(one, config)) {
+    if (c.algo != algo) continue;
+    CostTerms all = c.cost;
+    const double calls = std::max(1, f.calls);
+    all.latency *= calls;
+    all.transfer *= calls;
+    all.reduce *= calls;
+    all.memory *= calls;
+    return all;
+  }
   return {};
 }
 
@@ -113,8 +123,9 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
 
 // Host algorithms serve what algoSupports says; their measured-input costs
 // (host_costs.h) decide among them.
-constexpr AlgoId kHostAlgos[] = {AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain,
-                                 AlgoId::Pairwise, AlgoId::Direct};
+constexpr AlgoId kHostAlgos[] = {AlgoId::Ring,   AlgoId::RecursiveDoubling,
+                                 AlgoId::Chain,  AlgoId::Pairwise,
+                                 AlgoId::Direct, AlgoId::Tree};
 
 std::string microseconds(double seconds) {
   char buf[32];
@@ -186,16 +197,21 @@ std::string explainDeviceChoice(const CallFacts& facts, const SelectionConfig& c
   const std::vector<DeviceCandidate> ranked = rankDevicePaths(facts, config);
   const DeviceChoice choice = chooseDevicePath(facts, config);
   std::string out = devicePathName(choice.path), next;
+  bool priced = false;
   int others = 0;
   for (const DeviceCandidate& c : ranked) {
     if (c.path == choice.path) {
+      // LANES_PROTO is named only where it changed the outcome.
+      const bool forced = config.proto.set() && ranked.front().path != choice.path;
       out += " " + microseconds(c.cost.total()) + " (" + c.cost.deciding() +
-             (config.proto.set() ? ", " + choice.why : "") + ")";
+             (forced ? ", " + choice.why : "") + ")";
+      priced = true;
     } else if (others < 2) {
       next += std::string(others++ == 0 ? "; next " : ", ") + devicePathName(c.path) + " " +
               microseconds(c.cost.total()) + (c.allowed ? "" : " (left out by LANES_PROTO)");
     }
   }
+  if (!priced) out += " (" + choice.why + ")";
   return out + next +
          (config.machine.gpu.measured ? "; measured GPU inputs"
                                       : "; assumed GPU inputs (lanes-topo --probe measures them)");

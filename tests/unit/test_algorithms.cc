@@ -26,8 +26,9 @@
 namespace lanes {
 namespace {
 
-constexpr AlgoId kAlgos[] = {AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain,
-                             AlgoId::Pairwise, AlgoId::Direct};
+constexpr AlgoId kAlgos[] = {AlgoId::Ring,   AlgoId::RecursiveDoubling,
+                             AlgoId::Chain,  AlgoId::Pairwise,
+                             AlgoId::Direct, AlgoId::Tree};
 constexpr CollType kColls[] = {CollType::AllReduce, CollType::Broadcast,     CollType::Reduce,
                                CollType::AllGather, CollType::ReduceScatter, CollType::AlltoAll,
                                CollType::Gather,    CollType::Scatter};
@@ -163,7 +164,7 @@ TEST(Algorithms, UnsupportedPairsAreInvalidUsage) {
       }
     }
   }
-  EXPECT_EQ(supported, 12);
+  EXPECT_EQ(supported, 15);
   // Every collective has at least one algorithm.
   for (CollType c : kColls) {
     EXPECT_TRUE(std::any_of(std::begin(kAlgos), std::end(kAlgos), [&](AlgoId a) {

@@ -112,11 +112,11 @@ TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
 
 TEST(ExplainHostChoice, NamesTheChoiceTheNextTwoAndTheDecidingTerm) {
   EXPECT_EQ(explainHostChoice(call(CollType::AllReduce, 8, 4), roomy()),
-            "recursive_doubling 5.0 us (latency 100%); next ring 13.0 us; assumed inputs "
-            "(lanes-topo --probe measures them)");
+            "recursive_doubling 5.0 us (latency 100%); next tree 9.0 us, ring 13.0 us; assumed "
+            "inputs (lanes-topo --probe measures them)");
   SelectionConfig forced = roomy();
-  ASSERT_TRUE(NameList::parse("ring", {"ring", "recursive_doubling", "chain", "pairwise", "direct"},
-                              &forced.algo));
+  ASSERT_TRUE(NameList::parse(
+      "ring", {"ring", "recursive_doubling", "chain", "pairwise", "direct", "tree"}, &forced.algo));
   const std::string text = explainHostChoice(call(CollType::AllReduce, 8, 4), forced);
   EXPECT_EQ(text.rfind("ring ", 0), 0u) << text;
   EXPECT_NE(text.find("LANES_ALGO=ring"), std::string::npos) << text;

@@ -21,6 +21,9 @@ const std::vector<std::string>& names() {
 }
 
 const std::vector<std::string> kNames = {"alpha", "beta", "gamma"};
+// LANES_ALGO's names: the host algorithms.
+const std::vector<std::string> kHostNames = {
+    "ring", "recursive_doubling", "chain", "pairwise", "direct", "tree"};
 
 TEST(NameList, UnsetAllowsWhatIsOnByDefault) {
   NameList l;
@@ -57,19 +60,18 @@ TEST(NameList, UnknownNameIsRefusedNamingTheValidOnes) {
 
 TEST(HostAlgorithmChoice, AlgoListRestrictsAndFallsBackWhereItServesNothing) {
   SelectionConfig config;
-  ASSERT_TRUE(NameList::parse("ring", {"ring", "recursive_doubling", "chain", "pairwise", "direct"},
-                              &config.algo));
+  ASSERT_TRUE(NameList::parse("ring", kHostNames, &config.algo));
   EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 8, 4, config).algo, AlgoId::Ring);
   AlgoChoice bcast = chooseHostAlgorithm(CollType::Broadcast, 8, 4, config);
   EXPECT_EQ(bcast.algo, AlgoId::Chain);
   EXPECT_NE(bcast.why.find("names nothing that serves broadcast"), std::string::npos) << bcast.why;
-  ASSERT_TRUE(NameList::parse(
-      "^chain", {"ring", "recursive_doubling", "chain", "pairwise", "direct"}, &config.algo));
+  // Without the chain, the tree, priced like it for rooted calls.
+  ASSERT_TRUE(NameList::parse("^chain", kHostNames, &config.algo));
+  EXPECT_EQ(chooseHostAlgorithm(CollType::Broadcast, 8, 4, config).algo, AlgoId::Tree);
+  ASSERT_TRUE(NameList::parse("^chain,tree", kHostNames, &config.algo));
   EXPECT_EQ(chooseHostAlgorithm(CollType::Broadcast, 8, 4, config).algo, AlgoId::Direct);
   // Recursive doubling where it cannot serve (all-gather on 3 ranks): the default.
-  ASSERT_TRUE(NameList::parse("recursive_doubling",
-                              {"ring", "recursive_doubling", "chain", "pairwise", "direct"},
-                              &config.algo));
+  ASSERT_TRUE(NameList::parse("recursive_doubling", kHostNames, &config.algo));
   EXPECT_EQ(chooseHostAlgorithm(CollType::AllGather, 8, 3, config).algo, AlgoId::Ring);
   EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 256 << 20, 4, config).algo,
             AlgoId::RecursiveDoubling);
@@ -218,6 +220,50 @@ TEST(DevicePathChoice, TheExplanationIsStable) {
             "LANES_PROTO), proxy 18.5 us (left out by LANES_PROTO); measured GPU inputs");
 }
 
+// One send or receive to another rank of this host, with the staged path's pair slots.
+CallFacts onePairCall(size_t bytes) {
+  CallFacts f;
+  f.device = true;
+  f.p2p = true;
+  f.calls = 0;
+  f.p2pCalls = 1;
+  f.bytes = bytes;
+  f.nranks = 2;
+  f.staged.ready = true;
+  f.pairs.ready = true;
+  return f;
+}
+
+// Calls are sized by the input a rank contributes: a reduce-scatter's count
+// is its output, so its input is nranks of those (as the host choice and
+// lanes-topo --plan count it).
+TEST(DevicePathChoice, CallsAreSizedByTheirInput) {
+  CollArgs a;
+  a.coll = CollType::ReduceScatter;
+  a.count = 100;
+  a.nranks = 4;
+  EXPECT_EQ(inputCount(a), 400u);
+  a.coll = CollType::AllGather;
+  EXPECT_EQ(inputCount(a), 100u);
+  a.coll = CollType::AllReduce;
+  EXPECT_EQ(inputCount(a), 100u);
+}
+
+// The proxy runs a batch of collectives call by call on the host: a batch
+// costs it about as much as its calls one at a time.
+TEST(DevicePathChoice, TheProxyPricesABatchByItsCalls) {
+  const SelectionConfig config;
+  CallFacts one = deviceCall(CollType::AllReduce, 1 << 20);
+  one.staged.ready = false;  // the proxy alone
+  CallFacts batch = one;
+  batch.calls = 4;
+  batch.bytes = 4 << 20;
+  const double single = rankDevicePaths(one, config).front().cost.total();
+  const double four = rankDevicePaths(batch, config).front().cost.total();
+  EXPECT_GT(four, 3.5 * single);
+  EXPECT_LT(four, 4.5 * single);
+}
+
 // A communicator keeps the order per kind and size class and checks each
 // call's own facts: the same answer as the uncached choice.
 TEST(DevicePathChoice, ThePlanCacheAnswersAsTheChoice) {
@@ -225,13 +271,23 @@ TEST(DevicePathChoice, ThePlanCacheAnswersAsTheChoice) {
   DevicePlanCache cache;
   for (CollType coll : {CollType::AllReduce, CollType::AllGather, CollType::Broadcast,
                         CollType::ReduceScatter, CollType::Reduce}) {
-    for (size_t bytes = 1; bytes <= (size_t{1} << 30); bytes = bytes * 3 + 1) {
-      for (bool threads : {false, true}) {
+    for (size_t bytes = 0; bytes <= (size_t{1} << 30); bytes = bytes * 3 + 1) {
+      for (int shape = 0; shape < 4; ++shape) {
         CallFacts f = deviceCall(coll, bytes);
-        f.threadRanks = threads;
-        EXPECT_EQ(cache.choose(f, config), pathOf(f, config)) << collTypeName(coll) << " " << bytes;
+        f.threadRanks = shape == 1;
+        if (shape == 2) f.calls = 3;  // a group of them
+        if (shape == 3) f.sameColl = false, f.calls = 2;
+        EXPECT_EQ(cache.choose(f, config), pathOf(f, config))
+            << collTypeName(coll) << " " << bytes << " shape " << shape;
         EXPECT_EQ(cache.choose(f, config), pathOf(f, config)) << "again, from the cache";
       }
+    }
+  }
+  for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20}) {
+    for (int calls : {1, 2}) {
+      CallFacts p = onePairCall(bytes);
+      p.p2pCalls = calls;
+      EXPECT_EQ(cache.choose(p, config), pathOf(p, config)) << "send " << bytes << " x" << calls;
     }
   }
 }
@@ -255,20 +311,6 @@ TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
   ASSERT_TRUE(NameList::parse("ll_threads,staged,proxy", names(), &config.proto));
   EXPECT_TRUE(pathAllowed(config, DevicePath::LlThreads));
   EXPECT_EQ(chooseDevicePath(threads, config).path, DevicePath::LlThreads);
-}
-
-// One send or receive to another rank of this host, with the staged path's pair slots.
-CallFacts onePairCall(size_t bytes) {
-  CallFacts f;
-  f.device = true;
-  f.p2p = true;
-  f.calls = 0;
-  f.p2pCalls = 1;
-  f.bytes = bytes;
-  f.nranks = 2;
-  f.staged.ready = true;
-  f.pairs.ready = true;
-  return f;
 }
 
 TEST(DevicePathChoice, SendsAndReceivesTakeThePairSlotsOneAtATime) {
@@ -314,7 +356,7 @@ TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {
 }
 
 TEST(SelectionConfig, AlgoListTakesTheAliasesLanesAlgoAlwaysTook) {
-  ::setenv("LANES_ALGO", "^RD, chain", 1);
+  ::setenv("LANES_ALGO", "^RD, chain, Tree", 1);
   const SelectionConfig c = SelectionConfig::fromEnv();
   ::unsetenv("LANES_ALGO");
   ASSERT_TRUE(c.algo.set());
@@ -326,7 +368,7 @@ TEST(SelectionConfig, AlgoListTakesTheAliasesLanesAlgoAlwaysTook) {
 
 TEST(SelectionConfig, BadListsWarnAndKeepTheDefaults) {
   ::setenv("LANES_PROTO", "ll,nvls", 1);
-  ::setenv("LANES_ALGO", "^tree", 1);
+  ::setenv("LANES_ALGO", "^butterfly", 1);
   const SelectionConfig c = SelectionConfig::fromEnv();
   ::unsetenv("LANES_PROTO");
   ::unsetenv("LANES_ALGO");

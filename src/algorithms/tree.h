@@ -1,0 +1,24 @@
+// The double binary tree's shape, for the schedule (tree.cc) and the cost
+// model (planner/host_costs.cc): both must count the same steps and chunks.
+#pragma once
+
+#include <cstddef>
+
+#include "base/collective.h"
+
+namespace lanes::algo {
+
+// Chunks each half of a tree collective is cut into: one below 64 KiB a
+// half, then one per 64 KiB up to 16, so that large calls pipeline through
+// the tree while small ones take the fewest steps.
+int treeChunks(size_t bytes);
+
+// The steps of one chunk through the trees of `coll` on `nranks` ranks: up
+// (toward the root, reducing) and down (from it, broadcasting); a chunk k
+// takes the same steps shifted by k.
+struct TreeDepth {
+  int up = 0, down = 0;
+};
+TreeDepth treeDepth(CollType coll, int nranks);
+
+}  // namespace lanes::algo
