@@ -74,8 +74,8 @@ double bufferBytes(CollType coll, double s, int n) {
 }
 
 // The double binary tree (algorithms/tree.h). An all-reduce waits for its
-// chunks to go up and down: each step on the way costs a hop, and the chunks
-// pipeline; the bytes a rank moves are bounded by its heavier tree, where it
+// chunks to go up and down: each step on the way costs a hop in each of the
+// two trees (a rank takes part in both), and the chunks pipeline; the bytes a rank moves are bounded by its heavier tree, where it
 // is an inner node (it sends and receives about twice the buffer). Rooted
 // calls are priced as they run back to back, like the chain: the busiest
 // rank sets the pace, and an inner node moves what a chain's middle rank
@@ -92,7 +92,7 @@ CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   const double chunk = s / 2 / chunks;
   const algo::TreeDepth depth = algo::treeDepth(f.coll, f.nranks);
   const int stepCount = depth.up + depth.down + chunks - 1;
-  c.latency = stepCount * steps.hop();
+  c.latency = 2 * stepCount * steps.hop();
   c.transfer =
       std::max(stepCount * steps.transfer(2 * chunk, f.nranks), steps.transfer(2 * s, f.nranks));
   c.reduce = (depth.up + chunks - 1) * steps.reduce(chunk);

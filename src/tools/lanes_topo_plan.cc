@@ -129,6 +129,15 @@ std::string jsonNumber(double v) {
   return buf;
 }
 
+// One row of the plan as JSON: a collective at one size, the choice and the
+// candidates (already JSON); a comma first unless it is the list's first.
+std::string rowJson(bool first, CollType c, size_t size, const char* chosen,
+                    const std::string& candidates) {
+  return std::string(first ? "" : ",") + "\n  {\"collective\": \"" + collTypeName(c) +
+         "\", \"size\": " + std::to_string(size) + ", \"chosen\": \"" + chosen +
+         "\", \"candidates\": [" + candidates + "]}";
+}
+
 }  // namespace
 
 int planGpus(const topo::Topology& t) {
@@ -209,17 +218,12 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
       f.coll = c;
       f.nranks = nranks;
       f.bytes = inputBytes(c, size, nranks);
-      out += std::string(first ? "" : ",") + "\n  {\"collective\": \"" + collTypeName(c) +
-             "\", \"size\": " + std::to_string(size) + ", \"chosen\": \"" +
-             algoName(chooseHostAlgorithm(f, config).algo) + "\", \"candidates\": [";
+      std::string candidates;
+      for (const HostCandidate& h : rankHostAlgorithms(f, config))
+        candidates +=
+            (candidates.empty() ? "" : ", ") + candidateJson("algo", algoName(h.algo), h.cost);
+      out += rowJson(first, c, size, algoName(chooseHostAlgorithm(f, config).algo), candidates);
       first = false;
-      bool firstCandidate = true;
-      for (const HostCandidate& h : rankHostAlgorithms(f, config)) {
-        out += std::string(firstCandidate ? "" : ", ") +
-               candidateJson("algo", algoName(h.algo), h.cost);
-        firstCandidate = false;
-      }
-      out += "]}";
     }
   }
   out += "\n], \"device\": [";
@@ -232,17 +236,12 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
       f.device = true;
       f.coll = c;
       f.bytes = inputBytes(c, size, nranks);
-      out += std::string(first ? "" : ",") + "\n  {\"collective\": \"" + collTypeName(c) +
-             "\", \"size\": " + std::to_string(size) + ", \"chosen\": \"" +
-             devicePathName(chooseDevicePath(f, config).path) + "\", \"candidates\": [";
+      std::string candidates;
+      for (const DeviceCandidate& d : rankDevicePaths(f, config))
+        candidates += (candidates.empty() ? "" : ", ") +
+                      candidateJson("path", devicePathName(d.path), d.cost);
+      out += rowJson(first, c, size, devicePathName(chooseDevicePath(f, config).path), candidates);
       first = false;
-      bool firstCandidate = true;
-      for (const DeviceCandidate& d : rankDevicePaths(f, config)) {
-        out += std::string(firstCandidate ? "" : ", ") +
-               candidateJson("path", devicePathName(d.path), d.cost);
-        firstCandidate = false;
-      }
-      out += "]}";
     }
   }
   return out + "\n]}\n";

@@ -142,7 +142,7 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("\n8 B\n  host:   recursive_doubling "), std::string::npos) << out;
-  EXPECT_NE(out.find("(latency 100%); next tree "), std::string::npos) << out;
+  EXPECT_NE(out.find("(latency 100%); next ring "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  device: ll 9.5 us (latency 100%); next proxy "), std::string::npos)
       << out;
   EXPECT_NE(out.find("\n1 GiB\n  host:   ring "), std::string::npos) << out;

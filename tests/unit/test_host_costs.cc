@@ -112,7 +112,7 @@ TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
 
 TEST(ExplainHostChoice, NamesTheChoiceTheNextTwoAndTheDecidingTerm) {
   EXPECT_EQ(explainHostChoice(call(CollType::AllReduce, 8, 4), roomy()),
-            "recursive_doubling 5.0 us (latency 100%); next tree 9.0 us, ring 13.0 us; assumed "
+            "recursive_doubling 5.0 us (latency 100%); next ring 13.0 us, tree 17.0 us; assumed "
             "inputs (lanes-topo --probe measures them)");
   SelectionConfig forced = roomy();
   ASSERT_TRUE(NameList::parse(
