@@ -41,18 +41,18 @@ CostTerms hostPartOf(const CallFacts& f, const SelectionConfig& config) {
   one.device = false;
   one.calls = 1;
   one.bytes = f.bytes / static_cast<size_t>(std::max(1, f.calls));
-  const AlgoId algo = chooseHostAlgorithm(one, config).algo;
-  for (const HostCandidate& c : rankHostAlgorithms(one, config)) {
-    if (c.algo != algo) continue;
-    CostTerms all = c.cost;
-    const double calls = std::max(1, f.calls);
-    all.latency *= calls;
-    all.transfer *= calls;
-    all.reduce *= calls;
-    all.memory *= calls;
-    return all;
-  }
-  return {};
+  // The one chooseHostAlgorithm takes: the first allowed, else the cheapest.
+  const std::vector<HostCandidate> ranked = rankHostAlgorithms(one, config);
+  if (ranked.empty()) return {};
+  auto chosen =
+      std::find_if(ranked.begin(), ranked.end(), [](const HostCandidate& c) { return c.allowed; });
+  CostTerms all = (chosen != ranked.end() ? *chosen : ranked.front()).cost;
+  const double calls = std::max(1, f.calls);
+  all.latency *= calls;
+  all.transfer *= calls;
+  all.reduce *= calls;
+  all.memory *= calls;
+  return all;
 }
 
 // All-reduces (a batch of them) or one all-gather, broadcast or
