@@ -102,6 +102,7 @@ Json probesToJson(const Probes& p) {
     // Written when measured, so entries from before these probes read back as they were.
     if (!g.h2dCurve.empty()) j.set("h2d_gbps_by_size", numbers(g.h2dCurve));
     if (!g.d2hCurve.empty()) j.set("d2h_gbps_by_size", numbers(g.d2hCurve));
+    if (!g.d2dCurve.empty()) j.set("d2d_gbps_by_size", numbers(g.d2dCurve));
     if (g.flagUs > 0) j.set("flag_us", g.flagUs);
     if (g.launchUs > 0) j.set("launch_us", g.launchUs);
     gpus.push(std::move(j));
@@ -138,6 +139,7 @@ Probes probesFromJson(const Json& j) {
     r.bidir = g["bidir_gbps"].num();
     r.h2dCurve = numbersFrom(g["h2d_gbps_by_size"]);
     r.d2hCurve = numbersFrom(g["d2h_gbps_by_size"]);
+    r.d2dCurve = numbersFrom(g["d2d_gbps_by_size"]);
     r.flagUs = g["flag_us"].num();
     r.launchUs = g["launch_us"].num();
     p.gpus.push_back(std::move(r));

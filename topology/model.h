@@ -69,6 +69,9 @@ struct GpuProbe {
   // GB/s of back-to-back copies on one stream by copy size, HostProbe's sizes
   // (4 KiB x 4^i): the small sizes carry the fixed cost of a copy.
   std::vector<double> h2dCurve, d2hCurve;
+  // ... and device to device within the GPU (where staging slots in GPU memory
+  // put a copy); empty in caches from before this probe.
+  std::vector<double> d2dCurve;
   double flagUs = 0;    // a counter in mapped host memory, one stream to another: one way
   double launchUs = 0;  // a one-thread kernel issued back to back on one stream, per launch
   bool curvesMeasured() const;

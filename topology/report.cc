@@ -124,6 +124,11 @@ std::string formatReport(const Topology& t) {
         out += " GB/s\n    copies 4 KiB..64 MiB D2H:";
         for (double v : g.d2hCurve) out += printf1(" %.3g", v);
         out += " GB/s\n";
+        if (g.d2dCurve.size() == g.h2dCurve.size()) {
+          out += "    copies 4 KiB..64 MiB within the GPU:";
+          for (double v : g.d2dCurve) out += printf1(" %.3g", v);
+          out += " GB/s\n";
+        }
       }
       if (g.latenciesMeasured())
         out += printf1("    stream flag %.2f us one way", g.flagUs) +

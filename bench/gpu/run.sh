@@ -330,7 +330,7 @@ job_topo() {
 job calibrate-gpu "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_perf
   lanes_reduce_scatter_perf lanes_broadcast_perf" \
   '"(points|median_error_by_algo|regret_within_1_05|regret_max|regret_median|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks' \
-  "planner: device-path costs predicted vs measured, GPU 0, 2/4 threads, processes"
+  "planner: device-path costs predicted vs measured, GPU 0, 2/4 threads, processes, MPS"
 # cal_budget RUNS: --time-budget for the next of RUNS calibrate.py runs still to go: an
 # equal share of what is left, less 20 s for its last group to end and its files to be
 # written, at most 150 s.
@@ -345,15 +345,23 @@ job_calibrate_gpu() {
   local d b c=(python3 bench/planner/calibrate.py --build @build@ --memory device --ranks 2,4
     --collectives allreduce,allgather,reducescatter,broadcast --max 64M --repeat 2)
   d=$(jobdir)
-  # calibrate.py probes into its OUT/topo_cache.json; the second run reads a copy.
-  b=$(cal_budget 2)
+  # calibrate.py probes into its OUT/topo_cache.json; the later runs read a copy.
+  b=$(cal_budget 3)
   step $((b + 20)) "calibrate, device memory, 2 and 4 thread ranks on GPU 0 (probe first)" -- \
     "${c[@]}" --launch threads --time-budget "$b" --out "$d/threads@tag@"
-  step 10 "the threads run's topo cache for the processes run" -- \
-    install -D -m 644 "$d/threads@tag@/topo_cache.json" "$d/processes@tag@/topo_cache.json"
-  b=$(cal_budget 1)
+  for out in processes mps; do
+    step 10 "the threads run's topo cache for the $out run" -- \
+      install -D -m 644 "$d/threads@tag@/topo_cache.json" "$d/$out@tag@/topo_cache.json"
+  done
+  b=$(cal_budget 2)
   step $((b + 20)) "calibrate, device memory, 2 and 4 processes on GPU 0" -- \
     "${c[@]}" --launch processes --no-probe --time-budget "$b" --out "$d/processes@tag@"
+  # Under MPS the processes' contexts run at once: no time slices, LL and P2P
+  # slots between them (Lanes asks CUDA whether the GPU runs MPS).
+  b=$(cal_budget 1)
+  step $((b + 30)) "calibrate, device memory, 2 and 4 processes on GPU 0 under MPS" -- \
+    bash bench/gpu/with_mps.sh "${c[@]}" --launch processes --no-probe --time-budget "$b" \
+    --out "$d/mps@tag@"
 }
 
 job multi-gpu-perf "lanes-run $TOOLS5" 'Avg bus bandwidth|Out of bounds values : [1-9]' \

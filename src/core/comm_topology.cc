@@ -139,7 +139,7 @@ bool allOnOneHost(const lanesComm* comm) {
                      [&](const RankInfo& r) { return r.hostHash == ranks.front().hostHash; });
 }
 
-bool processesShareGpu(const lanesComm* comm) {
+bool processesTimeSliceGpu(const lanesComm* comm) {
   if (!comm->bootstrap) return false;
   const auto& ranks = comm->bootstrap->ranks();
   const auto& where = comm->placement;
@@ -148,7 +148,7 @@ bool processesShareGpu(const lanesComm* comm) {
     for (size_t j = i + 1; j < where.size(); ++j)
       if (where[i].busId[0] != '\0' && where[i].hostHash == where[j].hostHash &&
           std::strncmp(where[i].busId, where[j].busId, sizeof(where[i].busId)) == 0 &&
-          ranks[i].pid != ranks[j].pid)
+          ranks[i].pid != ranks[j].pid && !(where[i].mps && where[j].mps))
         return true;
   return false;
 }
@@ -178,6 +178,7 @@ Status exchangePlacement(lanesComm* comm) {
     self.linkWidth = t.nodes[g.node].link.curWidth;
     std::strncpy(self.busId, g.busId.c_str(), sizeof(self.busId) - 1);
   }
+  if (comm->cudaDev >= 0) self.mps = cudaDeviceRunsMps(comm->cudaDev) ? 1 : 0;
   std::vector<RankPlacement> all(comm->nranks);
   all[comm->rank] = self;
   LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(all.data(), sizeof(RankPlacement),

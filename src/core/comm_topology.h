@@ -25,6 +25,7 @@ struct RankPlacement {
   int32_t linkGen = 0, linkWidth = 0;
   uint64_t hostHash = 0;
   char busId[16] = {};  // "0000:19:00.0", empty without a GPU
+  int32_t mps = 0;      // 1: the GPU's contexts run under MPS
 };
 
 namespace topo {
@@ -54,12 +55,13 @@ bool gpuLocalCpus(const lanesComm* comm, cpu_set_t* out);
 // touch puts what it allocates at init there).
 int hostNumaNode(const topo::Topology& t, const cpu_set_t* allowed, int current);
 
-// Whether ranks of two processes run on one GPU (same host and PCI bus id).
-// Their CUDA contexts take turns on it in time slices of about 2 ms, so any
-// hand-off between them on the GPU (a spinning kernel, a stream waiting on a
-// counter) waits for a slice. The same answer on every rank (placement and
+// Whether ranks of two processes run on one GPU (same host and PCI bus id)
+// that does not run MPS. Their CUDA contexts take turns on it in time slices
+// of about 2 ms, so any hand-off between them on the GPU (a spinning kernel,
+// a stream waiting on a counter) waits for a slice; under MPS they run at
+// once, as on separate GPUs. The same answer on every rank (placement and
 // pids are exchanged at init); false when the bus ids are unknown.
-bool processesShareGpu(const lanesComm* comm);
+bool processesTimeSliceGpu(const lanesComm* comm);
 // The most ranks on one GPU (same host and bus id), 1 when bus ids are
 // unknown: they share that GPU's link and copy engines.
 int ranksPerGpu(const lanesComm* comm);

@@ -26,7 +26,7 @@ const CommConfig& CommView::config() const { return comm_->config; }
 void CommView::notePlan(const std::string& call, const std::string& plan) const {
   notePlanOf(comm_, call, plan);
 }
-bool CommView::processesShareGpu() const { return lanes::processesShareGpu(comm_); }
+bool CommView::processesTimeSliceGpu() const { return lanes::processesTimeSliceGpu(comm_); }
 int CommView::ranksPerGpu() const { return lanes::ranksPerGpu(comm_); }
 bool CommView::allOnOneHost() const { return lanes::allOnOneHost(comm_); }
 const std::string& CommView::p2pRefusal() const { return comm_->p2pRefusal; }

@@ -46,12 +46,16 @@ struct CallFacts {
     size_t maxBytes = 0;
   };
   Limit sharedContext, ll;
+  // Ranks of different processes share a GPU that does not run MPS: every
+  // hand-off between them on the GPU waits for a time slice.
+  bool timeSliced = false;
   struct Staged {
     bool ready = false;
     bool gatherScatter = false;           // all-gather, broadcast, reduce-scatter too
     size_t proxyUpToBytes = 0;            // processes share a GPU: smaller batches take the proxy
     size_t slotBytes = size_t{16} << 20;  // LANES_STAGE_CHUNK_BYTES
     size_t pairChunkBytes = size_t{2} << 20;  // LANES_STAGE_PAIR_CHUNK_BYTES
+    bool inGpuMemory = false;                 // the slots are in GPU memory (P2P), not host memory
   } staged;
   struct Pairs {
     bool ready = false;        // the staged path has send/recv pair slots
@@ -83,15 +87,18 @@ struct MachineFacts {
   int hosts = 1;          // hosts the communicator spans (socket hops where > 1)
   bool measured = false;  // false: the defaults above
   // Rank 0's GPU as the device paths' cost model sees it (planner/device_costs.h):
-  // copies between pinned host memory and the GPU, back to back on one stream
-  // at each curve size (GB/s), each direction's share of its one-way rate
-  // while the other direction is busy too, a counter written by one stream and
-  // awaited by another through host memory (one way), and a small kernel's
-  // launch. Assumed: a PCIe Gen4 x16 link; hand-offs as the H200's staged,
-  // LL and proxy paths imply (docs/planner.md).
+  // copies between pinned host memory and the GPU, and within the GPU, back to
+  // back on one stream at each curve size (GB/s), each direction's share of
+  // its one-way rate while the other direction is busy too, copies between two
+  // GPUs over P2P (the slowest pair probed), a counter written by one stream
+  // and awaited by another through host memory (one way), and a small
+  // kernel's launch. Assumed: a PCIe Gen4 x16 link and an RTX 4090's memory;
+  // hand-offs as the H200's staged, LL and proxy paths imply (docs/planner.md).
   struct Gpu {
     double h2dGBs[kCurvePoints] = {1.5, 5, 12, 18, 21, 22, 22, 22};
     double d2hGBs[kCurvePoints] = {1.5, 5, 12, 18, 21, 22, 22, 22};
+    double d2dGBs[kCurvePoints] = {1.5, 6, 24, 80, 200, 350, 420, 450};
+    double p2pGBs = 20;
     double bothWaysShare = 0.9;
     double flagUs = 4.5;
     double launchUs = 5;

@@ -76,7 +76,7 @@ class CommView {
   // perf tools read it.
   void notePlan(const std::string& call, const std::string& plan) const;
   // Facts of the rank set, the same on every rank (core/comm_topology.h).
-  bool processesShareGpu() const;
+  bool processesTimeSliceGpu() const;
   int ranksPerGpu() const;
   bool allOnOneHost() const;
   // Why the topology keeps this host's GPUs off P2P, "" where it does not

@@ -30,6 +30,9 @@ bool cudaUsable();
 int currentCudaDevice();
 // Number of visible CUDA devices (0 without CUDA).
 int cudaDeviceCount();
+// Whether contexts on `device` run under MPS, so processes sharing it run at
+// once instead of taking time slices (false without CUDA or when unknown).
+bool cudaDeviceRunsMps(int device);
 // Makes `device` current for the calling thread (no-op without CUDA).
 Status setCudaDevice(int device);
 

@@ -12,6 +12,22 @@ constexpr double kUs = 1e-6;
 // A kernel reading its inputs in device memory: far above any PCIe link, so
 // only a latency-bound path (shared context) ever reads it.
 constexpr double kDeviceMemoryGBs = 1000;
+// Processes sharing a GPU without MPS take turns in time slices. A staged
+// reduce-scatter waits a whole slice for its peers' copies per slot's worth
+// of the call (LANES_STAGE_CHUNK_BYTES); an all-reduce or all-gather waits
+// for context switches, per peer once per call and once per pipeline chunk;
+// a broadcast (one writer) hardly at all. Measured on the H200 with 2 and 4
+// processes (docs/planner.md).
+double timeSliceWaitsUs(CollType coll, int n, double chunks, double slots) {
+  switch (coll) {
+    case CollType::Broadcast:
+      return 0;
+    case CollType::ReduceScatter:
+      return 2200 * slots;
+    default:
+      return (n - 1) * (100 + 45 * chunks);
+  }
+}
 
 // The copies of one GPU's link. `sharers` ranks of that GPU copy at once
 // (their copies queue on the same engines); `bothWays`: the other direction
@@ -21,6 +37,11 @@ class GpuLink {
   GpuLink(const MachineFacts& m, int ranksPerGpu)
       : gpu_(m.gpu), memGBs_(m.memGBs), ranksPerGpu_(std::max(1, ranksPerGpu)) {}
   int ranksPerGpu() const { return ranksPerGpu_; }
+  // The staging slots are in GPU memory (P2P): "down" and "up" copy within
+  // a GPU where every rank is on one, else between GPUs at the P2P rate;
+  // neither touches host memory.
+  void slotsInGpuMemory(bool oneGpu) { slots_ = oneGpu ? Slots::SameGpu : Slots::PeerGpu; }
+  bool slotsInHostMemory() const { return slots_ == Slots::Host; }
   // `bytes` down (D2H) in copies of `copyBytes`.
   double down(double bytes, double copyBytes, bool bothWays, int sharers = 0) const {
     return move(gpu_.d2hGBs, bytes, copyBytes, bothWays, sharers);
@@ -30,22 +51,59 @@ class GpuLink {
   }
   // `bytes` of DMA into and out of host memory by every rank at once: a
   // copy's bandwidth counts each byte twice (read and write), DMA once.
-  double hostMemory(double bytes) const { return bytes / (2 * memGBs_ * 1e9); }
+  double hostMemory(double bytes) const {
+    return slotsInHostMemory() ? bytes / (2 * memGBs_ * 1e9) : 0;
+  }
   double launch() const { return gpu_.launchUs * kUs; }
   double flag() const { return gpu_.flagUs * kUs; }
 
  private:
+  enum class Slots { Host, SameGpu, PeerGpu };
   double move(const double* curve, double bytes, double copyBytes, bool bothWays,
               int sharers) const {
     if (bytes <= 0) return 0;
-    const double rate =
-        rateAt(curve, std::max(1.0, copyBytes)) * 1e9 * (bothWays ? gpu_.bothWaysShare : 1.0);
-    return bytes * (sharers > 0 ? sharers : ranksPerGpu_) / rate;
+    const double size = std::max(1.0, copyBytes);
+    double rate = 0;
+    switch (slots_) {
+      case Slots::Host:  // the link, each direction shared when both are busy
+        rate = rateAt(curve, size) * (bothWays ? gpu_.bothWaysShare : 1.0);
+        break;
+      case Slots::SameGpu:  // device memory, which every rank's copies share
+        rate = rateAt(gpu_.d2dGBs, size);
+        break;
+      case Slots::PeerGpu:  // over the link to the peer, at most the copy's own rate
+        rate = std::min(gpu_.p2pGBs, rateAt(gpu_.d2dGBs, size));
+        break;
+    }
+    // A copy to host memory below the curve's first size costs what a copy
+    // of that size does: its fixed cost is all there is. (Within a GPU the
+    // small copies' fixed costs overlap the enqueue, priced as latency.)
+    if (slots_ == Slots::Host) rate *= std::min(1.0, size / MachineFacts::curveBytes(0));
+    return bytes * (sharers > 0 ? sharers : ranksPerGpu_) / (rate * 1e9);
   }
   const MachineFacts::Gpu& gpu_;
   double memGBs_;
   int ranksPerGpu_;
+  Slots slots_ = Slots::Host;
 };
+
+// CUDA calls a rank's enqueue makes for one chunk of a staged call (copies,
+// counters, events, the reduce kernel), each about a launch's cost. Thread
+// ranks of one process enqueue one after another (their hand-offs keep
+// submission order), so theirs add up on the call's critical path. Fitted to
+// the H200 with 2 and 4 thread ranks (docs/planner.md).
+double stagedEnqueueCalls(CollType coll, int n) {
+  switch (coll) {
+    case CollType::AllGather:
+      return 7.5;
+    case CollType::Broadcast:
+      return 3;
+    case CollType::ReduceScatter:
+      return 5 + 0.75 * n;
+    default:
+      return 4 + 1.5 * n;
+  }
+}
 
 // A pipeline of `chunks` chunks whose down and up stages overlap: the first
 // chunk goes down and up in turn, each later one adds its slowest stage;
@@ -98,8 +156,9 @@ double stagedChunk(const CallFacts& f, double s) {
   return std::min(static_cast<double>(chunk), s);
 }
 
-CostTerms stagedCost(const CallFacts& f, const GpuLink& link) {
+CostTerms stagedCost(const CallFacts& f, GpuLink link) {
   const int n = f.nranks;
+  if (f.staged.inGpuMemory) link.slotsInGpuMemory(link.ranksPerGpu() >= n);
   const double s = static_cast<double>(f.bytes);
   const double c = stagedChunk(f, s);
   const double chunks = std::ceil(s / c);
@@ -136,6 +195,12 @@ CostTerms stagedCost(const CallFacts& f, const GpuLink& link) {
       t.latency = link.launch() + 7 * link.flag();
       break;
   }
+  if (f.threadRanks) t.latency += n * stagedEnqueueCalls(f.coll, n) * link.launch();
+  if (f.timeSliced) {
+    const double slots =
+        std::ceil(s / static_cast<double>(std::max<size_t>(1, f.staged.slotBytes)));
+    t.latency += timeSliceWaitsUs(f.coll, n, chunks, slots) * kUs;
+  }
   // A batch of all-reduces runs call after call, each its own pipeline.
   t.latency *= std::max(1, f.calls);
   pipeline(chunks, down, up, memory, &t);
@@ -158,15 +223,22 @@ CostTerms pairsCost(const CallFacts& f, const GpuLink& link) {
 CostTerms llCost(const CallFacts& f, const GpuLink& link) {
   const double lines = 2.0 * static_cast<double>(f.bytes);
   CostTerms t;
-  t.latency = link.launch() + link.flag();
-  t.transfer = link.down(lines, lines, false) + link.up((f.nranks - 1) * lines, lines, false);
+  // The first peer's lines take a flag's latency; the others' polls overlap
+  // it half-way (measured with 2 and 4 ranks on the H200).
+  t.latency = link.launch() + link.flag() * (f.nranks + 1) / 2.0;
+  // Lines are loads and stores of one block, not copies: no per-copy fixed
+  // cost, so the lines are read at the rate of copies of at least 4 KiB.
+  const double at = std::max(lines, MachineFacts::curveBytes(0));
+  t.transfer = link.down(lines, at, false) + link.up((f.nranks - 1) * lines, at, false);
   return t;
 }
 
 CostTerms sharedContextCost(const CallFacts& f, const GpuLink& link, const MachineFacts& m) {
   CostTerms t;
-  // The last thread to arrive reduces for all: a launch after a host hand-off.
-  t.latency = link.launch() + m.hopLatencyUs * kUs;
+  // The last thread to arrive enqueues for all after a host hand-off: a wait
+  // on each rank's input, the reduce kernel, a copy and an event per other
+  // rank, about 2.5 launches per rank (measured with 2 and 4 ranks on the H200).
+  t.latency = 2.5 * f.nranks * link.launch() + m.hopLatencyUs * kUs;
   t.transfer = f.nranks * static_cast<double>(f.bytes) / (kDeviceMemoryGBs * 1e9);
   return t;
 }

@@ -26,6 +26,7 @@ void scaleToLink(const topo::Topology& t, int cudaDev, MachineFacts::Gpu* gpu) {
     gpu->h2dGBs[i] *= factor;
     gpu->d2hGBs[i] *= factor;
   }
+  gpu->p2pGBs *= factor;
 }
 
 void takeGpuProbe(const topo::Topology& t, int cudaDev, MachineFacts::Gpu* gpu) {
@@ -42,6 +43,16 @@ void takeGpuProbe(const topo::Topology& t, int cudaDev, MachineFacts::Gpu* gpu) 
     gpu->h2dGBs[i] = probe->h2dCurve[static_cast<size_t>(i)];
     gpu->d2hGBs[i] = probe->d2hCurve[static_cast<size_t>(i)];
   }
+  if (probe->d2dCurve.size() == probe->h2dCurve.size())
+    std::copy(probe->d2dCurve.begin(), probe->d2dCurve.end(), gpu->d2dGBs);
+  // P2P copies go at the slowest pair's rate: a ring waits for its slowest link.
+  double slowest = 0;
+  for (const topo::PairProbe& q : t.probes.pairs)
+    if (q.tested && q.correct && q.gbps > 0)
+      slowest = slowest > 0 ? std::min(slowest, q.gbps) : q.gbps;
+  // Unprobed pairs: the link's rate, as much as a copy to host memory gets.
+  const int last = MachineFacts::kCurvePoints - 1;
+  gpu->p2pGBs = slowest > 0 ? slowest : std::min(gpu->h2dGBs[last], gpu->d2hGBs[last]);
   if (probe->h2d > 0 && probe->d2h > 0 && probe->bidir > 0)
     gpu->bothWaysShare = std::clamp(probe->bidir / (probe->h2d + probe->d2h), 0.3, 1.0);
   gpu->flagUs = probe->flagUs;

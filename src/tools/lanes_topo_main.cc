@@ -25,7 +25,8 @@ using namespace lanes::topo;
 namespace {
 
 const char kUsage[] =
-    "usage: lanes-topo [--json] [--probe] [--plan [--ranks N] [--threads] [--collective C]]\n"
+    "usage: lanes-topo [--json] [--probe]\n"
+    "                  [--plan [--ranks N] [--threads] [--mps|--no-mps] [--collective C]]\n"
     "                  [--topology FILE | --load FILE | --import-hwloc FILE |\n"
     "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml] [--help] [--version]\n"
     "  (no option)              discover this machine and print the report\n"
@@ -44,6 +45,8 @@ const char kUsage[] =
     "  --ranks N, -n N          ranks for --plan (default: one per GPU, at least 2)\n"
     "  --threads                --plan for ranks that are threads of one process (default:\n"
     "                           processes), rank r on GPU r % GPUs\n"
+    "  --mps, --no-mps          --plan for processes sharing a GPU under MPS, or without\n"
+    "                           (default: as CUDA says of this machine's GPU; imported: no)\n"
     "  --collective C           --plan for one collective (allreduce, allgather, ...), size\n"
     "                           by size, each host choice explained\n"
     "  --topology FILE          plan another machine: its lanes-topo --json, hwloc XML or\n"
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
   bool json = false, probe = false, plan = false;
   int planRanks = 0;
   bool planThreads = false;
+  std::optional<bool> planMps;
   std::optional<CollType> planColl;
   std::string load, hwlocXml, smi, topology;
   DiscoverOptions options;
@@ -114,6 +118,8 @@ int main(int argc, char** argv) {
       plan = true;
     else if (a == "--threads")
       planThreads = true;
+    else if (a == "--mps" || a == "--no-mps")
+      planMps = a == "--mps";
     else if ((a == "-n" || a == "--ranks") && i + 1 < argc) {
       std::string n = argv[++i];
       int64_t v = 0;
@@ -168,8 +174,8 @@ int main(int argc, char** argv) {
                  "--import-nvidia-smi\n");
     return 2;
   }
-  if ((planRanks > 0 || planColl || planThreads) && !plan) {
-    std::fprintf(stderr, "lanes-topo: --ranks, --threads and --collective go with --plan\n");
+  if ((planRanks > 0 || planColl || planThreads || planMps) && !plan) {
+    std::fprintf(stderr, "lanes-topo: --ranks, --threads, --mps and --collective go with --plan\n");
     return 2;
   }
   if (!hwlocXml.empty() && !hwlocAvailable()) {
@@ -217,11 +223,12 @@ int main(int argc, char** argv) {
   const int ranks = planRanks > 0 ? planRanks : (gpus > 1 ? gpus : 2);
   std::string text;
   if (plan && json)
-    text = formatPlanJson(t, ranks, planThreads, planColl);
+    text = formatPlanJson(t, ranks, {planThreads, planMps}, planColl);
   else if (json)
     text = toJson(t).dump() + "\n";
   else
-    text = formatReport(t) + (plan ? "\n" + formatPlanTable(t, ranks, planThreads, planColl) : "");
+    text = formatReport(t) +
+           (plan ? "\n" + formatPlanTable(t, ranks, {planThreads, planMps}, planColl) : "");
   std::fputs(text.c_str(), stdout);
   return 0;
 }

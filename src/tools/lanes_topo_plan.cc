@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "exec/comm_config.h"
+#include "exec/device_path.h"
 #include "planner/machine_facts.h"
 #include "planner/registry.h"
 
@@ -30,18 +31,46 @@ SelectionConfig configFor(const topo::Topology& t) {
   return config;
 }
 
+// Whether processes sharing a GPU run under MPS: as given, else as CUDA says
+// of this machine's first GPU (an imported model's has no CUDA index: no).
+bool runsMps(const topo::Topology& t, PlanLaunch launch) {
+  return launch.mps.value_or(!t.gpus.empty() && cudaDeviceRunsMps(t.gpus.front().cudaIndex));
+}
+
+// Whether every pair of the model's CUDA-visible GPUs passed the P2P probe.
+bool p2pProbedEverywhere(const topo::Topology& t, int gpus) {
+  for (int a = 0; a < gpus; ++a)
+    for (int b = 0; b < gpus; ++b) {
+      if (a == b) continue;
+      bool ok = false;
+      for (const topo::PairProbe& q : t.probes.pairs)
+        ok = ok || (q.a == a && q.b == b && q.correct);
+      if (!ok) return false;
+    }
+  return true;
+}
+
 // The paths as a communicator of processes (or of threads of one process)
 // sets them up by default (the variables as exec/cuda reads them; LANES_PROTO
-// is applied by the choice), rank r on GPU r % gpus.
-CallFacts defaultFacts(int nranks, int gpus, bool threads, const SelectionConfig& config) {
-  const StageArenaConfig stage = CommConfig::fromEnv().stage;
+// is applied by the choice), rank r on GPU r % gpus. The staging slots go to
+// GPU memory where the ranks share one context or MPS, or where every pair
+// of GPUs passed the P2P probe; on this machine's GPU, MPS as CUDA says.
+CallFacts defaultFacts(const topo::Topology& t, int nranks, int gpus, PlanLaunch launch,
+                       const SelectionConfig& config) {
+  const bool threads = launch.threads;
+  const CommConfig env = CommConfig::fromEnv();
+  const StageArenaConfig& stage = env.stage;
   CallFacts f;
   f.nranks = nranks;
   f.ranksPerGpu = (nranks + gpus - 1) / gpus;
   const bool shareGpu = nranks > gpus;
   f.threadRanks = threads && nranks > 1;
+  const bool mps = runsMps(t, launch);
   // Threads on one GPU share its context: no time slices between them.
-  const bool processesShare = shareGpu && !threads;
+  const bool processesShare = shareGpu && !threads && !mps;
+  f.timeSliced = processesShare;
+  if (env.transport.p2p != P2pMode::Off)
+    f.staged.inGpuMemory = gpus == 1 ? threads || (shareGpu && mps) : p2pProbedEverywhere(t, gpus);
   f.ll.ready = nranks <= 8 && (!processesShare || config.llSharedGpu);
   f.ll.maxBytes = config.llMaxBytes;
   f.sharedContext = {threads && gpus == 1 && nranks > 1, config.sharedContextMaxBytes};
@@ -146,8 +175,9 @@ int planGpus(const topo::Topology& t) {
   return visible > 0 ? visible : static_cast<int>(t.gpus.size());
 }
 
-std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads,
+std::string formatPlanTable(const topo::Topology& t, int nranks, PlanLaunch launch,
                             std::optional<CollType> coll) {
+  const bool threads = launch.threads;
   const int gpus = planGpus(t);
   const SelectionConfig config = configFor(t);
   std::string out = "# Path choice for " + std::to_string(nranks) + " ranks as " +
@@ -155,7 +185,7 @@ std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads,
   if (config.proto.set()) out += ", LANES_PROTO=" + config.proto.text();
   if (config.algo.set()) out += ", LANES_ALGO=" + config.algo.text();
   out += "\n" + inputsLine(config.machine);
-  CallFacts facts = defaultFacts(nranks, gpus > 0 ? gpus : 1, threads, config);
+  CallFacts facts = defaultFacts(t, nranks, gpus > 0 ? gpus : 1, launch, config);
   if (coll) {
     out += "\n# " + std::string(collTypeName(*coll)) +
            ", size by size: host buffers, then device buffers (the choice; the next two)\n";
@@ -182,17 +212,21 @@ std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads,
   return out;
 }
 
-std::string candidateJson(const char* key, const char* name, const CostTerms& cost) {
+// `allowed`: the default may choose it (LANES_PROTO / LANES_ALGO and the
+// paths that are off unless named leave the others to forcing).
+std::string candidateJson(const char* key, const char* name, const CostTerms& cost, bool allowed) {
   return std::string("{\"") + key + "\": \"" + name +
-         "\", \"predicted_us\": " + jsonNumber(cost.total() * 1e6) +
+         "\", \"allowed\": " + (allowed ? "true" : "false") +
+         ", \"predicted_us\": " + jsonNumber(cost.total() * 1e6) +
          ", \"latency_us\": " + jsonNumber(cost.latency * 1e6) +
          ", \"transfer_us\": " + jsonNumber(cost.transfer * 1e6) +
          ", \"reduce_us\": " + jsonNumber(cost.reduce * 1e6) +
          ", \"memory_us\": " + jsonNumber(cost.memory * 1e6) + "}";
 }
 
-std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
+std::string formatPlanJson(const topo::Topology& t, int nranks, PlanLaunch launch,
                            std::optional<CollType> coll) {
+  const bool threads = launch.threads;
   const SelectionConfig config = configFor(t);
   const MachineFacts& m = config.machine;
   const int gpus = planGpus(t);
@@ -209,7 +243,8 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
                     ", \"gpu_d2h_gbps_1mib\": " + jsonNumber(m.gpu.d2hGBs[4]) +
                     ", \"gpu_flag_us\": " + jsonNumber(m.gpu.flagUs) +
                     ", \"gpu_launch_us\": " + jsonNumber(m.gpu.launchUs) + ", \"launch\": \"" +
-                    (threads ? "threads" : "processes") + "\"}, \"host\": [";
+                    (threads ? "threads" : "processes") +
+                    "\", \"mps\": " + (runsMps(t, launch) ? "true" : "false") + "}, \"host\": [";
   bool first = true;
   for (CollType c : kColls) {
     if (coll && c != *coll) continue;
@@ -220,15 +255,15 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
       f.bytes = inputBytes(c, size, nranks);
       std::string candidates;
       for (const HostCandidate& h : rankHostAlgorithms(f, config))
-        candidates +=
-            (candidates.empty() ? "" : ", ") + candidateJson("algo", algoName(h.algo), h.cost);
+        candidates += (candidates.empty() ? "" : ", ") +
+                      candidateJson("algo", algoName(h.algo), h.cost, h.allowed);
       out += rowJson(first, c, size, algoName(chooseHostAlgorithm(f, config).algo), candidates);
       first = false;
     }
   }
   out += "\n], \"device\": [";
   first = true;
-  const CallFacts base = defaultFacts(nranks, gpus > 0 ? gpus : 1, threads, config);
+  const CallFacts base = defaultFacts(t, nranks, gpus > 0 ? gpus : 1, launch, config);
   for (CollType c : kColls) {
     if (gpus == 0 || (coll && c != *coll)) continue;
     for (size_t size : sweepSizes()) {
@@ -239,7 +274,7 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads,
       std::string candidates;
       for (const DeviceCandidate& d : rankDevicePaths(f, config))
         candidates += (candidates.empty() ? "" : ", ") +
-                      candidateJson("path", devicePathName(d.path), d.cost);
+                      candidateJson("path", devicePathName(d.path), d.cost, d.allowed);
       out += rowJson(first, c, size, devicePathName(chooseDevicePath(f, config).path), candidates);
       first = false;
     }

@@ -16,6 +16,14 @@ namespace lanes {
 // imported model's.
 int planGpus(const topo::Topology& t);
 
+// How the planned ranks run: as threads of one process or as processes, and
+// whether processes sharing a GPU run under MPS (unset: ask CUDA about this
+// machine's first GPU; an imported model's answer is no).
+struct PlanLaunch {
+  bool threads = false;
+  std::optional<bool> mps;
+};
+
 // For `nranks` ranks as processes of one host (or, with `threads`, threads of
 // one process), rank r on GPU r % GPUs, every
 // device path set up as by default (LANES_PROTO, LANES_ALGO and the size
@@ -23,7 +31,7 @@ int planGpus(const topo::Topology& t);
 // model's probes (else assumed): a table of device-buffer plans (when the
 // model has GPUs) and one of host-buffer plans. With `coll`, that collective
 // alone, size by size, with the host choice explained.
-std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads = false,
+std::string formatPlanTable(const topo::Topology& t, int nranks, PlanLaunch launch = {},
                             std::optional<CollType> coll = std::nullopt);
 
 // The plan as JSON, for calibration (bench/planner/calibrate.py): per
@@ -31,7 +39,7 @@ std::string formatPlanTable(const topo::Topology& t, int nranks, bool threads = 
 // where the model has GPUs, every eligible device path ("device") with its
 // predicted time and terms, and the chosen one. Sizes are the perf tools'
 // (nccl-tests': all-gather and all-to-all count the whole receive buffer).
-std::string formatPlanJson(const topo::Topology& t, int nranks, bool threads = false,
+std::string formatPlanJson(const topo::Topology& t, int nranks, PlanLaunch launch = {},
                            std::optional<CollType> coll = std::nullopt);
 
 }  // namespace lanes

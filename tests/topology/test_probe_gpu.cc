@@ -35,6 +35,10 @@ TEST(TopoProbeGpu, BandwidthAndP2p) {
     EXPECT_LT(g.h2dCurve.front(), g.h2dCurve.back());
     EXPECT_LT(g.d2hCurve.front(), g.d2hCurve.back());
     EXPECT_LT(g.h2dCurve.back(), 200.0);
+    // Within the GPU, device memory: faster than its link for large copies.
+    ASSERT_EQ(g.d2dCurve.size(), g.h2dCurve.size());
+    EXPECT_LT(g.d2dCurve.front(), g.d2dCurve.back());
+    EXPECT_GT(g.d2dCurve.back(), g.h2dCurve.back());
   }
   for (const PairProbe& p : t.probes.pairs) {
     if (p.advertised) {

@@ -22,6 +22,7 @@ GpuProbe measuredGpu(int gpu) {
   for (int i = 0; i < HostProbe::kCurvePoints; ++i) {
     g.h2dCurve.push_back(0.75 + 3 * i);
     g.d2hCurve.push_back(0.5 + 3.25 * i);
+    g.d2dCurve.push_back(1.5 + 100 * i);
   }
   g.flagUs = 2.125;
   g.launchUs = 2.5;
@@ -35,6 +36,7 @@ void expectSameGpu(const GpuProbe& got, const GpuProbe& want) {
   EXPECT_EQ(got.bidir, want.bidir);
   EXPECT_EQ(got.h2dCurve, want.h2dCurve);
   EXPECT_EQ(got.d2hCurve, want.d2hCurve);
+  EXPECT_EQ(got.d2dCurve, want.d2dCurve);
   EXPECT_EQ(got.flagUs, want.flagUs);
   EXPECT_EQ(got.launchUs, want.launchUs);
 }

@@ -206,18 +206,52 @@ TEST(DevicePathChoice, TheWinnerFollowsLinkWidthAndHostMemory) {
             2 * fastRanked.front().cost.total());
 }
 
+// Where the staging slots are in GPU memory (P2P, or ranks sharing one GPU's
+// context), copies go at device memory's rate and skip host memory; thread
+// ranks enqueue one after another, so their enqueue work adds up with the
+// rank count; processes time-slicing a GPU pay a slice per reduce-scatter chunk.
+TEST(DevicePathChoice, StagedSlotsHandOffsAndTimeSlicesArePriced) {
+  const SelectionConfig config;
+  auto staged = [&](const CallFacts& f) {
+    for (const DeviceCandidate& c : rankDevicePaths(f, config))
+      if (c.path == DevicePath::Staged) return c.cost;
+    ADD_FAILURE() << "no staged candidate";
+    return CostTerms{};
+  };
+  CallFacts host = deviceCall(CollType::AllReduce, 64 << 20);
+  host.ranksPerGpu = 4;
+  CallFacts gpu = host;
+  gpu.staged.inGpuMemory = true;
+  EXPECT_LT(4 * staged(gpu).total(), staged(host).total());
+  EXPECT_EQ(staged(gpu).memory, 0);
+
+  CallFacts threads2 = deviceCall(CollType::AllReduce, 8);
+  threads2.nranks = 2;
+  CallFacts processes2 = threads2;
+  threads2.threadRanks = true;
+  CallFacts threads4 = threads2;
+  threads4.nranks = 4;
+  EXPECT_GT(staged(threads2).latency, 2 * staged(processes2).latency);
+  EXPECT_GT(staged(threads4).latency, 1.8 * staged(threads2).latency);
+
+  CallFacts sliced = deviceCall(CollType::ReduceScatter, 1 << 20);
+  const double unsliced = staged(sliced).total();
+  sliced.timeSliced = true;
+  EXPECT_NEAR(staged(sliced).total() - unsliced, 2200e-6, 1e-9);  // one chunk, one slice
+}
+
 // The explanation names the choice, its deciding term and the next two, and
 // whether the inputs were measured: stable text, the same on every rank.
 TEST(DevicePathChoice, TheExplanationIsStable) {
   SelectionConfig config;
   EXPECT_EQ(explainDeviceChoice(deviceCall(CollType::AllReduce, 8), config),
-            "ll 9.5 us (latency 100%); next proxy 18.5 us, staged 36.5 us; assumed GPU inputs "
+            "ll 16.3 us (latency 100%); next proxy 24.0 us, staged 57.7 us; assumed GPU inputs "
             "(lanes-topo --probe measures them)");
   ASSERT_TRUE(NameList::parse("staged", names(), &config.proto));
   config.machine.gpu.measured = true;
   EXPECT_EQ(explainDeviceChoice(deviceCall(CollType::AllReduce, 8), config),
-            "staged 36.5 us (latency 100%, LANES_PROTO=staged); next ll 9.5 us (left out by "
-            "LANES_PROTO), proxy 18.5 us (left out by LANES_PROTO); measured GPU inputs");
+            "staged 57.7 us (latency 63%, LANES_PROTO=staged); next ll 16.3 us (left out by "
+            "LANES_PROTO), proxy 24.0 us (left out by LANES_PROTO); measured GPU inputs");
 }
 
 // One send or receive to another rank of this host, with the staged path's pair slots.
@@ -347,7 +381,7 @@ TEST(DevicePathChoice, SendsAndReceivesTakeThePairSlotsOneAtATime) {
 
 TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {
   const SelectionConfig config;
-  EXPECT_EQ(planName(deviceCall(CollType::AllReduce, 1024), config), "ll");
+  EXPECT_EQ(planName(deviceCall(CollType::AllReduce, 8), config), "ll");
   EXPECT_EQ(planName(deviceCall(CollType::Broadcast, 1 << 20), config), "staged");
   EXPECT_EQ(planName(deviceCall(CollType::Reduce, 1 << 20), config), "proxy/chain");
   CallFacts host = deviceCall(CollType::AllReduce, 64 << 20);

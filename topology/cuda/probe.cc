@@ -110,22 +110,18 @@ struct GpuRig {
     *gbps = (h2d && d2h ? 2.0 : 1.0) * static_cast<double>(bytes) / bestS / 1e9;
     return Status::ok();
   }
-  // `count` copies of `size` bytes back to back on s0, walking the buffers
-  // so that consecutive copies touch different memory; seconds for all.
-  Status copies(bool h2d, size_t size, size_t count, double* seconds) {
+  // `count` copies of `size` bytes of `kind` (H2D, D2H, or D2D within the
+  // GPU) back to back on s0, walking the buffers so that consecutive copies
+  // touch different memory; seconds for all.
+  Status copies(cudaMemcpyKind kind, size_t size, size_t count, double* seconds) {
     LANES_CUDA_RETURN(cudaSetDevice(dev));
     const size_t slots = capacity / size;
+    char* to = static_cast<char*>(kind == cudaMemcpyDeviceToHost ? down.p : a.p);
+    const char* from = static_cast<const char*>(kind == cudaMemcpyHostToDevice ? up.p : b.p);
     LANES_CUDA_RETURN(cudaEventRecord(start.e, s0.s));
     for (size_t i = 0; i < count; ++i) {
       const size_t at = (i % slots) * size;
-      if (h2d)
-        LANES_CUDA_RETURN(cudaMemcpyAsync(static_cast<char*>(a.p) + at,
-                                          static_cast<const char*>(up.p) + at, size,
-                                          cudaMemcpyHostToDevice, s0.s));
-      else
-        LANES_CUDA_RETURN(cudaMemcpyAsync(static_cast<char*>(down.p) + at,
-                                          static_cast<const char*>(b.p) + at, size,
-                                          cudaMemcpyDeviceToHost, s0.s));
+      LANES_CUDA_RETURN(cudaMemcpyAsync(to + at, from + at, size, kind, s0.s));
     }
     LANES_CUDA_RETURN(cudaEventRecord(stop0.e, s0.s));
     LANES_CUDA_RETURN(cudaEventSynchronize(stop0.e));
@@ -136,20 +132,20 @@ struct GpuRig {
   }
   // GB/s by copy size, kCurvePoints sizes from kCurveFirstBytes. The warm-up
   // (at most 64 copies, 64 MiB) also paces the timed rounds.
-  Status curve(bool h2d, std::vector<double>* gbps) {
+  Status curve(cudaMemcpyKind kind, std::vector<double>* gbps) {
     gbps->clear();
     for (int i = 0; i < HostProbe::kCurvePoints; ++i) {
       const size_t size = kCurveFirstBytes << (2 * i);
       size_t count = std::max(kCurveMinCopies, kCurveRoundBytes / size);
       const size_t warm = std::clamp<size_t>(kCurveRoundBytes / size, 1, 64);
       double s = 0;
-      LANES_RETURN_IF_ERROR(copies(h2d, size, warm, &s));
+      LANES_RETURN_IF_ERROR(copies(kind, size, warm, &s));
       const double perCopy = std::max(s / static_cast<double>(warm), 1e-9);
       count = std::min(
           count, std::max(kCurveFloorCopies, static_cast<size_t>(kCurveRoundSeconds / perCopy)));
       double bestS = 1e30;
       for (int r = 0; r < kCurveRounds; ++r) {
-        LANES_RETURN_IF_ERROR(copies(h2d, size, count, &s));
+        LANES_RETURN_IF_ERROR(copies(kind, size, count, &s));
         bestS = std::min(bestS, s);
       }
       gbps->push_back(static_cast<double>(count * size) / bestS / 1e9);
@@ -259,10 +255,12 @@ Status runProbes(const ProbeOptions& o, Topology* t) {
     LANES_RETURN_IF_ERROR(rigs.back()->best(true, true, o.bytes, o.repetitions, &r.bidir));
     LANES_INFO(Topo, -1, "probe GPU%d: H2D %.1f D2H %.1f both-ways %.1f GB/s", g, r.h2d, r.d2h,
                r.bidir);
-    LANES_RETURN_IF_ERROR(rigs.back()->curve(true, &r.h2dCurve));
-    LANES_RETURN_IF_ERROR(rigs.back()->curve(false, &r.d2hCurve));
-    LANES_INFO(Topo, -1, "probe GPU%d: copies 4 KiB..64 MiB H2D %s, D2H %s GB/s", g,
-               curveText(r.h2dCurve).c_str(), curveText(r.d2hCurve).c_str());
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyHostToDevice, &r.h2dCurve));
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyDeviceToHost, &r.d2hCurve));
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyDeviceToDevice, &r.d2dCurve));
+    LANES_INFO(Topo, -1, "probe GPU%d: copies 4 KiB..64 MiB H2D %s, D2H %s, within the GPU %s GB/s",
+               g, curveText(r.h2dCurve).c_str(), curveText(r.d2hCurve).c_str(),
+               curveText(r.d2dCurve).c_str());
     p.gpus.push_back(r);
   }
   LANES_RETURN_IF_ERROR(allAtOnce(rigs, true, o.bytes, o.repetitions, &p.allH2d));

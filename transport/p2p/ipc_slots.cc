@@ -22,6 +22,7 @@ struct Offer {
   int32_t forced = 0;  // LANES_P2P_DISABLE=0 on this rank
   int32_t cudaDev = -1;
   int32_t pid = 0;
+  int32_t mps = 0;       // the GPU's contexts run under MPS: no time slices between processes
   uint64_t pointer = 0;  // for ranks of the same process
   cudaIpcMemHandle_t handle{};
 };
@@ -108,6 +109,12 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode
   mine.cudaDev = cudaDev;
   mine.forced = forced ? 1 : 0;
   mine.pid = static_cast<int32_t>(getpid());
+  int mps = 0;
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, cudaDev) != cudaSuccess) {
+    cudaGetLastError();
+    mps = 0;
+  }
+  mine.mps = mps != 0 ? 1 : 0;
   std::string localWhy;
   // One stream for the pattern fill below and the probes of step 2 (made only
   // where this rank offers P2P at all).
@@ -140,11 +147,11 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode
   offers[static_cast<size_t>(me)] = mine;
   LANES_RETURN_IF_ERROR(bootstrap.allGather(offers.data(), sizeof(Offer), deadline));
 
-  // Processes sharing one GPU take turns on it (time slices), and a copy
-  // within one GPU runs as a kernel: each chunk's hand-off then waits for a
-  // slice, which makes P2P several times slower than host staging there
-  // (docs/gpu_data_path.md, "P2P"). Decided from the offers alone, so every
-  // rank agrees without another exchange.
+  // Processes sharing one GPU take turns on it (time slices) unless it runs
+  // MPS, and a copy within one GPU runs as a kernel: each chunk's hand-off
+  // then waits for a slice, which makes P2P several times slower than host
+  // staging there (docs/gpu_data_path.md, "P2P"). Decided from the offers
+  // alone, so every rank agrees without another exchange.
   bool everyoneForced = true;
   for (const Offer& o : offers) everyoneForced = everyoneForced && o.forced;
   if (!everyoneForced) {
@@ -152,10 +159,10 @@ Status IpcSlots::create(Bootstrap& bootstrap, int cudaDev, size_t bytes, P2pMode
       for (int b = a + 1; b < n; ++b) {
         const Offer& x = offers[static_cast<size_t>(a)];
         const Offer& y = offers[static_cast<size_t>(b)];
-        if (x.cudaDev == y.cudaDev && x.pid != y.pid) {
+        if (x.cudaDev == y.cudaDev && x.pid != y.pid && !(x.mps && y.mps)) {
           *why = "ranks " + std::to_string(a) + " and " + std::to_string(b) +
                  " are different processes on GPU " + std::to_string(x.cudaDev) +
-                 ", where host staging is faster (LANES_P2P_DISABLE=0 forces P2P)";
+                 " without MPS, where host staging is faster (LANES_P2P_DISABLE=0 forces P2P)";
           return Status::ok();  // nobody opened anything: our block is freed below
         }
       }

@@ -22,6 +22,16 @@ int cudaDeviceCount() {
 
 bool cudaUsable() { return cudaDeviceCount() > 0; }
 
+bool cudaDeviceRunsMps(int device) {
+  if (!cudaUsable() || device < 0) return false;
+  int mps = 0;
+  if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return mps != 0;
+}
+
 int currentCudaDevice() {
   if (!cudaUsable()) return -1;
   int dev = -1;

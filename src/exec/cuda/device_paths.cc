@@ -44,6 +44,7 @@ CallFacts rankSetFacts(CommView comm) {
   f.ranksPerGpu = comm.ranksPerGpu();
   f.threadRanks = comm.someProcessHoldsSeveralRanks();
   f.threadsBesideProcesses = comm.threadsBesideProcesses();
+  f.timeSliced = comm.processesTimeSliceGpu();
   DevicePaths& paths = comm.paths();
   if (auto* shared = static_cast<ContextAllReduce*>(paths.sharedContext.get()))
     f.sharedContext = {true, shared->maxBytes()};
@@ -52,8 +53,12 @@ CallFacts rankSetFacts(CommView comm) {
   if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
       staged != nullptr && staged->enabled()) {
     const StageArenaConfig& arena = comm.config().stage;
-    f.staged = {true, staged->servesGatherScatter(), staged->proxyUpToBytes(), arena.chunkBytes,
-                arena.pairChunkBytes > 0 ? arena.pairChunkBytes : f.staged.pairChunkBytes};
+    f.staged.ready = true;
+    f.staged.inGpuMemory = staged->usesP2p();
+    f.staged.gatherScatter = staged->servesGatherScatter();
+    f.staged.proxyUpToBytes = staged->proxyUpToBytes();
+    f.staged.slotBytes = arena.chunkBytes;
+    if (arena.pairChunkBytes > 0) f.staged.pairChunkBytes = arena.pairChunkBytes;
     f.pairs = {staged->hasPairSlots(), staged->pairsUseP2p()};
   }
   return f;

@@ -111,13 +111,13 @@ Status LlAllReduce::setup() {
     why = proto.set() ? "LANES_PROTO=" + proto.text() + " leaves out " + devicePathName(llPath)
                       : std::string(devicePathName(llPath)) + " is off unless LANES_PROTO names it";
     expected = true;
-  } else if (n > 1 && comm_.processesShareGpu() && !comm_.selection().llSharedGpu) {
+  } else if (n > 1 && comm_.processesTimeSliceGpu() && !comm_.selection().llSharedGpu) {
     // Their kernels meet only at time-slice switches, a thousand times slower
-    // than threads of one context (docs/gpu_data_path.md has the figures);
-    // LANES_LL_SHARED_GPU=1 for MPS, where they run side by side.
+    // than threads of one context (docs/gpu_data_path.md has the figures).
+    // Under MPS they run side by side, and the GPU does not time-slice.
     why =
-        "ranks of different processes share a GPU, whose time slices would stall the kernel; "
-        "set LANES_LL_SHARED_GPU=1 under MPS";
+        "ranks of different processes share a GPU without MPS, whose time slices would stall "
+        "the kernel (LANES_LL_SHARED_GPU=1 uses it anyway)";
     expected = true;
   } else {
     local = createLocalResources();

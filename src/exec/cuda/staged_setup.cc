@@ -14,10 +14,10 @@
 #include "base/log.h"
 #include "exec/comm_config.h"
 #include "exec/cuda/device_scope.h"
-#include "exec/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
 #include "exec/per_communicator.h"
 #include "exec/stage_stream_policy.h"
+#include "exec/staged_chunking.h"
 #include "kernels/cuda/reduce.h"
 #include "transport/p2p/ipc_slots.h"
 
@@ -195,7 +195,7 @@ Status StagedCollectives::setup() {
     gatherScatter_ = gatherScatter_ && p.gatherScatter == 1;
     pairP2p = pairP2p && p.pairP2p == 1;
   }
-  if (comm_.processesShareGpu()) {
+  if (comm_.processesTimeSliceGpu()) {
     uint64_t agreed = mine.sharedGpuProxyBytes;
     for (const Proposal& p : all) agreed = std::min(agreed, p.sharedGpuProxyBytes);
     proxyUpToBytes_ = static_cast<size_t>(agreed);

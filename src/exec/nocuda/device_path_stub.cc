@@ -9,6 +9,7 @@ namespace lanes {
 bool cudaUsable() { return false; }
 int currentCudaDevice() { return -1; }
 int cudaDeviceCount() { return 0; }
+bool cudaDeviceRunsMps(int) { return false; }
 Status setCudaDevice(int) { return Status::ok(); }
 
 Status copyToHost(void* dst, const void* src, size_t bytes) {
