@@ -100,6 +100,16 @@ typedef enum LNS_ENUM_OF_INT {
   lanesScalarHostImmediate = 1
 } lanesScalarResidence_t;
 
+/* How float32 sums cross PCIe and the network (lanesConfig_t.wireFormat, or
+ * LANES_WIRE): lossy, opt-in, on the ring only; docs/wire_formats.md bounds
+ * the error. lanesWireDefault takes LANES_WIRE (native when unset). */
+typedef enum LNS_ENUM_OF_INT {
+  lanesWireDefault = 0,
+  lanesWireNative = 1,
+  lanesWireBf16 = 2,
+  lanesWireFp8 = 3
+} lanesWireFormat_t;
+
 /* Communicator options. Always start from LANES_CONFIG_INITIALIZER: `size`,
  * `magic` and `version` let later releases add fields without breaking the
  * ABI. A field left at LANES_CONFIG_UNDEF_INT takes its default. */
@@ -108,20 +118,21 @@ typedef struct {
   size_t size;
   unsigned int magic;
   unsigned int version;
-  int blocking;       /* 1 (default): calls return when done or failed. 0: init may return lanesInProgress. */
-  int timeoutSeconds; /* every wait fails after this many seconds; default LANES_TIMEOUT or 300 */
+  int blocking;         /* 1 (default): calls return when done or failed. 0: init may return
+                           lanesInProgress. */
+  int timeoutSeconds;   /* every wait fails after this many seconds; default LANES_TIMEOUT or 300 */
   const char* commName; /* shown in logs; may be NULL */
-  int reserved[12];
+  int wireFormat;       /* a lanesWireFormat_t; default LANES_WIRE, else native */
+  int reserved[11];
 } lanesConfig_t;
 
 #define LANES_CONFIG_MAGIC 0x4c414e45u /* "LANE" */
-#define LANES_CONFIG_INITIALIZER                                                              \
-  {                                                                                           \
-    sizeof(lanesConfig_t), LANES_CONFIG_MAGIC, LANES_VERSION_CODE, LANES_CONFIG_UNDEF_INT,    \
-        LANES_CONFIG_UNDEF_INT, NULL,                                                         \
-    {                                                                                         \
-      0                                                                                       \
-    }                                                                                         \
+#define LANES_CONFIG_INITIALIZER                                                           \
+  {                                                                                        \
+    sizeof(lanesConfig_t), LANES_CONFIG_MAGIC, LANES_VERSION_CODE, LANES_CONFIG_UNDEF_INT, \
+        LANES_CONFIG_UNDEF_INT, NULL, LANES_CONFIG_UNDEF_INT, {                            \
+      0                                                                                    \
+    }                                                                                      \
   }
 
 /* Used as `color` in lanesCommSplit for ranks that want no new communicator. */
@@ -135,8 +146,8 @@ const char* lanesGetLastError(lanesComm_t comm);
 
 lanesResult_t lanesGetUniqueId(lanesUniqueId* uniqueId);
 lanesResult_t lanesCommInitRank(lanesComm_t* comm, int nranks, lanesUniqueId commId, int rank);
-lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUniqueId commId,
-                                      int rank, lanesConfig_t* config);
+lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUniqueId commId, int rank,
+                                      lanesConfig_t* config);
 /* ndev ranks as threads of this process; devlist may be NULL (devices 0..ndev-1
  * where GPUs exist, host-only ranks otherwise). */
 lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist);

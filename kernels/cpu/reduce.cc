@@ -21,16 +21,8 @@
 #include <immintrin.h>
 #endif
 
+#include "cpu_clones.h"
 #include "reduce_ops.h"
-
-// Not under TSan: the loader runs ifunc resolvers while relocating, before the
-// TSan runtime is initialised, and GCC instruments them (SIGSEGV at start-up).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define LANES_CPU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define LANES_CPU_CLONES
-#endif
 
 namespace lanes::cpu {
 namespace {

@@ -15,6 +15,7 @@
 
 #include "algorithms/scratch_pool.h"
 #include "base/datatype.h"
+#include "kernels/cpu/wire_codec.h"
 
 namespace lanes {
 
@@ -46,6 +47,11 @@ struct Schedule {
   std::string name;  // "allreduce/ring", for logs and timeouts
   lanesDataType_t type = lanesUint8;
   RedOpKind redop = RedOpKind::Sum;  // combine used by *Reduce* ops
+  // How float32 payloads cross the transports (kernels/cpu/wire_codec.h):
+  // not Native only for float32 sums on the ring, where each forwarded
+  // partial sum is rounded to the wire format in place, so that every rank
+  // ends with the same bits.
+  WireFormat wire = WireFormat::Native;
   std::vector<Step> steps;
   // Scratch the schedule's ops point into, uninitialised (every op writes
   // before it reads); lent by `pool` (the communicator's) where set, and

@@ -32,6 +32,7 @@ struct CommOptions {
   bool blocking = true;
   double timeoutSeconds = 300;
   std::string name;
+  std::optional<WireFormat> wire;  // lanesConfig_t.wireFormat; unset: LANES_WIRE
 };
 
 // Lane 0 carries point-to-point traffic; collectives use lanes 1..n-1, so the

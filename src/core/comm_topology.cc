@@ -153,6 +153,30 @@ bool processesTimeSliceGpu(const lanesComm* comm) {
   return false;
 }
 
+namespace {
+
+// Every rank must frame the wire alike: where the ranks asked for different
+// formats, all of them keep the native one and say why.
+void agreeOnWire(lanesComm* comm) {
+  WireFormat& wire = comm->config.selection.wire;
+  for (const RankPlacement& p : comm->placement) {
+    if (p.wire == static_cast<int32_t>(wire)) continue;
+    LANES_WARN(Init, comm->rank,
+               "LANES_WIRE differs between ranks (this rank %s, rank %d %s): every rank sends "
+               "float32 sums uncompressed; set it alike on every rank",
+               wireFormatName(wire), p.rank, wireFormatName(static_cast<WireFormat>(p.wire)));
+    wire = WireFormat::Native;
+    return;
+  }
+  if (wire != WireFormat::Native)
+    LANES_INFO(Init, comm->rank,
+               "float32 sums on the ring cross the wire as %s (LANES_WIRE; lossy, "
+               "docs/wire_formats.md)",
+               wireFormatName(wire));
+}
+
+}  // namespace
+
 Status exchangePlacement(lanesComm* comm) {
   const topo::Topology& t = processTopology();
   RankPlacement self;
@@ -179,11 +203,13 @@ Status exchangePlacement(lanesComm* comm) {
     std::strncpy(self.busId, g.busId.c_str(), sizeof(self.busId) - 1);
   }
   if (comm->cudaDev >= 0) self.mps = cudaDeviceRunsMps(comm->cudaDev) ? 1 : 0;
+  self.wire = static_cast<int32_t>(comm->config.selection.wire);
   std::vector<RankPlacement> all(comm->nranks);
   all[comm->rank] = self;
   LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(all.data(), sizeof(RankPlacement),
                                                    Deadline::after(comm->options.timeoutSeconds)));
   comm->placement = std::move(all);
+  agreeOnWire(comm);
 
   // The cost model's figures: rank 0's on every rank, so every rank plans
   // alike even where hosts or caches differ.

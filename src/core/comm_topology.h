@@ -26,6 +26,7 @@ struct RankPlacement {
   uint64_t hostHash = 0;
   char busId[16] = {};  // "0000:19:00.0", empty without a GPU
   int32_t mps = 0;      // 1: the GPU's contexts run under MPS
+  int32_t wire = 0;     // the rank's WireFormat (LANES_WIRE / config.wireFormat)
 };
 
 namespace topo {

@@ -68,6 +68,12 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   out->schedule = std::make_unique<Schedule>();
   out->schedule->pool = &r.comm->scratchPool;
   LANES_RETURN_IF_ERROR(buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder));
+  // A compressed wire where it keeps every rank's bits alike: float32 sums
+  // (an average and a pre-multiplied sum are sums here) on the ring.
+  if (selection.wire != WireFormat::Native && choice.algo == AlgoId::Ring &&
+      args.type == lanesFloat32 && args.redop == RedOpKind::Sum &&
+      (args.coll == CollType::AllReduce || args.coll == CollType::ReduceScatter))
+    out->schedule->wire = selection.wire;
   out->lane = lane;
   out->comm = r.comm;
   out->label = std::string(collTypeName(args.coll)) + " #" + std::to_string(r.comm->seq);

@@ -40,6 +40,17 @@ Status parseConfig(const lanesConfig_t* config, CommOptions* out) {
       o.timeoutSeconds = config->timeoutSeconds;
     }
     if (config->commName != nullptr) o.name = config->commName;
+    const int wire = config->wireFormat;
+    if (wire != LANES_CONFIG_UNDEF_INT && wire != lanesWireDefault) {
+      if (wire < lanesWireNative || wire > lanesWireFp8)
+        return invalidArgument(
+            "config.wireFormat must be a lanesWireFormat_t (lanesWireNative, lanesWireBf16 or "
+            "lanesWireFp8), got " +
+            std::to_string(wire));
+      o.wire = wire == lanesWireBf16  ? WireFormat::Bf16
+               : wire == lanesWireFp8 ? WireFormat::Fp8
+                                      : WireFormat::Native;
+    }
   }
   *out = o;
   return Status::ok();
@@ -144,6 +155,7 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
   comm->nranks = nranks;
   comm->options = options;
   comm->config = CommConfig::fromEnv();
+  if (options.wire) comm->config.selection.wire = *options.wire;
   comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
   return comm;
 }

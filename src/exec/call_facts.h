@@ -8,6 +8,7 @@
 #include "algorithms/algorithm.h"
 #include "base/collective.h"
 #include "base/name_list.h"
+#include "kernels/cpu/wire_codec.h"
 
 struct lanesComm;
 
@@ -120,6 +121,7 @@ struct SelectionConfig {
   size_t sharedContextMaxBytes = size_t{256} << 10;  // LANES_SHARED_CONTEXT_MAX_BYTES
   size_t sharedGpuProxyBytes = size_t{256} << 10;    // LANES_SHARED_GPU_PROXY_BYTES
   bool stagedGatherScatter = true;                   // LANES_STAGED_COLLECTIVES
+  WireFormat wire = WireFormat::Native;              // LANES_WIRE: float32 sums on the ring
   // Reads the variables above (exec/comm_config.cc); a bad value warns once
   // and leaves the default.
   static SelectionConfig fromEnv();

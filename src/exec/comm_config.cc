@@ -122,6 +122,18 @@ SharedStreamsMode sharedStreamsFromEnv() {
   return SharedStreamsMode::Auto;
 }
 
+// LANES_WIRE: native (unset), bf16 or fp8; anything else warns once and
+// keeps native.
+WireFormat wireFromEnv() {
+  const std::optional<std::string> v = envString("LANES_WIRE");
+  WireFormat f = WireFormat::Native;
+  if (v && !parseWireFormat(*v, &f)) {
+    envWarnOnce("LANES_WIRE", *v, "is not native, bf16 or fp8", "native");
+    f = WireFormat::Native;
+  }
+  return f;
+}
+
 }  // namespace
 
 SelectionConfig SelectionConfig::fromEnv() {
@@ -136,6 +148,7 @@ SelectionConfig SelectionConfig::fromEnv() {
   c.sharedGpuProxyBytes =
       static_cast<size_t>(envSize("LANES_SHARED_GPU_PROXY_BYTES", c.sharedGpuProxyBytes));
   c.stagedGatherScatter = envBool("LANES_STAGED_COLLECTIVES", c.stagedGatherScatter);
+  c.wire = wireFromEnv();
   return c;
 }
 

@@ -27,6 +27,15 @@ struct OpState {
   size_t received = 0;  // payload bytes received and processed
   size_t recvWire = 0;  // wire bytes consumed
   size_t sentWire = 0;  // wire bytes posted
+  // A compressed wire (Schedule::wire): the op's frames before padding, the
+  // frames to send as they are made, and a frame that arrived in pieces.
+  size_t wirePayload = 0;
+  std::byte* stage = nullptr;  // the schedule's scratch, wirePayload bytes
+  size_t staged = 0;           // bytes of `stage` ready to post
+  size_t encoded = 0;          // a send's source values encoded into `stage`
+  size_t framesWire = 0;       // wire bytes of the whole frames received
+  std::vector<std::byte> carry;
+  size_t carried = 0;
   bool recvDone() const { return !hasRecv(op->kind) || recvWire == padded; }
   bool sendDone() const { return !hasSend(op->kind) || sentWire == padded; }
 };
@@ -66,16 +75,38 @@ struct Track {
   bool done() const { return item >= items.size(); }
 };
 
-void loadStep(const Step& step, StepState* s) {
+// A send's frames are made as the port drains: up to two commits ahead of
+// what it took, so encoding overlaps the transfer.
+void encodeSendAhead(const WireCodec& codec, OpState* st) {
+  const auto* src = static_cast<const float*>(st->op->src);
+  const size_t elems = st->op->bytes / sizeof(float);
+  while (st->encoded < elems && st->staged < st->sentWire + 2 * kRingCommitBytes) {
+    const size_t n = std::min(codec.frameElems(), elems - st->encoded);
+    codec.encode(src + st->encoded, n, st->stage + st->staged);
+    st->encoded += n;
+    st->staged += codec.frameBytes(n);
+  }
+}
+
+void loadStep(Schedule& sched, const Step& step, StepState* s) {
+  const WireFormat wire = sched.wire;
   s->ops.clear();
   s->sendQueue.clear();
   s->recvQueue.clear();
   s->remaining = 0;
+  const WireCodec codec(wire);
   for (const Op& op : step.ops) {
     OpState st;
     st.op = &op;
     st.padded = padToGranule(op.bytes);
-    s->ops.push_back(st);
+    if (wire != WireFormat::Native && op.kind != OpKind::Copy) {
+      st.wirePayload = codec.wireBytes(op.bytes / sizeof(float));
+      st.padded = padToGranule(st.wirePayload);
+      // Scratch from the communicator's pool: no page faults call after call.
+      if (hasSend(op.kind) && st.wirePayload > 0) st.stage = sched.allocScratch(st.wirePayload);
+      if (hasRecv(op.kind)) st.carry.resize(WireCodec::kMaxFrameBytes);
+    }
+    s->ops.push_back(std::move(st));
   }
   // Local copies first: transfers of the step may read what they produce.
   for (OpState& st : s->ops) {
@@ -126,14 +157,80 @@ Status advanceQueues(const ExecWork& w, StepState& s, std::vector<PeerQueue>& qu
   return Status::ok();
 }
 
+// One frame of a compressed wire arrived whole: decode it (a reduce adds it
+// to the local values), and stage what a forwarding op sends on. A forwarded
+// sum is rounded to the wire format in place (encoded, then decoded back), so
+// the rank keeps exactly what its successors will decode; a forwarded copy
+// passes the frame on as it came.
+void takeFrame(const WireCodec& codec, const std::byte* frame, size_t elems, OpState& st) {
+  const Op& op = *st.op;
+  const size_t done = st.received / sizeof(float);
+  float* dst = op.dst != nullptr ? static_cast<float*>(op.dst) + done : nullptr;
+  const size_t bytes = codec.frameBytes(elems);
+  if (isReduce(op.kind)) {
+    codec.decode(frame, elems, static_cast<const float*>(op.src) + done, dst);
+    if (isForward(op.kind)) {
+      codec.encode(dst, elems, st.stage + st.staged);
+      codec.decode(st.stage + st.staged, elems, nullptr, dst);
+      st.staged += bytes;
+    }
+  } else {
+    if (dst != nullptr) codec.decode(frame, elems, nullptr, dst);
+    if (isForward(op.kind)) {
+      std::memcpy(st.stage + st.staged, frame, bytes);
+      st.staged += bytes;
+    }
+  }
+  st.received += elems * sizeof(float);
+  st.framesWire += bytes;
+}
+
+// Receives a compressed wire's frames: whole frames straight from the port's
+// view, a frame split by the view's end through `carry`; then the padding.
+Status receiveFrames(const WireCodec& codec, RecvPort& port, OpState& st, bool* progressed,
+                     bool* through) {
+  std::span<const std::byte> view;
+  LANES_RETURN_IF_ERROR(port.peek(&view));
+  const size_t budget = std::min({view.size(), st.padded - st.recvWire, kRingCommitBytes});
+  const size_t elems = st.op->bytes / sizeof(float);
+  size_t used = 0;
+  while (used < budget && st.framesWire < st.wirePayload) {
+    const size_t n = std::min(codec.frameElems(), elems - st.received / sizeof(float));
+    const size_t need = codec.frameBytes(n);
+    if (st.carried == 0 && budget - used >= need) {
+      takeFrame(codec, view.data() + used, n, st);
+      used += need;
+      continue;
+    }
+    const size_t piece = std::min(need - st.carried, budget - used);
+    std::memcpy(st.carry.data() + st.carried, view.data() + used, piece);
+    st.carried += piece;
+    used += piece;
+    if (st.carried < need) break;
+    st.carried = 0;
+    takeFrame(codec, st.carry.data(), n, st);
+  }
+  if (st.framesWire == st.wirePayload)
+    used += std::min(budget - used, st.padded - st.recvWire - used);
+  if (used == 0) return Status::ok();
+  port.consume(used);
+  st.recvWire += used;
+  *progressed = true;
+  *through = st.recvWire == st.padded;
+  return Status::ok();
+}
+
 // Moves as many bytes as the ports allow for one step. Sets *progressed.
 Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
   const Schedule& sched = *w.schedule;
   const size_t elem = std::max<size_t>(1, datatypeSize(sched.type));
+  const bool compressed = sched.wire != WireFormat::Native;
+  const WireCodec codec(sched.wire);
 
   Status status =
       advanceQueues(w, s, s.recvQueue, [&](Connection& conn, OpState& st, bool* through) {
         RecvPort& port = conn.recvPort(w.lane);
+        if (compressed) return receiveFrames(codec, port, st, progressed, through);
         std::span<const std::byte> view;
         Status peeked = port.peek(&view);
         if (!peeked) return peeked;
@@ -163,8 +260,12 @@ Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
   return advanceQueues(w, s, s.sendQueue, [&](Connection& conn, OpState& st, bool* through) {
     SendPort& port = conn.sendPort(w.lane);
     const Op& op = *st.op;
-    const auto* base = static_cast<const std::byte*>(isForward(op.kind) ? op.dst : op.src);
-    size_t ready = isForward(op.kind) ? st.received : op.bytes;
+    if (compressed && op.kind == OpKind::Send) encodeSendAhead(codec, &st);
+    // What goes out: the op's bytes as they are, or its frames as staged.
+    const auto* base =
+        compressed ? st.stage : static_cast<const std::byte*>(isForward(op.kind) ? op.dst : op.src);
+    const size_t total = compressed ? st.wirePayload : op.bytes;
+    size_t ready = compressed ? st.staged : isForward(op.kind) ? st.received : op.bytes;
     size_t alignedReady = ready & ~(kRingGranule - 1);
     if (st.sentWire < alignedReady) {
       size_t taken = 0;
@@ -174,9 +275,9 @@ Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
       st.sentWire += taken;
     }
     // The ragged tail crosses the wire padded to a full granule.
-    if (st.sentWire == alignedReady && ready == op.bytes && st.sentWire < st.padded) {
+    if (st.sentWire == alignedReady && ready == total && st.sentWire < st.padded) {
       std::byte tail[kRingGranule] = {};
-      std::memcpy(tail, base + st.sentWire, op.bytes - st.sentWire);
+      std::memcpy(tail, base + st.sentWire, total - st.sentWire);
       size_t taken = 0;
       Status posted = port.post(tail, kRingGranule, &taken);
       if (!posted) return posted;
@@ -251,7 +352,7 @@ Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* wa
           continue;
         }
         if (!t.stepLoaded) {
-          loadStep(w.schedule->steps[t.step], &t.state);
+          loadStep(*w.schedule, w.schedule->steps[t.step], &t.state);
           t.stepLoaded = true;
           progressed = true;
         }
