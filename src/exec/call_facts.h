@@ -94,15 +94,15 @@ struct MachineFacts {
   // GPUs over P2P (the slowest pair probed), a counter written by one stream
   // and awaited by another through host memory (one way), and a small
   // kernel's launch. Assumed: a PCIe Gen4 x16 link and an RTX 4090's memory;
-  // hand-offs as the H200's staged, LL and proxy paths imply (docs/planner.md).
+  // the flag and launch as the H200 measured them (docs/planner.md).
   struct Gpu {
     double h2dGBs[kCurvePoints] = {1.5, 5, 12, 18, 21, 22, 22, 22};
     double d2hGBs[kCurvePoints] = {1.5, 5, 12, 18, 21, 22, 22, 22};
     double d2dGBs[kCurvePoints] = {1.5, 6, 24, 80, 200, 350, 420, 450};
     double p2pGBs = 20;
     double bothWaysShare = 0.9;
-    double flagUs = 4.5;
-    double launchUs = 5;
+    double flagUs = 3;
+    double launchUs = 4;
     bool measured = false;
   } gpu;
 };

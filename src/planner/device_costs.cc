@@ -12,6 +12,14 @@ constexpr double kUs = 1e-6;
 // A kernel reading its inputs in device memory: far above any PCIe link, so
 // only a latency-bound path (shared context) ever reads it.
 constexpr double kDeviceMemoryGBs = 1000;
+// The staged path's copies between slots within one GPU stream at about this
+// share of the probe's one-stream peak (H200, thread ranks and processes under
+// MPS, 2 and 4 ranks, 8-32 MiB).
+constexpr double kStagedD2dShare = 0.45;
+// A CUDA call's enqueue on the host (a copy, an event, a counter): not the
+// launch probe, which times the GPU's turnaround; measured as the thread
+// ranks' staged and shared-context latencies on the H200 (docs/planner.md).
+constexpr double kEnqueueCallUs = 2.5;
 // Processes sharing a GPU without MPS take turns in time slices. A staged
 // reduce-scatter waits a whole slice for its peers' copies per slot's worth
 // of the call (LANES_STAGE_CHUNK_BYTES); an all-reduce or all-gather waits
@@ -69,7 +77,9 @@ class GpuLink {
         rate = rateAt(curve, size) * (bothWays ? gpu_.bothWaysShare : 1.0);
         break;
       case Slots::SameGpu:  // device memory, which every rank's copies share
-        rate = rateAt(gpu_.d2dGBs, size);
+        // A copy's fixed cost overlaps the enqueue work priced as latency;
+        // the stream of chunks gets a share of the one-stream peak.
+        rate = kStagedD2dShare * gpu_.d2dGBs[MachineFacts::kCurvePoints - 1];
         break;
       case Slots::PeerGpu:  // over the link to the peer, at most the copy's own rate
         rate = std::min(gpu_.p2pGBs, rateAt(gpu_.d2dGBs, size));
@@ -195,7 +205,9 @@ CostTerms stagedCost(const CallFacts& f, GpuLink link) {
       t.latency = link.launch() + 7 * link.flag();
       break;
   }
-  if (f.threadRanks) t.latency += n * stagedEnqueueCalls(f.coll, n) * link.launch();
+  // Each rank's enqueue of a chunk is on its call's critical path; thread
+  // ranks of one process enqueue one after another, so theirs add up.
+  t.latency += (f.threadRanks ? n : 1) * stagedEnqueueCalls(f.coll, n) * kEnqueueCallUs * kUs;
   if (f.timeSliced) {
     const double slots =
         std::ceil(s / static_cast<double>(std::max<size_t>(1, f.staged.slotBytes)));
@@ -227,8 +239,8 @@ CostTerms llCost(const CallFacts& f, const GpuLink& link) {
   // it half-way (measured with 2 and 4 ranks on the H200).
   t.latency = link.launch() + link.flag() * (f.nranks + 1) / 2.0;
   // Lines are loads and stores of one block, not copies: no per-copy fixed
-  // cost, so the lines are read at the rate of copies of at least 4 KiB.
-  const double at = std::max(lines, MachineFacts::curveBytes(0));
+  // cost, so they move at the link's streaming rate (that of 1 MiB copies).
+  const double at = std::max(lines, MachineFacts::curveBytes(4));
   t.transfer = link.down(lines, at, false) + link.up((f.nranks - 1) * lines, at, false);
   return t;
 }
@@ -238,7 +250,7 @@ CostTerms sharedContextCost(const CallFacts& f, const GpuLink& link, const Machi
   // The last thread to arrive enqueues for all after a host hand-off: a wait
   // on each rank's input, the reduce kernel, a copy and an event per other
   // rank, about 2.5 launches per rank (measured with 2 and 4 ranks on the H200).
-  t.latency = 2.5 * f.nranks * link.launch() + m.hopLatencyUs * kUs;
+  t.latency = 2.5 * f.nranks * kEnqueueCallUs * kUs + m.hopLatencyUs * kUs;
   t.transfer = f.nranks * static_cast<double>(f.bytes) / (kDeviceMemoryGBs * 1e9);
   return t;
 }

@@ -145,7 +145,7 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
       << out;
   EXPECT_NE(out.find("\n8 B\n  host:   recursive_doubling "), std::string::npos) << out;
   EXPECT_NE(out.find("(latency 100%); next ring "), std::string::npos) << out;
-  EXPECT_NE(out.find("\n  device: ll 16.3 us (latency 100%); next proxy "), std::string::npos)
+  EXPECT_NE(out.find("\n  device: ll 11.5 us (latency 100%); next proxy "), std::string::npos)
       << out;
   EXPECT_NE(out.find("\n1 GiB\n  host:   ring "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  device: staged "), std::string::npos) << out;
