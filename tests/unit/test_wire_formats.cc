@@ -203,7 +203,7 @@ TEST_P(WireRing, BitIdenticalAndWithinTheBound) {
       ASSERT_LE(std::fabs(double(got[i]) - exact), bound)
           << "rank " << r << " element " << i << ": got " << got[i] << ", exact " << exact;
     }
-    if (c.coll == CollType::AllReduce && r > 0) {
+    if (c.coll == CollType::AllReduce && r > 0 && outElems > 0) {
       ASSERT_EQ(0, std::memcmp(out[0].data(), out[r].data(), outElems * sizeof(float)))
           << "rank " << r << " differs from rank 0";
     }
