@@ -1,12 +1,15 @@
 // lanes_allreduce_bound: a device all-reduce of 256 MiB float32 with N ranks
-// sharing ONE GPU, against the bound the host-staged path allows
-// (docs/gpu_data_path.md): the bytes it moves across that GPU's PCIe link
-// each way, divided by the both-ways bandwidth measured in the same run, just
-// before the all-reduces. Ranks are threads of this process, or with --procs
-// processes forked from it (the parent never touches CUDA).
+// sharing ONE GPU, on each of the staged path and host summation in turn
+// (LANES_PROTO), against the bound each allows (docs/gpu_data_path.md):
+// staged, the bytes it moves across that GPU's PCIe link each way over the
+// both-ways bandwidth; host summation, the N downloads, N uploads and the
+// host sum of N buffers run at once (perf/host_sum_bound.h). Both bounds are
+// measured in the same run, just before the all-reduces. Ranks are threads
+// of this process, or with --procs processes forked from it (the parent
+// never touches CUDA).
 //
-//   lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--bytes 256M] [--iters 10]
-//                         [--warmup 3] [--gpu 0] [--sync-each]
+//   lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--paths staged,host_sum] [--bytes 256M]
+//                         [--iters 10] [--warmup 3] [--gpu 0] [--sync-each]
 //
 // Exit code 0 when every result was right (the ratio is reported, not judged).
 #include <cuda_runtime.h>
@@ -28,6 +31,7 @@
 #include "lanes/lanes.h"
 #include "perf/args.h"
 #include "perf/copy_bounds.h"
+#include "perf/host_sum_bound.h"
 #include "perf/memory.h"
 #include "perf/staged_bound.h"
 
@@ -37,6 +41,7 @@ namespace {
 struct Options {
   bool procs = false;
   std::vector<int> ranks{2, 4, 8};
+  std::vector<std::string> paths{"staged", "host_sum"};
   size_t bytes = size_t{256} << 20;
   int iters = 10;
   int warmup = 3;
@@ -45,13 +50,14 @@ struct Options {
 };
 
 const char* kUsage =
-    "usage: lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--bytes 256M] [--iters 10]\n"
-    "                             [--warmup 3] [--gpu 0] [--sync-each]\n"
+    "usage: lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--paths staged,host_sum]\n"
+    "                             [--bytes 256M] [--iters 10] [--warmup 3] [--gpu 0]\n"
+    "                             [--sync-each]\n"
     "  All-reduce (float32 sum, device buffers) with N ranks on one GPU, as threads of this\n"
-    "  process or (--procs) as forked processes; prints time, the host-staged bound from the\n"
-    "  copy bandwidth measured in the same run, and time/bound. The host time spent inside\n"
-    "  lanesAllReduce is reported beside it; --sync-each waits for every call before the\n"
-    "  next (no host enqueue runs ahead of the GPU).\n";
+    "  process or (--procs) as forked processes, on each path of --paths (LANES_PROTO);\n"
+    "  prints time, the path's bound measured in the same run, and time/bound. The host time\n"
+    "  spent inside lanesAllReduce is reported beside it; --sync-each waits for every call\n"
+    "  before the next (no host enqueue runs ahead of the GPU).\n";
 
 bool parseOptions(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
@@ -76,6 +82,19 @@ bool parseOptions(int argc, char** argv, Options* o) {
         o->ranks.push_back(static_cast<int>(n));
         pos = comma + 1;
       }
+    } else if (f == "--paths") {
+      const char* v = value();
+      if (v == nullptr) return false;
+      o->paths.clear();
+      std::string s = v;
+      for (size_t pos = 0; pos <= s.size();) {
+        size_t comma = s.find(',', pos);
+        if (comma == std::string::npos) comma = s.size();
+        const std::string path = s.substr(pos, comma - pos);
+        if (path != "staged" && path != "host_sum") return false;
+        o->paths.push_back(path);
+        pos = comma + 1;
+      }
     } else if (f == "--bytes") {
       const char* v = value();
       uint64_t b = 0;
@@ -89,7 +108,7 @@ bool parseOptions(int argc, char** argv, Options* o) {
       return false;
     }
   }
-  return !o->ranks.empty();
+  return !o->ranks.empty() && !o->paths.empty();
 }
 
 Status check(cudaError_t err, const char* call) {
@@ -109,8 +128,8 @@ struct StreamDestroy {
 // between the first and the last barrier (docs/gpu_data_path.md).
 class BoundRank {
  public:
-  BoundRank(lanesComm_t comm, const Options& o, const char* mode)
-      : comm_(comm), o_(o), mode_(mode) {
+  BoundRank(lanesComm_t comm, const Options& o, const char* mode, const std::string& path)
+      : comm_(comm), o_(o), mode_(mode), hostSum_(path == "host_sum") {
     lanesCommUserRank(comm, &rank_);
     lanesCommCount(comm, &n_);
   }
@@ -122,7 +141,13 @@ class BoundRank {
     must(setup(count), "allocating buffers");
     barrier();
     CopyBounds b;
+    HostSumBound sumBound;
     if (rank_ == 0) must(measureCopyBounds(kBoundBytes, &b), "measuring copy bandwidth");
+    // The reducers' threads: the host's cores, at most 8 per rank (as Lanes sizes them).
+    const int threads =
+        std::min(8 * n_, static_cast<int>(std::max(1U, std::thread::hardware_concurrency())));
+    if (rank_ == 0 && hostSum_)
+      must(measureHostSumBound(n_, o_.bytes, threads, &sumBound), "measuring the host sum bound");
     barrier();  // the others wait: nothing else on the GPU while rank 0 measures
     for (int i = 0; i < o_.warmup; ++i) allReduce(count);
     must(check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"), "warm-up");
@@ -144,7 +169,7 @@ class BoundRank {
         hostReduce(std::chrono::duration<double>(inCall).count() / o_.iters, lanesMax);
     const double wrong = hostReduce(static_cast<double>(countWrong(count)), lanesSum);
     barrier();  // nobody frees while a peer's collective may still run
-    if (rank_ == 0) printRow(b, seconds, callSeconds, static_cast<int64_t>(wrong));
+    if (rank_ == 0) printRow(b, sumBound, seconds, callSeconds, static_cast<int64_t>(wrong));
     return wrong == 0 ? 0 : 1;
   }
 
@@ -202,17 +227,25 @@ class BoundRank {
   }
   void barrier() { hostReduce(1, lanesSum); }
 
-  void printRow(const CopyBounds& b, double seconds, double callSeconds, int64_t wrong) const {
-    // All N ranks are on this one GPU, so its link carries all their bytes.
-    const LinkBytes bytes = stagedAllReduceBytes(static_cast<double>(o_.bytes), n_, n_);
-    const double bound = linkBoundSeconds(bytes, b.bothH2d, b.bothD2h);
-    std::printf("%5d  %-9s %10zu  %9.2f  %8.2f  %8.2f  %8.2f  %8.2f  %8.3f  %8.3f  %9.3f  %6lld\n",
-                n_, mode_, o_.bytes, seconds * 1e3, b.h2d, b.d2h, b.bothH2d, b.bothD2h,
-                bytes.down / 1e9, bytes.up / 1e9, bound * 1e3, static_cast<long long>(wrong));
+  void printRow(const CopyBounds& b, const HostSumBound& sum, double seconds, double callSeconds,
+                int64_t wrong) const {
+    // All N ranks are on this one GPU, so its link carries all their bytes:
+    // host summation moves S each way per rank.
+    const double s = static_cast<double>(o_.bytes);
+    const LinkBytes bytes = hostSum_ ? LinkBytes{s * n_, s * n_} : stagedAllReduceBytes(s, n_, n_);
+    const double bound = hostSum_ ? sum.seconds : linkBoundSeconds(bytes, b.bothH2d, b.bothD2h);
+    const double target = hostSum_ ? 1.1 : 1.2;
     std::printf(
-        "#      time/bound = %.3f (target <= 1.20: %s); busbw %.2f GB/s; host time in the call "
+        "%5d  %-9s %-8s %10zu  %9.2f  %8.2f  %8.2f  %8.2f  %8.2f  %8.3f  %8.3f  %9.3f  %6lld\n", n_,
+        mode_, hostSum_ ? "host_sum" : "staged", o_.bytes, seconds * 1e3, b.h2d, b.d2h, b.bothH2d,
+        b.bothD2h, bytes.down / 1e9, bytes.up / 1e9, bound * 1e3, static_cast<long long>(wrong));
+    if (hostSum_)
+      std::printf("#      bound parts: copies %.2f ms, host sum %.2f ms (at once)\n",
+                  sum.linkSeconds * 1e3, sum.sumSeconds * 1e3);
+    std::printf(
+        "#      time/bound = %.3f (target <= %.2f: %s); busbw %.2f GB/s; host time in the call "
         "%.2f ms (slowest rank)%s\n",
-        seconds / bound, seconds / bound <= 1.2 ? "met" : "NOT met",
+        seconds / bound, target, seconds / bound <= target ? "met" : "NOT met",
         static_cast<double>(o_.bytes) / seconds / 1e9 * 2.0 * (n_ - 1) / n_, callSeconds * 1e3,
         o_.syncEach ? "; each call waited for" : "");
     std::fflush(stdout);
@@ -221,6 +254,7 @@ class BoundRank {
   lanesComm_t comm_;
   const Options& o_;
   const char* mode_;
+  bool hostSum_;
   int rank_ = 0, n_ = 1;
   std::unique_ptr<CUstream_st, StreamDestroy> stream_;
   std::unique_ptr<void, DeviceFree> send_, recv_;
@@ -231,20 +265,22 @@ void printHeader(const Options& o) {
   std::printf(
       "# lanes_allreduce_bound: all-reduce float32 sum on device buffers, N ranks on GPU %d,\n"
       "# %d warm-up + %d timed calls (time: the slowest rank's mean per call).\n"
-      "# Bound (host-staged path, docs/gpu_data_path.md): per rank down (D2H) = S,\n"
+      "# Bound of the staged path (docs/gpu_data_path.md): per rank down (D2H) = S,\n"
       "# up (H2D) = 2(N-1)/N x S; all N ranks share this GPU, so its link carries N times\n"
       "# that; bound = max(down / both-ways D2H, up / both-ways H2D), bandwidths measured\n"
       "# by rank 0 just before the all-reduces (cudaMemcpyAsync %zu MiB, pinned).\n"
+      "# Bound of host summation: N downloads and N uploads of S and the host sum of N\n"
+      "# buffers of S, all at once, timed by rank 0 just before the all-reduces.\n"
       "# GB/s = 1e9 B/s; GB = 1e9 B.\n",
       o.gpu, o.warmup, o.iters, kBoundBytes >> 20);
-  std::printf("# %3s  %-9s %10s  %9s  %8s  %8s  %8s  %8s  %8s  %8s  %9s  %6s\n", "N", "ranks as",
-              "bytes", "time(ms)", "H2D", "D2H", "both:H2D", "both:D2H", "down GB", "up GB",
-              "bound(ms)", "#wrong");
+  std::printf("# %3s  %-9s %-8s %10s  %9s  %8s  %8s  %8s  %8s  %8s  %8s  %9s  %6s\n", "N",
+              "ranks as", "path", "bytes", "time(ms)", "H2D", "D2H", "both:H2D", "both:D2H",
+              "down GB", "up GB", "bound(ms)", "#wrong");
   std::fflush(stdout);
 }
 
 // N ranks as threads of this process, all on o.gpu.
-int runThreads(const Options& o, int n) {
+int runThreads(const Options& o, int n, const std::string& path) {
   std::vector<int> devlist(n, o.gpu);
   std::vector<lanesComm_t> comms(n, nullptr);
   lanesResult_t r = lanesCommInitAll(comms.data(), n, devlist.data());
@@ -257,7 +293,7 @@ int runThreads(const Options& o, int n) {
   {
     std::vector<std::jthread> threads;
     for (int i = 0; i < n; ++i) {
-      threads.emplace_back([&, i] { rcs[i] = BoundRank(comms[i], o, "threads").run(); });
+      threads.emplace_back([&, i] { rcs[i] = BoundRank(comms[i], o, "threads", path).run(); });
     }
   }
   for (lanesComm_t c : comms) lanesCommDestroy(c);
@@ -286,7 +322,7 @@ bool readFully(int fd, void* buf, size_t len, int seconds) {
 // N ranks as processes. The children are forked while this process is still
 // single-threaded and CUDA-free; the parent then makes the unique id (which
 // starts the bootstrap root here) and hands it to each child over a pipe.
-int runProcs(const Options& o, int n) {
+int runProcs(const Options& o, int n, const std::string& path) {
   std::fflush(stdout);
   std::vector<pid_t> pids;
   std::vector<int> pipes;
@@ -322,7 +358,7 @@ int runProcs(const Options& o, int n) {
                      lanesGetLastError(nullptr));
         std::_Exit(1);
       }
-      int rc = BoundRank(comm, o, "processes").run();
+      int rc = BoundRank(comm, o, "processes", path).run();
       lanesCommDestroy(comm);
       std::fflush(stdout);
       std::_Exit(rc);
@@ -391,7 +427,12 @@ int main(int argc, char** argv) {
   }
   printHeader(o);
   int rc = 0;
-  for (int n : o.ranks) rc = std::max(rc, o.procs ? runProcs(o, n) : runThreads(o, n));
+  for (int n : o.ranks) {
+    for (const std::string& path : o.paths) {
+      setenv("LANES_PROTO", path.c_str(), 1);  // read at each communicator's init
+      rc = std::max(rc, o.procs ? runProcs(o, n, path) : runThreads(o, n, path));
+    }
+  }
   if (o.procs) {
     std::printf("# processes: forked from a CUDA-free parent, one CUDA context each.\n");
   }

@@ -132,6 +132,41 @@ job_bound() {
   done
 }
 
+job host-sum "lanes_allreduce_bound lanes-topo" \
+  'time/bound|bound parts|^ +[0-9]+ +(threads|processes)|^ *(allreduce|[0-9]+ (B|KiB|MiB|GiB)) ' \
+  "issue 19: 256 MiB host summation beside staged vs their bounds, 2/4/8 threads, processes"
+job_host_sum() {
+  one_gpu
+  local T=@bin@/lanes_allreduce_bound n
+  step 170 "host summation and staged, threads" -- "$T" --ranks 2,4,8 --iters 5
+  step 200 "host summation and staged, processes" -- "$T" --procs --ranks 2,4,8 --iters 5
+  # What the default takes for processes of one GPU (slots in host memory), by the probe.
+  for n in 2 4 8; do
+    step 20 "the default plan, $n processes" -- env LANES_P2P_DISABLE=1 @bin@/lanes-topo \
+      --plan --ranks $n --collective allreduce
+  done
+}
+
+job calibrate-host-sum "lanes-topo lanes-run lanes_all_reduce_perf lanes_reduce_scatter_perf
+  lanes_allreduce_bound" \
+  '"(points|median_error_by_algo|regret_within_1_05|regret_max|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks|time/bound|^ +[0-9]+ +processes' \
+  "issue 19: 256 MiB under MPS (host slots); host summation among the calibrated candidates"
+# Host summation needs the slots in host memory: processes of one GPU without
+# MPS (they time-slice it), or under MPS with P2P off.
+job_calibrate_host_sum() {
+  one_gpu
+  local d b
+  d=$(jobdir)
+  step 100 "host summation and staged, processes under MPS, slots in host memory" -- \
+    bash bench/gpu/with_mps.sh env LANES_P2P_DISABLE=1 @bin@/lanes_allreduce_bound --procs \
+    --ranks 2,4,8 --iters 5
+  b=$(($(left) - 30))
+  step $((b + 20)) "calibrate, device memory, 2/4/8 processes on GPU 0 (time slices)" -- \
+    python3 bench/planner/calibrate.py --build @build@ --memory device --ranks 2,4,8 \
+    --collectives allreduce,reducescatter --max 256M --repeat 2 --launch processes \
+    --time-budget "$b" --out "$d/processes@tag@"
+}
+
 job latency "$PERF" "^(\[0\])? +8 " \
   "issue 3 fig. 3: 8 B all-reduce latency on GPU 0, by path"
 job_latency() {

@@ -12,6 +12,8 @@ const char* devicePathName(DevicePath p) {
       return "ll_threads";
     case DevicePath::Staged:
       return "staged";
+    case DevicePath::HostSum:
+      return "host_sum";
     case DevicePath::Pairs:
       return "pairs";
     case DevicePath::P2pPairs:

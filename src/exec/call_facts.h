@@ -20,8 +20,19 @@ namespace lanes {
 // Pairs and P2pPairs carry one send or receive through the staged path's
 // pair slots, in shared host memory or in the receiver's GPU memory over P2P
 // (off unless named: where P2P is on, the slots then move to GPU memory).
-enum class DevicePath : uint8_t { SharedContext, Ll, LlThreads, Staged, Pairs, P2pPairs, Proxy };
-inline constexpr int kDevicePaths = 7;
+// HostSum runs all-reduce and reduce-scatter through the staged path's slots
+// in host memory, summed there by CPU threads (no GPU kernel).
+enum class DevicePath : uint8_t {
+  SharedContext,
+  Ll,
+  LlThreads,
+  Staged,
+  HostSum,
+  Pairs,
+  P2pPairs,
+  Proxy
+};
+inline constexpr int kDevicePaths = 8;
 const char* devicePathName(DevicePath p);
 
 // What selection reads about one batch of calls and its communicator. Every
@@ -57,6 +68,7 @@ struct CallFacts {
     size_t slotBytes = size_t{16} << 20;  // LANES_STAGE_CHUNK_BYTES
     size_t pairChunkBytes = size_t{2} << 20;  // LANES_STAGE_PAIR_CHUNK_BYTES
     bool inGpuMemory = false;                 // the slots are in GPU memory (P2P), not host memory
+    int hostSumThreads = 1;  // reducer threads per rank of host summation (agreed at init)
   } staged;
   struct Pairs {
     bool ready = false;        // the staged path has send/recv pair slots

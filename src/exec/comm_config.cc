@@ -164,6 +164,7 @@ CommConfig CommConfig::fromEnv() {
   c.checkMismatch = envBool("LANES_CHECK_MISMATCH", c.checkMismatch);
   c.proxyPrepinBytes = static_cast<size_t>(envSize("LANES_PROXY_PREPIN_BYTES", c.proxyPrepinBytes));
   c.stageSharedStreams = sharedStreamsFromEnv();
+  c.hostSumThreads = static_cast<int>(envInt("LANES_HOST_SUM_THREADS", c.hostSumThreads, 0, 64));
   return c;
 }
 

@@ -23,6 +23,7 @@ struct CommConfig {
   bool checkMismatch = false;  // LANES_CHECK_MISMATCH
   size_t proxyPrepinBytes = size_t{16} << 20;                      // LANES_PROXY_PREPIN_BYTES
   SharedStreamsMode stageSharedStreams = SharedStreamsMode::Auto;  // LANES_STAGE_SHARED_STREAMS
+  int hostSumThreads = 0;  // LANES_HOST_SUM_THREADS: reducer threads per rank (0: by the cores)
 
   // Reads every variable above; a bad value warns once (naming the variable
   // and what is used instead) and leaves the default.

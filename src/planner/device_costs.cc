@@ -20,6 +20,10 @@ constexpr double kStagedD2dShare = 0.45;
 // launch probe, which times the GPU's turnaround; measured as the thread
 // ranks' staged and shared-context latencies on the H200 (docs/planner.md).
 constexpr double kEnqueueCallUs = 2.5;
+// A CPU store releasing a stream parked on it in host memory (the host
+// summation's `reduced`): the GPU's polls of host memory, measured at about
+// 16 us when Lanes' data path was designed (not yet on the H200).
+constexpr double kHostReleaseUs = 16;
 // Processes sharing a GPU without MPS take turns in time slices. A staged
 // reduce-scatter waits a whole slice for its peers' copies per slot's worth
 // of the call (LANES_STAGE_CHUNK_BYTES); an all-reduce or all-gather waits
@@ -219,6 +223,43 @@ CostTerms stagedCost(const CallFacts& f, GpuLink link) {
   return t;
 }
 
+// Host summation (exec/cuda/staged_host_sum.cc): each rank's chunk goes down
+// whole, every rank's reducer threads sum its segment of all of them in host
+// memory, and the sums come up (all of them for an all-reduce, the rank's own
+// for a reduce-scatter). Three stages pipelined over the chunks; host memory
+// carries the DMA both ways and the reducers' reads and writes.
+CostTerms hostSumCost(const CallFacts& f, const GpuLink& link, const MachineFacts& m) {
+  const int n = f.nranks;
+  const double s = static_cast<double>(f.bytes);
+  const double c = stagedChunk(f, s);
+  const double chunks = std::ceil(s / c);
+  const bool scatter = f.coll == CollType::ReduceScatter;
+  const double down = link.down(c, c, true);
+  const double up = scatter ? link.up(c / n, c / n, true) : link.up(c, c, true);
+  // n - 1 binary sums of c / n bytes per rank, over the threads the host has
+  // for them (the cores' rate beyond the caches: inputs stream from memory).
+  const double threads =
+      std::max(1.0, std::min<double>(n * std::max(1, f.staged.hostSumThreads), m.cores));
+  const double reduce = (n - 1) * c / (rateAt(m.reduceGBs, c) * 1e9 * threads);
+  const double memory = link.hostMemory((scatter ? 2.0 * n + 2 : 3.0 * n + 1) * c);
+  CostTerms t;
+  // user -> down, ready (seen by the reducers' poll: a hop between host
+  // threads), reduced (a host store releasing a stream), consumed; and each
+  // rank's enqueue.
+  t.latency = 2 * link.flag() + (m.hopLatencyUs + kHostReleaseUs) * kUs;
+  t.latency += (f.threadRanks ? n : 1) * (2 + 0.75 * n) * kEnqueueCallUs * kUs;
+  if (f.timeSliced) t.latency += timeSliceWaitsUs(CollType::AllReduce, n, chunks, 0) * kUs;
+  t.latency *= std::max(1, f.calls);
+  // The first chunk passes every stage in turn; each later one adds the slowest.
+  t.transfer += down + up;
+  t.reduce += reduce;
+  const double slowest = std::max({down, up, reduce, memory});
+  (slowest == memory   ? t.memory
+   : slowest == reduce ? t.reduce
+                       : t.transfer) += std::max(0.0, chunks - 1) * slowest;
+  return t;
+}
+
 CostTerms pairsCost(const CallFacts& f, const GpuLink& link) {
   const double s = static_cast<double>(f.bytes);
   const double c = std::min(static_cast<double>(f.staged.pairChunkBytes), s);
@@ -269,6 +310,8 @@ CostTerms devicePathCost(DevicePath path, const CallFacts& f, const MachineFacts
       return llCost(f, link);
     case DevicePath::Staged:
       return stagedCost(f, link);
+    case DevicePath::HostSum:
+      return hostSumCost(f, link, m);
     case DevicePath::Pairs:
     case DevicePath::P2pPairs:
       return pairsCost(f, link);

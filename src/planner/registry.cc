@@ -65,6 +65,14 @@ bool stagedServes(const CallFacts& f) {
   return f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes;
 }
 
+// All-reduces (a batch of them) or one reduce-scatter where the staged path
+// holds its slots in host memory: there the CPU can sum them.
+bool hostSumServes(const CallFacts& f) {
+  if (!stagedServes(f) || f.staged.inGpuMemory) return false;
+  return (f.sameColl && f.coll == CollType::AllReduce) ||
+         (f.calls == 1 && f.coll == CollType::ReduceScatter);
+}
+
 template <DevicePath P>
 CostTerms costOf(const CallFacts& f, const SelectionConfig& config) {
   return devicePathCost(P, f, config.machine,
@@ -100,6 +108,10 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
     {DevicePath::Staged, "staged",
      "all-reduces (any batch), one all-gather, broadcast or reduce-scatter, ranks of one host",
      stagedServes, costOf<DevicePath::Staged>, setupStagedPath},
+    {DevicePath::HostSum, "host_sum",
+     "all-reduces (any batch) and one reduce-scatter, ranks of one host, the staged path's "
+     "slots in host memory: summed by CPU threads, no GPU kernel",
+     hostSumServes, costOf<DevicePath::HostSum>, nullptr},
     {DevicePath::Pairs, "pairs",
      "one send or receive between ranks of one host, through the staged path's pair slots in "
      "shared host memory",

@@ -104,10 +104,13 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("# Path choice for 4 ranks as processes of this host"), std::string::npos)
       << out;
-  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank: at 64 KiB the proxy's one hand-off
-  // costs less than the staged pipeline's (assumed inputs).
+  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank: host summation's few hand-offs
+  // and one copy each way cost less than the proxy's host ring and the
+  // staged pipeline up to 1 MiB; at 256 MiB each GPU's own link moves the
+  // staged path's bytes sooner than host memory takes host summation's
+  // (assumed inputs).
   EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "ll", "proxy/ring", "staged", "staged"}))
+            (std::vector<std::string>{"allreduce", "ll", "host_sum", "host_sum", "staged"}))
       << out;
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
             (std::vector<std::string>{"reduce", "proxy/direct", "proxy/chain", "proxy/chain",

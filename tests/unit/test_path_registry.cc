@@ -15,8 +15,8 @@ namespace {
 
 // LANES_PROTO's names: the device path registry's entries.
 const std::vector<std::string>& names() {
-  static const std::vector<std::string> n = {"shared_context", "ll",        "ll_threads", "staged",
-                                             "pairs",          "p2p_pairs", "proxy"};
+  static const std::vector<std::string> n = {"shared_context", "ll",    "ll_threads", "staged",
+                                             "host_sum",       "pairs", "p2p_pairs",  "proxy"};
   return n;
 }
 
@@ -94,6 +94,12 @@ DevicePath pathOf(const CallFacts& f, const SelectionConfig& config = SelectionC
   return chooseDevicePath(f, config).path;
 }
 
+// LANES_PROTO=^host_sum: the choice between the staged path and the rest.
+SelectionConfig withoutHostSum(SelectionConfig config = SelectionConfig()) {
+  EXPECT_TRUE(NameList::parse("^host_sum", names(), &config.proto));
+  return config;
+}
+
 // What a path can serve is eligibility, whatever the costs say.
 TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
   EXPECT_EQ(pathOf(deviceCall(CollType::Reduce, 1024)), DevicePath::Proxy);
@@ -159,16 +165,17 @@ TEST(DevicePathChoice, TheCostModelOrdersTheEligible) {
 // their streams would wait on a flag the proxy thread raises after copies it
 // enqueues later (docs/gpu_data_path.md). Processes may, where it is cheaper.
 TEST(DevicePathChoice, ThreadRanksTakeSharedContextOrStagedNeverTheProxy) {
+  const SelectionConfig staged = withoutHostSum();
   CallFacts f = deviceCall(CollType::AllReduce, 32 << 10);
-  EXPECT_EQ(pathOf(f), DevicePath::Proxy);  // processes: cheaper than the staged pipeline
+  EXPECT_EQ(pathOf(f, staged), DevicePath::Proxy);  // processes: cheaper than the staged pipeline
   f.threadRanks = true;
-  EXPECT_EQ(pathOf(f), DevicePath::Staged);  // LL: not for threads unless named
+  EXPECT_EQ(pathOf(f, staged), DevicePath::Staged);  // LL: not for threads unless named
   f.sharedContext = {true, 256 << 10};
   EXPECT_EQ(pathOf(f), DevicePath::SharedContext);
   f.bytes = 1 << 20;
-  EXPECT_EQ(pathOf(f), DevicePath::Staged);
+  EXPECT_EQ(pathOf(f, staged), DevicePath::Staged);
   SelectionConfig noStaged;
-  ASSERT_TRUE(NameList::parse("^staged", names(), &noStaged.proto));
+  ASSERT_TRUE(NameList::parse("^staged,host_sum", names(), &noStaged.proto));
   EXPECT_EQ(pathOf(f, noStaged), DevicePath::Proxy);  // the last resort
   f.coll = CollType::Reduce;
   EXPECT_EQ(pathOf(f), DevicePath::Proxy);  // what staged does not serve
@@ -180,7 +187,7 @@ TEST(DevicePathChoice, ThreadRanksTakeSharedContextOrStagedNeverTheProxy) {
 // pipeline and the explanation says so; ranks sharing a GPU share its link.
 TEST(DevicePathChoice, TheWinnerFollowsLinkWidthAndHostMemory) {
   const CallFacts mib = deviceCall(CollType::AllReduce, 1 << 20);
-  SelectionConfig fast;
+  SelectionConfig fast = withoutHostSum();
   fast.machine.memGBs = 100;
   EXPECT_EQ(pathOf(mib, fast), DevicePath::Staged);
   SelectionConfig narrow = fast;
@@ -204,6 +211,59 @@ TEST(DevicePathChoice, TheWinnerFollowsLinkWidthAndHostMemory) {
   sharing.ranksPerGpu = 4;
   EXPECT_GT(rankDevicePaths(sharing, fast).front().cost.total(),
             2 * fastRanked.front().cost.total());
+}
+
+// Host summation moves each GPU's bytes down once and up once (the staged
+// all-reduce: 2(N-1)/N up) and sums them on the host's cores: it wins where
+// the link bounds and the host has memory bandwidth and cores to spare (the
+// measurement that motivated it: 8 ranks through one x16 link), and loses
+// with two ranks (the same bytes up, plus a pass over host memory), with one
+// core, or where host memory is slow. It needs the slots in host memory and
+// serves all-reduce and reduce-scatter only.
+TEST(DevicePathChoice, HostSummationWinsWhereTheLinksBoundAndTheHostHasRoom) {
+  SelectionConfig box;  // 16 cores, host memory above the link
+  box.machine.cores = 16;
+  box.machine.memGBs = 40;
+  CallFacts eight = deviceCall(CollType::AllReduce, 256 << 20);
+  eight.nranks = 8;
+  eight.ranksPerGpu = 8;
+  eight.staged.hostSumThreads = 2;
+  const std::vector<DeviceCandidate> ranked = rankDevicePaths(eight, box);
+  ASSERT_EQ(ranked.front().path, DevicePath::HostSum);
+  EXPECT_EQ(ranked.front().cost.deciding().rfind("transfer ", 0), 0u);
+  // A reduce-scatter gains nothing on the link: the staged one moves (N-1)/N
+  // of the input each way, host summation all of it down.
+  CallFacts scatter = eight;
+  scatter.coll = CollType::ReduceScatter;
+  const std::vector<DeviceCandidate> scatterRanked = rankDevicePaths(scatter, box);
+  ASSERT_GE(scatterRanked.size(), 2u);
+  EXPECT_EQ(scatterRanked[0].path, DevicePath::Staged);
+  EXPECT_EQ(scatterRanked[1].path, DevicePath::HostSum);
+
+  CallFacts two = eight;
+  two.nranks = two.ranksPerGpu = 2;
+  EXPECT_EQ(pathOf(two, box), DevicePath::Staged);
+  SelectionConfig oneCore = box;
+  oneCore.machine.cores = 1;
+  CallFacts single = eight;
+  single.staged.hostSumThreads = 1;
+  EXPECT_EQ(pathOf(single, oneCore), DevicePath::Staged);
+  SelectionConfig slowMemory = box;
+  slowMemory.machine.memGBs = 8;
+  EXPECT_EQ(pathOf(eight, slowMemory), DevicePath::Staged);
+
+  CallFacts gpuSlots = eight;
+  gpuSlots.staged.inGpuMemory = true;
+  for (const DeviceCandidate& c : rankDevicePaths(gpuSlots, box))
+    EXPECT_NE(c.path, DevicePath::HostSum);
+  for (CollType coll : {CollType::AllGather, CollType::Broadcast}) {
+    CallFacts f = eight;
+    f.coll = coll;
+    for (const DeviceCandidate& c : rankDevicePaths(f, box)) EXPECT_NE(c.path, DevicePath::HostSum);
+  }
+  SelectionConfig forced = box;
+  ASSERT_TRUE(NameList::parse("host_sum", names(), &forced.proto));
+  EXPECT_EQ(pathOf(two, forced), DevicePath::HostSum);
 }
 
 // Where the staging slots are in GPU memory (P2P, or ranks sharing one GPU's
@@ -250,7 +310,7 @@ TEST(DevicePathChoice, StagedSlotsHandOffsAndTimeSlicesArePriced) {
 TEST(DevicePathChoice, TheExplanationIsStable) {
   SelectionConfig config;
   EXPECT_EQ(explainDeviceChoice(deviceCall(CollType::AllReduce, 8), config),
-            "ll 11.5 us (latency 100%); next proxy 19.5 us, staged 71.2 us; assumed GPU inputs "
+            "ll 11.5 us (latency 100%); next proxy 19.5 us, host_sum 42.6 us; assumed GPU inputs "
             "(lanes-topo --probe measures them)");
   ASSERT_TRUE(NameList::parse("staged", names(), &config.proto));
   config.machine.gpu.measured = true;
@@ -335,7 +395,7 @@ TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
   SelectionConfig config;
   ASSERT_TRUE(NameList::parse("^ll", names(), &config.proto));
   EXPECT_NE(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path, DevicePath::Ll);
-  ASSERT_TRUE(NameList::parse("^ll,staged", names(), &config.proto));
+  ASSERT_TRUE(NameList::parse("^ll,staged,host_sum", names(), &config.proto));
   EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AllReduce, 1024), config).path,
             DevicePath::Proxy);
   // The proxy serves what nothing allowed does, even left out.
@@ -344,7 +404,7 @@ TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
 
   CallFacts threads = deviceCall(CollType::AllReduce, 1024);
   threads.threadRanks = true;
-  config = SelectionConfig();
+  config = withoutHostSum();
   EXPECT_FALSE(pathAllowed(config, DevicePath::LlThreads));
   EXPECT_EQ(chooseDevicePath(threads, config).path, DevicePath::Staged);
   ASSERT_TRUE(NameList::parse("ll_threads,staged,proxy", names(), &config.proto));

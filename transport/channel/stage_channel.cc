@@ -26,6 +26,11 @@ Status StageChannel::post(cudaStream_t stream, const StageCounter& c, uint32_t v
 }
 
 Status StageChannel::await(cudaStream_t stream, const StageCounter& c, uint32_t value) const {
+  LANES_RETURN_IF_ERROR(awaitIssued(c, value));
+  return context_.counters->waitGeq(stream, c.flag, value);
+}
+
+Status StageChannel::awaitIssued(const StageCounter& c, uint32_t value) const {
   const int writer = c.writer;
   // This rank's own writes went on its streams earlier, from this thread.
   if (context_.ledger && writer != context_.rank &&
@@ -56,7 +61,7 @@ Status StageChannel::await(cudaStream_t stream, const StageCounter& c, uint32_t 
             "all by one thread inside one group (lanesGroupStart/lanesGroupEnd).");
     }
   }
-  return context_.counters->waitGeq(stream, c.flag, value);
+  return Status::ok();
 }
 
 void StageChannel::poisonAll(uint32_t value) const {

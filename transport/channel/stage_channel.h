@@ -109,6 +109,15 @@ class StageChannel {
   // write (submit_ledger.h): this blocks the calling thread until then.
   Status post(cudaStream_t stream, const StageCounter& c, uint32_t value) const;
   Status await(cudaStream_t stream, const StageCounter& c, uint32_t value) const;
+  // await's first half alone: returns once the write of `value` is issued
+  // (by a rank of this process: on its stream, or handed to its host
+  // reducer and noted with noteIssued), without a wait in any stream.
+  Status awaitIssued(const StageCounter& c, uint32_t value) const;
+  // Notes that `value` of `c` will be written without a stream (this rank's
+  // host reducer raises it), for the waits of this process's other ranks.
+  void noteIssued(const StageCounter& c, uint32_t value) const {
+    if (context_.ledger) context_.ledger->post(c.line, value);
+  }
   // Stores `value` into every counter of every rank and pair (failure: lets
   // each parked stream wait pass). Any thread, any time while the channel lives.
   void poisonAll(uint32_t value) const;

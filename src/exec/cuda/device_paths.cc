@@ -55,6 +55,7 @@ CallFacts rankSetFacts(CommView comm) {
     const StageArenaConfig& arena = comm.config().stage;
     f.staged.ready = true;
     f.staged.inGpuMemory = staged->usesP2p();
+    f.staged.hostSumThreads = staged->hostSumThreads();
     f.staged.gatherScatter = staged->servesGatherScatter();
     f.staged.proxyUpToBytes = staged->proxyUpToBytes();
     f.staged.slotBytes = arena.chunkBytes;
@@ -150,9 +151,11 @@ Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
     case DevicePath::LlThreads:
       return static_cast<LlAllReduce*>(paths.ll.get())->enqueue(requests.front(), stream);
     case DevicePath::Staged:
+    case DevicePath::HostSum:
     case DevicePath::Pairs:
     case DevicePath::P2pPairs:
-      return static_cast<StagedCollectives*>(paths.staged.get())->enqueue(requests, stream);
+      return static_cast<StagedCollectives*>(paths.staged.get())
+          ->enqueue(requests, stream, path == DevicePath::HostSum);
     case DevicePath::Proxy:
       break;
   }

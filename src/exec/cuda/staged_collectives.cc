@@ -32,7 +32,8 @@ Status StagedCollectives::setUp(CommView comm) {
   return s;
 }
 
-Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t stream) {
+Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t stream,
+                                  bool hostSum) {
   DeviceScope device(comm_.cudaDev());
   const std::vector<cudaStream_t> others = otherStreams(requests, stream);
   std::vector<cudaStream_t> streams{stream};
@@ -79,8 +80,9 @@ Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t s
     const bool pairs = requests.front().isP2p;  // the chooser's pairs: all or none
     if (!pairs)
       batch.label = std::string("device ") + collTypeName(requests.front().args.coll) +
-                    " (host-staged), " + std::to_string(requests.size()) +
-                    " request(s) from chunk " + std::to_string(chunksIssued_ + 1);
+                    (hostSum ? " (host summation), " : " (host-staged), ") +
+                    std::to_string(requests.size()) + " request(s) from chunk " +
+                    std::to_string(chunksIssued_ + 1);
     s = cudaStatus(cudaEventRecord(batch.start, stream), "cudaEventRecord (start)");
     if (s) s = cudaStatus(cudaStreamWaitEvent(down_, batch.start, 0), "cudaStreamWaitEvent");
     const uint64_t firstChunk = chunksIssued_ + pairChunksIssued_;
@@ -89,7 +91,7 @@ Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t s
       if (s) s = cudaStatus(cudaStreamWaitEvent(up_, batch.start, 0), "cudaStreamWaitEvent");
       if (s) s = enqueuePairs(requests, &batch);
     } else {
-      for (size_t i = 0; s && i < requests.size(); ++i) s = enqueueOne(requests[i]);
+      for (size_t i = 0; s && i < requests.size(); ++i) s = enqueueOne(requests[i], hostSum);
     }
     // Every choreography ends on up_ (the collectives' `consumed` writes; the
     // pairs join down_ into it).
@@ -109,16 +111,16 @@ Status StagedCollectives::enqueue(std::vector<Request>& requests, cudaStream_t s
   return Status::ok();
 }
 
-Status StagedCollectives::enqueueOne(const Request& r) {
+Status StagedCollectives::enqueueOne(const Request& r, bool hostSum) {
   switch (r.args.coll) {
     case CollType::AllReduce:
-      return enqueueAllReduce(r);
+      return hostSum ? enqueueHostSumAllReduce(r) : enqueueAllReduce(r);
     case CollType::AllGather:
       return enqueueAllGather(r);
     case CollType::Broadcast:
       return enqueueBroadcast(r);
     case CollType::ReduceScatter:
-      return enqueueReduceScatter(r);
+      return hostSum ? enqueueHostSumReduceScatter(r) : enqueueReduceScatter(r);
     default:
       return invalidUsage(std::string("the host-staged path does not serve ") +
                           collTypeName(r.args.coll));

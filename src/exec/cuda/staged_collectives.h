@@ -43,6 +43,7 @@
 #include "exec/cuda/staged_watchdog.h"
 #include "exec/cuda/stream_memops.h"
 #include "exec/device_path.h"
+#include "exec/host_reducer.h"
 #include "exec/request.h"
 #include "transport/channel/stage_channel.h"
 
@@ -59,8 +60,9 @@ class StagedCollectives final : public DeviceContext {
   ~StagedCollectives() override;
 
   // Enqueues the batch on `stream` (requests on other streams of the group
-  // join it) and returns without waiting.
-  Status enqueue(std::vector<Request>& requests, cudaStream_t stream);
+  // join it) and returns without waiting. `hostSum`: its all-reduces and
+  // reduce-scatter are summed by CPU threads (staged_host_sum.cc).
+  Status enqueue(std::vector<Request>& requests, cudaStream_t stream, bool hostSum = false);
   // The staged path never touches the host engine's connections, so host
   // calls need not wait for it.
   Status drain(Deadline) override { return Status::ok(); }
@@ -85,6 +87,10 @@ class StagedCollectives final : public DeviceContext {
   bool sharesStreams() const { return sharedStreams_ != nullptr; }
   // Why the slots are not in GPU memory ("" when they are).
   const std::string& p2pWhy() const { return p2pWhy_; }
+  // Reducer threads per rank of host summation, the same on every rank.
+  int hostSumThreads() const { return hostSumThreads_; }
+  // Chunks this rank's reducer has summed so far (the tests read where a call went from it).
+  uint64_t hostSumChunks() const { return reducer_ ? reducer_->finished() : 0; }
 
  private:
   explicit StagedCollectives(CommView comm) : comm_(comm) {}
@@ -107,7 +113,7 @@ class StagedCollectives final : public DeviceContext {
   void releaseLocalResources();
 
   // staged_collectives.cc: what the choreographies share.
-  Status enqueueOne(const Request& r);
+  Status enqueueOne(const Request& r, bool hostSum);
   // The next chunk of the communicator's sequence (the same on every rank),
   // noted to the watchdog, and the wait (on `stream`) until every rank has
   // consumed the chunk that last used its slot.
@@ -136,6 +142,13 @@ class StagedCollectives final : public DeviceContext {
   Status enqueueBroadcast(const Request& r);
   Status enqueueReduceScatter(const Request& r);
   Status enqueuePairs(const std::vector<Request>& requests, StagedWatchdog::Batch* batch);
+  // staged_host_sum.cc: the chunks summed on the host by reducer_ (made at
+  // the first such call).
+  Status enqueueHostSumAllReduce(const Request& r);
+  Status enqueueHostSumReduceScatter(const Request& r);
+  // Hands chunk `c`'s sum of `count` elements at `offset` bytes of every
+  // rank's input slot to the reducer, into `offset` of the result slot.
+  Status pushHostSum(const Request& r, const Chunk& c, size_t offset, size_t count);
 
   CommView comm_;
   bool enabled_ = false;
@@ -168,6 +181,9 @@ class StagedCollectives final : public DeviceContext {
   // reduce-scatter take the path too (else the proxy).
   bool gatherScatter_ = false;
   std::string p2pWhy_;
+  int hostSumThreads_ = 1;
+  // Declared after the channel: destroyed first, its threads read the slots.
+  std::unique_ptr<HostReducer> reducer_;
 };
 
 }  // namespace lanes

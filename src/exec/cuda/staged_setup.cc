@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "base/cuda_check.h"
@@ -37,7 +38,16 @@ struct Proposal {
   uint64_t pairChunkBytes = 0;
   int32_t pairP2p = 0;  // LANES_PROTO names p2p_pairs: all must say yes
   uint64_t sharedGpuProxyBytes = 0;
+  int32_t hostSumThreads = 1;  // the fewest of the ranks' applies
 };
+
+// Reducer threads per rank for host summation: LANES_HOST_SUM_THREADS, else
+// this host's cores shared by its `ranks` ranks, at most 8 each.
+int hostSumThreadsFor(int configured, int ranks) {
+  if (configured > 0) return configured;
+  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  return std::clamp(cores / std::max(1, ranks), 1, 8);
+}
 
 // The context's hardware queues (CUDA's default is 8).
 int64_t hardwareQueues() {
@@ -138,8 +148,8 @@ Status StagedCollectives::setup() {
   // 1. What this rank can do; every rank must say yes with the same sizes.
   std::string why;
   Status local;
-  if (!pathAllowed(comm_.selection(), DevicePath::Staged)) {
-    why = "LANES_PROTO=" + comm_.selection().proto.text() + " leaves out staged";
+  if (!pathAllowed(selection, DevicePath::Staged) && !pathAllowed(selection, DevicePath::HostSum)) {
+    why = "LANES_PROTO=" + selection.proto.text() + " leaves out staged and host_sum";
   } else if (static_cast<size_t>(n) * 16 > config.chunkBytes) {
     // Every segment of a chunk is at least 16 bytes, and all must fit one slot.
     why = std::to_string(n) + " ranks need slots of at least " + std::to_string(n * 16) +
@@ -175,6 +185,7 @@ Status StagedCollectives::setup() {
   // sharing a GPU", has the table).
   mine.sharedGpuProxyBytes = comm_.selection().sharedGpuProxyBytes;
   mine.gatherScatter = comm_.selection().stagedGatherScatter ? 1 : 0;
+  mine.hostSumThreads = hostSumThreadsFor(comm_.config().hostSumThreads, n);
   std::vector<Proposal> all(static_cast<size_t>(n));
   all[static_cast<size_t>(comm_.rank())] = mine;
   LANES_RETURN_IF_ERROR(comm_.bootstrap().allGather(all.data(), sizeof(Proposal), deadline));
@@ -191,7 +202,9 @@ Status StagedCollectives::setup() {
   }
   gatherScatter_ = true;
   bool pairP2p = config.pairChunkBytes > 0;
+  hostSumThreads_ = mine.hostSumThreads;
   for (const Proposal& p : all) {
+    hostSumThreads_ = std::min(hostSumThreads_, static_cast<int>(p.hostSumThreads));
     gatherScatter_ = gatherScatter_ && p.gatherScatter == 1;
     pairP2p = pairP2p && p.pairP2p == 1;
   }
@@ -355,6 +368,7 @@ StagedCollectives::~StagedCollectives() {
   }
   { comm_.removeFailureHook(hookIndex_); }
   watchdog_.reset();
+  reducer_.reset();  // its threads read the slots the channel may free
   StageChannelEnd end;
   end.drained = drained;
   end.failed = failed;

@@ -1,0 +1,276 @@
+// Host summation (src/exec/cuda/staged_host_sum.cc): device all-reduce and
+// reduce-scatter summed by CPU threads in the staging arena, forced with
+// LANES_PROTO=host_sum, the slots in host memory (LANES_P2P_DISABLE=1), ranks
+// sharing GPU 0 as threads (2, 3, 8) and as processes (2, 4). Every datatype
+// and op (pre-multiplied sum for the float types), counts from 0 to several
+// chunks, in place and out of place: each rank's result must have the bits
+// of the CPU reduction in rank order (kernels/cpu/reduce.h), which is what
+// the reducers compute, and the calls must have gone to the reducers. A peer
+// that aborts releases the waiting rank's stream. Skipped when no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+#include "exec/cuda/staged_collectives.h"
+#include "kernels/cpu/reduce.h"
+#include "tests/common/scoped_env.h"
+#include "tests/gpu/gpu_harness.h"
+
+namespace lanes::test {
+namespace {
+
+// Before any CUDA call of this process: hardware queues for 8 thread ranks'
+// streams, and 1 MiB slots so the large counts span several chunks and
+// reuse slots (the lead's environment wins where it sets them).
+const bool kEnvSet = [] {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("LANES_STAGE_CHUNK_BYTES", "1M", 0);
+  return true;
+}();
+
+// Forced onto the path, the slots in host memory, small calls too.
+struct HostSumEnv {
+  ScopedEnv proto{"LANES_PROTO", "host_sum"};
+  ScopedEnv p2p{"LANES_P2P_DISABLE", "1"};
+  ScopedEnv proxy{"LANES_SHARED_GPU_PROXY_BYTES", "0"};
+};
+
+// Rank r's input for one call: bytes from a seed of the call and rank (any
+// bit pattern but large exponents: the reducers and the reference compute
+// the same ops on them).
+std::vector<std::byte> inputOf(int rank, size_t bytes, uint32_t call) {
+  uint64_t x = (uint64_t{call} << 32) ^ (static_cast<uint64_t>(rank) * 0x9e3779b97f4a7c15ULL);
+  std::vector<std::byte> b(bytes);
+  for (size_t i = 0; i < bytes; i += 8) {
+    x += 0x9e3779b97f4a7c15ULL;  // splitmix64
+    uint64_t z = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = ((z ^ (z >> 27)) * 0x94d049bb133111ebULL) ^ (z >> 31);
+    z &= 0x3cffffff3cffffffULL;  // the top byte of every 4 small
+    std::memcpy(b.data() + i, &z, std::min<size_t>(8, bytes - i));
+  }
+  return b;
+}
+
+// PreMulSum's scalar in the call's type (0.375, or 3 for integers).
+std::vector<std::byte> scalarOf(lanesDataType_t t) {
+  std::vector<std::byte> s(datatypeSize(t));
+  auto put = [&](auto v) { std::memcpy(s.data(), &v, sizeof(v)); };
+  switch (t) {
+    case lanesFloat16:
+      put(cpu::floatToHalf(0.375f));
+      break;
+    case lanesBfloat16:
+      put(cpu::floatToBf16(0.375f));
+      break;
+    case lanesFloat32:
+      put(0.375f);
+      break;
+    case lanesFloat64:
+      put(0.375);
+      break;
+    default:
+      return {};
+  }
+  return s;
+}
+
+// The reduction of every rank's `count` elements at element `at` of its
+// input, in rank order, as the reducers compute it.
+std::vector<std::byte> reference(int nranks, size_t inputBytes, uint32_t call, size_t at,
+                                 size_t count, lanesDataType_t t, RedOpKind op, double scalar) {
+  const size_t elem = datatypeSize(t);
+  std::vector<std::byte> out(count * elem), tmp(count * elem);
+  for (int r = 0; r < nranks; ++r) {
+    const std::vector<std::byte> in = inputOf(r, inputBytes, call);
+    const std::byte* src = in.data() + at * elem;
+    if (op == RedOpKind::PreMulSum) {
+      cpu::premultiply(tmp.data(), src, count, t, scalar);
+      src = tmp.data();
+    }
+    if (r == 0)
+      std::memcpy(out.data(), src, count * elem);
+    else if (count > 0)
+      cpu::reduce(out.data(), out.data(), src, count, t, op);
+  }
+  if (op == RedOpKind::Avg && count > 0) cpu::finishAvg(out.data(), count, t, nranks);
+  return out;
+}
+
+struct OpCase {
+  lanesRedOp_t op;
+  RedOpKind kind;
+};
+constexpr OpCase kOps[] = {{lanesSum, RedOpKind::Sum},
+                           {lanesProd, RedOpKind::Prod},
+                           {lanesMax, RedOpKind::Max},
+                           {lanesMin, RedOpKind::Min},
+                           {lanesAvg, RedOpKind::Avg}};
+
+uint64_t hostSumChunks(lanesComm_t comm) {
+  auto* staged = dynamic_cast<StagedCollectives*>(comm->devicePaths.staged.get());
+  return staged != nullptr ? staged->hostSumChunks() : 0;
+}
+
+// One call on one rank, checked against the reference.
+void runCall(GpuRank& self, bool scatter, size_t count, lanesDataType_t t, OpCase op, bool inPlace,
+             uint32_t call) {
+  const int n = self.nranks;
+  const size_t elem = datatypeSize(t);
+  const size_t inCount = scatter ? count * static_cast<size_t>(n) : count;
+  const std::vector<std::byte> input = inputOf(self.rank, inCount * elem, call);
+  DeviceBuffer send(inCount * elem, self.stream), recv(inCount * elem, self.stream);
+  std::byte* out = recv.data();
+  const std::byte* in = send.data();
+  if (inPlace) {
+    recv.upload(input.data(), input.size());
+    in = recv.data();
+    if (scatter) out = recv.data() + static_cast<size_t>(self.rank) * count * elem;
+  } else {
+    send.upload(input.data(), input.size());
+    recv.fill(0xa5);
+  }
+  double scalar = 1;
+  lanesRedOp_t redop = op.op;
+  std::vector<std::byte> scalarBytes;
+  if (op.kind == RedOpKind::PreMulSum) {
+    scalarBytes = scalarOf(t);
+    scalar = 0.375;  // exact in every float type
+    GPU_CHECK_LANES(lanesRedOpCreatePreMulSum(&redop, scalarBytes.data(), t,
+                                              lanesScalarHostImmediate, self.comm),
+                    self.comm);
+  }
+  if (scatter)
+    GPU_CHECK_LANES(lanesReduceScatter(in, out, count, t, redop, self.comm, self.stream),
+                    self.comm);
+  else
+    GPU_CHECK_LANES(lanesAllReduce(in, out, count, t, redop, self.comm, self.stream), self.comm);
+  if (op.kind == RedOpKind::PreMulSum)
+    GPU_CHECK_LANES(lanesRedOpDestroy(redop, self.comm), self.comm);
+  const std::vector<std::byte> got = recv.download();
+  const size_t at = scatter ? static_cast<size_t>(self.rank) * count : 0;
+  const std::vector<std::byte> want =
+      reference(n, inCount * elem, call, at, count, t, op.kind, scalar);
+  const std::byte* result = got.data() + (scatter && inPlace ? at * elem : 0);
+  size_t bad = count;
+  for (size_t i = 0; i < count && bad == count; ++i)
+    if (std::memcmp(result + i * elem, want.data() + i * elem, elem) != 0) bad = i;
+  GPU_CHECK(bad == count, "%s type %d op %d count %zu %s: rank %d's element %zu differs",
+            scatter ? "reduce-scatter" : "all-reduce", static_cast<int>(t),
+            static_cast<int>(op.kind), count, inPlace ? "in place" : "out of place", self.rank,
+            bad);
+}
+
+// Every type and op at small and odd counts; the large counts (several
+// chunks) for a type of each width and family.
+void runMatrix(GpuRank& self) {
+  const uint64_t before = hostSumChunks(self.comm);
+  uint32_t call = 0;
+  for (int ti = 0; ti < lanesNumTypes; ++ti) {
+    const auto t = static_cast<lanesDataType_t>(ti);
+    const bool large = t == lanesFloat32 || t == lanesBfloat16 || t == lanesInt64 ||
+                       t == lanesFloat8e5m2 || t == lanesUint8;
+    std::vector<OpCase> ops(std::begin(kOps), std::end(kOps));
+    if (!scalarOf(t).empty()) ops.push_back({lanesSum, RedOpKind::PreMulSum});
+    for (const OpCase& op : ops) {
+      for (bool scatter : {false, true}) {
+        std::vector<size_t> counts = {0, 1, 37, 4097};
+        if (large && (op.kind == RedOpKind::Sum || op.kind == RedOpKind::Max))
+          counts.push_back(scatter ? 300007 : (size_t{3} << 19) + 3);
+        for (size_t count : counts)
+          for (bool inPlace : {false, true}) runCall(self, scatter, count, t, op, inPlace, ++call);
+      }
+    }
+  }
+  GPU_CHECK(hostSumChunks(self.comm) > before,
+            "rank %d: no chunk was summed on the host (LANES_DEBUG=INFO says which path ran)",
+            self.rank);
+}
+
+TEST(HostSum, Threads2Ranks) {
+  GPU_SKIP_UNLESS_GPU_HERE();
+  HostSumEnv env;
+  runGpuThreads(2, runMatrix);
+}
+TEST(HostSum, Threads3Ranks) {
+  GPU_SKIP_UNLESS_GPU_HERE();
+  HostSumEnv env;
+  runGpuThreads(3, runMatrix);
+}
+TEST(HostSum, Threads8Ranks) {
+  GPU_SKIP_UNLESS_GPU_HERE();
+  HostSumEnv env;
+  runGpuThreads(8, runMatrix);
+}
+TEST(HostSum, Procs2Ranks) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  HostSumEnv env;
+  runGpuProcesses(2, runMatrix);
+}
+TEST(HostSum, Procs4Ranks) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  HostSumEnv env;
+  runGpuProcesses(4, runMatrix);
+}
+
+// Rank 1 aborts instead of joining a large all-reduce: rank 0's call or its
+// stream must end with an error naming rank 1, and nothing stays parked on
+// the counters its reducer and streams wait for.
+TEST(HostSum, PeerAbortReleasesTheWaitingRank) {
+  GPU_SKIP_UNLESS_GPU_HERE();
+  HostSumEnv env;
+  std::vector<lanesComm_t> comms = initThreadRanks(2, 5);
+  ASSERT_NE(comms[0], nullptr);
+  ASSERT_NE(comms[1], nullptr);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const size_t count = size_t{3} << 20;
+  std::vector<void*> bufs(2, nullptr);
+  for (void*& b : bufs) ASSERT_EQ(cudaMalloc(&b, count * 4), cudaSuccess);
+  std::vector<cudaStream_t> streams(2, nullptr);
+  for (cudaStream_t& s : streams)
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  // Both ranks once, so the reducers exist and the path is set up.
+  std::vector<std::thread> warm;
+  for (int r = 0; r < 2; ++r)
+    warm.emplace_back([&, r] {
+      cudaSetDevice(0);
+      lanesAllReduce(bufs[r], bufs[r], 4096, lanesFloat32, lanesSum, comms[r], streams[r]);
+      cudaStreamSynchronize(streams[r]);
+    });
+  for (std::thread& t : warm) t.join();
+  ASSERT_GT(hostSumChunks(comms[0]), 0u) << "the warm-up did not take host summation";
+
+  std::atomic<bool> returned{false};
+  lanesResult_t result = lanesSuccess;
+  std::thread rank0([&] {
+    cudaSetDevice(0);
+    result = lanesAllReduce(bufs[0], bufs[0], count, lanesFloat32, lanesSum, comms[0], streams[0]);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(lanesCommAbort(comms[1]), lanesSuccess);
+  rank0.join();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (cudaStreamQuery(streams[0]) == cudaErrorNotReady &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_NE(cudaStreamQuery(streams[0]), cudaErrorNotReady)
+      << "rank 0's stream stayed parked after rank 1 aborted";
+  lanesResult_t async = lanesSuccess;
+  ASSERT_EQ(lanesCommGetAsyncError(comms[0], &async), lanesSuccess);
+  EXPECT_TRUE(result != lanesSuccess || async != lanesSuccess)
+      << "rank 0 saw no error although rank 1 aborted";
+  const std::string message = lanesGetLastError(comms[0]);
+  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
+  EXPECT_EQ(lanesCommAbort(comms[0]), lanesSuccess);
+  for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  for (void* b : bufs) cudaFree(b);
+}
+
+}  // namespace
+}  // namespace lanes::test
