@@ -31,12 +31,15 @@
 #include "lanes/lanes.h"
 #include "perf/args.h"
 #include "perf/copy_bounds.h"
+#include "perf/cuda_owners.h"
 #include "perf/host_sum_bound.h"
 #include "perf/memory.h"
 #include "perf/staged_bound.h"
 
 namespace lanes::perf {
 namespace {
+
+using namespace std::chrono_literals;
 
 struct Options {
   bool procs = false;
@@ -116,13 +119,6 @@ Status check(cudaError_t err, const char* call) {
   return cudaError(std::string(call) + " failed: " + cudaGetErrorString(err));
 }
 #define BENCH_CUDA(call) LANES_RETURN_IF_ERROR(check((call), #call))
-
-struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-struct StreamDestroy {
-  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
-};
 
 // What one rank does; rank 0 prints the row. Only stream-ordered CUDA calls
 // between the first and the last barrier (docs/gpu_data_path.md).
@@ -256,7 +252,7 @@ class BoundRank {
   const char* mode_;
   bool hostSum_;
   int rank_ = 0, n_ = 1;
-  std::unique_ptr<CUstream_st, StreamDestroy> stream_;
+  Stream stream_;
   std::unique_ptr<void, DeviceFree> send_, recv_;
   std::vector<float> host_;
 };
@@ -380,7 +376,7 @@ int runProcs(const Options& o, int n, const std::string& path) {
   }
   // Bounded: Lanes times out a stuck collective (LANES_TIMEOUT, default 300 s);
   // past that and a margin the children are killed.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(420);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(420);
   bool killed = false;
   size_t left = pids.size();
   while (left > 0) {
@@ -388,7 +384,12 @@ int runProcs(const Options& o, int n, const std::string& path) {
     pid_t done = waitpid(-1, &status, WNOHANG);
     if (done > 0) {
       --left;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        // The others would wait for the failed rank until Lanes' timeout:
+        // give them 10 s to notice by themselves.
+        if (rc == 0) deadline = std::min(deadline, std::chrono::steady_clock::now() + 10s);
+        rc = 1;
+      }
       continue;
     }
     if (done < 0) break;

@@ -8,6 +8,8 @@
 
 #if LANES_PERF_CUDA
 #include <cuda_runtime.h>
+
+#include "perf/cuda_owners.h"
 #endif
 
 namespace lanes::perf {
@@ -22,21 +24,6 @@ Status check(cudaError_t err, const char* call) {
                    " (" + cudaGetErrorString(err) + ")");
 }
 #define BOUND_CUDA(call) LANES_RETURN_IF_ERROR(check((call), #call))
-
-struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-struct PinnedFree {
-  void operator()(void* p) const { cudaFreeHost(p); }
-};
-struct StreamDestroy {
-  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
-};
-struct EventDestroy {
-  void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
-};
-using Event = std::unique_ptr<CUevent_st, EventDestroy>;
-using Stream = std::unique_ptr<CUstream_st, StreamDestroy>;
 
 constexpr int kReps = 8;
 

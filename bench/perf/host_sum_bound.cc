@@ -10,6 +10,8 @@
 
 #if LANES_PERF_CUDA
 #include <cuda_runtime.h>
+
+#include "perf/cuda_owners.h"
 #endif
 
 #include "kernels/cpu/reduce.h"
@@ -27,15 +29,6 @@ Status check(cudaError_t err, const char* call) {
 }
 #define SUM_CUDA(call) LANES_RETURN_IF_ERROR(check((call), #call))
 
-struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-struct PinnedFree {
-  void operator()(void* p) const { cudaFreeHost(p); }
-};
-struct StreamDestroy {
-  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
-};
 using Clock = std::chrono::steady_clock;
 
 // Sums `srcs` into `dst` over [begin, end) floats, block by block as the
@@ -57,7 +50,7 @@ Status measureHostSumBound(int nranks, size_t bytes, int threads, HostSumBound* 
   const size_t count = bytes / sizeof(float);
   std::vector<std::unique_ptr<void, DeviceFree>> device;
   std::vector<std::unique_ptr<void, PinnedFree>> down, up;
-  std::vector<std::unique_ptr<CUstream_st, StreamDestroy>> streams;
+  std::vector<Stream> streams;
   for (size_t i = 0; i < n; ++i) {
     void* p = nullptr;
     SUM_CUDA(cudaMalloc(&p, bytes));

@@ -25,17 +25,17 @@ constexpr double kEnqueueCallUs = 2.5;
 // 16 us when Lanes' data path was designed (not yet on the H200).
 constexpr double kHostReleaseUs = 16;
 // Processes sharing a GPU without MPS take turns in time slices. A staged
-// reduce-scatter waits a whole slice for its peers' copies per slot's worth
-// of the call (LANES_STAGE_CHUNK_BYTES); an all-reduce or all-gather waits
-// for context switches, per peer once per call and once per pipeline chunk;
-// a broadcast (one writer) hardly at all. Measured on the H200 with 2 and 4
-// processes (docs/planner.md).
+// reduce-scatter waits a whole slice per peer for their copies, once for a
+// call of one slot's worth (LANES_STAGE_CHUNK_BYTES) and twice for more; an
+// all-reduce or all-gather waits for context switches, per peer once per
+// call and once per pipeline chunk; a broadcast (one writer) hardly at all.
+// Measured on the H200 with 2, 4 and 8 processes, up to 128 MiB (docs/planner.md).
 double timeSliceWaitsUs(CollType coll, int n, double chunks, double slots) {
   switch (coll) {
     case CollType::Broadcast:
       return 0;
     case CollType::ReduceScatter:
-      return 2200 * slots;
+      return 2200 * (n - 1) * std::min(slots, 2.0);
     default:
       return (n - 1) * (100 + 45 * chunks);
   }
@@ -158,6 +158,11 @@ CostTerms proxyCost(const CallFacts& f, const GpuLink& link, const CostTerms& ho
   // hands the batch to the host engine, and the stream waits on another
   // counter for the result; the host engine runs a batch as one group.
   c.latency += 3 * link.flag();
+  // Between processes time-slicing a GPU, a call whose copy moves less than
+  // 2 KiB takes about 165 us more per peer than one of 2 KiB (measured on
+  // the H200 with 2, 4 and 8 processes, all-reduce and reduce-scatter; the
+  // cause is not known: the copies' own time does not change).
+  if (f.timeSliced && std::min(flow.down, flow.up) < 2048) c.latency += (f.nranks - 1) * 165 * kUs;
   // The copies also pass through host memory, which every rank's share at once.
   pipeline(1, link.down(flow.down, flow.down, false), link.up(flow.up, flow.up, false),
            link.hostMemory(f.nranks * (flow.down + flow.up)), &c);
@@ -226,8 +231,11 @@ CostTerms stagedCost(const CallFacts& f, GpuLink link) {
 // Host summation (exec/cuda/staged_host_sum.cc): each rank's chunk goes down
 // whole, every rank's reducer threads sum its segment of all of them in host
 // memory, and the sums come up (all of them for an all-reduce, the rank's own
-// for a reduce-scatter). Three stages pipelined over the chunks; host memory
-// carries the DMA both ways and the reducers' reads and writes.
+// for a reduce-scatter). Three stages pipelined over the chunks. Host memory
+// carries the N downloads, the reducers' reads of them and their one write
+// of the result: (2N+1) chunks; the uploads read that result right after it
+// was written, from the cache (fitted on the H200: 2, 4 and 8 processes,
+// 512 KiB-128 MiB, bench/results/host_sum_h200).
 CostTerms hostSumCost(const CallFacts& f, const GpuLink& link, const MachineFacts& m) {
   const int n = f.nranks;
   const double s = static_cast<double>(f.bytes);
@@ -241,14 +249,17 @@ CostTerms hostSumCost(const CallFacts& f, const GpuLink& link, const MachineFact
   const double threads =
       std::max(1.0, std::min<double>(n * std::max(1, f.staged.hostSumThreads), m.cores));
   const double reduce = (n - 1) * c / (rateAt(m.reduceGBs, c) * 1e9 * threads);
-  const double memory = link.hostMemory((scatter ? 2.0 * n + 2 : 3.0 * n + 1) * c);
+  const double memory = link.hostMemory((2.0 * n + 1) * c);
   CostTerms t;
   // user -> down, ready (seen by the reducers' poll: a hop between host
   // threads), reduced (a host store releasing a stream), consumed; and each
   // rank's enqueue.
   t.latency = 2 * link.flag() + (m.hopLatencyUs + kHostReleaseUs) * kUs;
   t.latency += (f.threadRanks ? n : 1) * (2 + 0.75 * n) * kEnqueueCallUs * kUs;
-  if (f.timeSliced) t.latency += timeSliceWaitsUs(CollType::AllReduce, n, chunks, 0) * kUs;
+  // Time slices: fewer hand-offs between the processes' contexts than the
+  // staged all-reduce's (the host raises `reduced`): 50 us a peer and 25 a
+  // peer per chunk (the H200, 2, 4 and 8 processes).
+  if (f.timeSliced) t.latency += (n - 1) * (50 + 25 * chunks) * kUs;
   t.latency *= std::max(1, f.calls);
   // The first chunk passes every stage in turn; each later one adds the slowest.
   t.transfer += down + up;

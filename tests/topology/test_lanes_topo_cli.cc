@@ -104,13 +104,11 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("# Path choice for 4 ranks as processes of this host"), std::string::npos)
       << out;
-  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank: host summation's few hand-offs
-  // and one copy each way cost less than the proxy's host ring and the
-  // staged pipeline up to 1 MiB; at 256 MiB each GPU's own link moves the
-  // staged path's bytes sooner than host memory takes host summation's
-  // (assumed inputs).
+  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank: from 64 KiB host summation's few
+  // hand-offs, one copy each way over each link and less host memory
+  // traffic than the staged pipeline's win (assumed inputs).
   EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "ll", "host_sum", "host_sum", "staged"}))
+            (std::vector<std::string>{"allreduce", "ll", "host_sum", "host_sum", "host_sum"}))
       << out;
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
             (std::vector<std::string>{"reduce", "proxy/direct", "proxy/chain", "proxy/chain",
@@ -121,8 +119,8 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
       << out;
   // Six ranks on four GPUs share GPUs (time slices: these are processes, not
   // under MPS): no LL, the proxy below 256 KiB (running whichever host
-  // algorithm the host model picks), and at 1 MiB too, where the staged
-  // path's hand-offs between the processes would each wait for a switch.
+  // algorithm the host model picks), and at 1 MiB too, where the pipelines'
+  // hand-offs between the processes would each wait for a switch.
   out = run("-n 6 " + cmd, &rc);
   ASSERT_EQ(rc, 0) << out;
   const std::vector<std::string> shared = planRow(out, "# Device buffers", "allreduce");
@@ -130,7 +128,7 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   EXPECT_EQ(shared[1].rfind("proxy/", 0), 0u) << out;
   EXPECT_EQ(shared[2].rfind("proxy/", 0), 0u) << out;
   EXPECT_EQ(shared[3].rfind("proxy/", 0), 0u) << out;
-  EXPECT_EQ(shared[4], "staged") << out;
+  EXPECT_EQ(shared[4], "host_sum") << out;
   out = run("-n 0 " + cmd, &rc);
   EXPECT_EQ(rc, 2) << out;
 }
@@ -151,7 +149,7 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
   EXPECT_NE(out.find("\n  device: ll 11.5 us (latency 100%); next proxy "), std::string::npos)
       << out;
   EXPECT_NE(out.find("\n1 GiB\n  host:   ring "), std::string::npos) << out;
-  EXPECT_NE(out.find("\n  device: staged "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  device: host_sum "), std::string::npos) << out;
 
   out = run("--plan --json --ranks 4 --collective allreduce --topology " +
                 fixture("nvidia_smi_dual_8x4090.txt"),
@@ -171,7 +169,7 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
                      "\"predicted_us\": "),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"staged\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"host_sum\""), std::string::npos) << out;
 
   // Thread ranks on one GPU: the shared-context path for small all-reduces,
   // never the proxy where the staged path serves.
