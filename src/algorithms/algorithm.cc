@@ -24,6 +24,8 @@ const char* algoName(AlgoId a) {
       return "direct";
     case AlgoId::Tree:
       return "tree";
+    case AlgoId::Hierarchical:
+      return "hierarchical";
   }
   return "unknown";
 }
@@ -43,6 +45,7 @@ bool parseAlgoName(const char* text, AlgoId* out) {
       {"pairwise", AlgoId::Pairwise},
       {"direct", AlgoId::Direct},
       {"tree", AlgoId::Tree},
+      {"hierarchical", AlgoId::Hierarchical},
   };
   for (const Alias& a : kAliases) {
     if (strcasecmp(text, a.name) == 0) {
@@ -69,6 +72,8 @@ bool algoSupports(AlgoId algo, CollType coll) {
              coll == CollType::Reduce;
     case AlgoId::Tree:
       return coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::Broadcast;
+    case AlgoId::Hierarchical:
+      return coll == CollType::AllReduce;
   }
   return false;
 }
@@ -91,7 +96,7 @@ bool rooted(CollType t) {
 }  // namespace
 
 Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
-                     std::span<const int> ringOrder) {
+                     std::span<const int> ringOrder, std::span<const int> hostOf) {
   const std::string what = std::string(collTypeName(args.coll)) + "/" + algoName(algo);
   if (args.nranks < 1 || args.rank < 0 || args.rank >= args.nranks) {
     return invalidArgument(what + ": rank " + std::to_string(args.rank) +
@@ -143,6 +148,9 @@ Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
       break;
     case AlgoId::Tree:
       st = algo::buildTree(args, out);
+      break;
+    case AlgoId::Hierarchical:
+      st = algo::buildHierarchical(args, hostOf, out);
       break;
   }
   // Steps left empty (zero-byte segments, in-place copies) cost a barrier each.

@@ -20,6 +20,7 @@ enum class AlgoId : uint8_t {
   Pairwise,           // pairwise exchange for all-to-all
   Direct,             // root talks to every rank (gather, scatter)
   Tree,               // double binary tree, pipelined in chunks (algorithms/tree.h)
+  Hierarchical,       // all-reduce: within hosts, across hosts per shard, within hosts
 };
 const char* algoName(AlgoId a);
 bool parseAlgoName(const char* text, AlgoId* out);
@@ -33,7 +34,13 @@ bool algoSupports(AlgoId algo, CollType coll, int nranks);
 // `ringOrder` (algorithms/ring_order.h) is the order the ring visits the
 // ranks in, the same on every rank; empty: 0, 1, ..., n-1. Only the ring
 // reads it; InvalidArgument if it is not empty and not a permutation of the ranks.
+// `hostOf`: each rank's host index, the same on every rank; empty: one host.
+// Only the hierarchical algorithm reads it (InvalidUsage where hosts hold
+// different numbers of ranks: hostsEven says whether they do).
 Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
-                     std::span<const int> ringOrder = {});
+                     std::span<const int> ringOrder = {}, std::span<const int> hostOf = {});
+// The ranks of each host (rank order; hosts by their first rank) from
+// `hostOf` as above; InvalidUsage where hosts hold different numbers of ranks.
+Status hostGroups(std::span<const int> hostOf, int nranks, std::vector<std::vector<int>>* out);
 
 }  // namespace lanes

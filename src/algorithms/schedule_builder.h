@@ -76,5 +76,6 @@ Status buildChain(const CollArgs& args, Schedule* out);
 Status buildPairwise(const CollArgs& args, Schedule* out);
 Status buildDirect(const CollArgs& args, Schedule* out);
 Status buildTree(const CollArgs& args, Schedule* out);
+Status buildHierarchical(const CollArgs& args, std::span<const int> hostOf, Schedule* out);
 
 }  // namespace lanes::algo

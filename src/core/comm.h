@@ -120,6 +120,8 @@ struct lanesComm {
   // The order the host ring visits the ranks in (algorithms/ring_order.h),
   // from `placement`, the same on every rank; empty: 0, 1, ..., n-1.
   std::vector<int> ringOrder;
+  // Each rank's host, numbered by first appearance (the hierarchical plans).
+  std::vector<int> hostOf;
   uint64_t splitSeq = 0;
   // Held while the host engine drives this communicator's connections (the
   // caller's thread for host buffers, the device proxy for device buffers).

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "algorithms/ring_order.h"
 #include "base/log.h"
 #include "core/comm.h"
@@ -220,10 +221,16 @@ Status exchangePlacement(lanesComm* comm) {
   MachineFacts& machine = comm->config.selection.machine;
   machine = machines[0];
   std::vector<uint64_t> hosts;
-  for (const RankPlacement& p : comm->placement)
-    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
-      hosts.push_back(p.hostHash);
+  comm->hostOf.clear();
+  for (const RankPlacement& p : comm->placement) {
+    auto it = std::find(hosts.begin(), hosts.end(), p.hostHash);
+    if (it == hosts.end()) it = hosts.insert(hosts.end(), p.hostHash);
+    comm->hostOf.push_back(static_cast<int>(it - hosts.begin()));
+  }
   machine.hosts = static_cast<int>(hosts.size());
+  std::vector<std::vector<int>> groups;
+  machine.ranksPerHost =
+      hostGroups(comm->hostOf, comm->nranks, &groups) ? static_cast<int>(groups.front().size()) : 0;
   LANES_INFO(
       Plan, comm->rank,
       "cost model inputs (%s, rank 0's): call %.1f us, hop %.1f us; 1 MiB hop %.1f GB/s, "

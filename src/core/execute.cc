@@ -67,7 +67,8 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo));
   out->schedule = std::make_unique<Schedule>();
   out->schedule->pool = &r.comm->scratchPool;
-  LANES_RETURN_IF_ERROR(buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder));
+  LANES_RETURN_IF_ERROR(
+      buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder, r.comm->hostOf));
   // A compressed wire where it keeps every rank's bits alike: float32 sums
   // (an average and a pre-multiplied sum are sums here) on the ring.
   if (selection.wire != WireFormat::Native && choice.algo == AlgoId::Ring &&

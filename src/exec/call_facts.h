@@ -98,6 +98,7 @@ struct MachineFacts {
   double socketLatencyUs = 40;
   double socketGBs = 1.1;
   int hosts = 1;          // hosts the communicator spans (socket hops where > 1)
+  int ranksPerHost = 0;   // ranks on each host where every host holds as many, else 0
   bool measured = false;  // false: the defaults above
   // Rank 0's GPU as the device paths' cost model sees it (planner/device_costs.h):
   // copies between pinned host memory and the GPU, and within the GPU, back to

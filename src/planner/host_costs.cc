@@ -25,16 +25,19 @@ namespace {
 // The hop curve was measured with one hop at a time between two buffers of
 // the message's size; a collective whose ranks hold `buffers` bytes each
 // touches nranks times that, so the curve is read there (the caches fill at
-// the same total), and beyond the caches the `busy` hops at once share what
-// two hops at once were measured to get together (a hop reads its source and
-// writes its destination in memory; the transport's ring stays in cache).
-// The cores are time-shared beyond one rank each.
+// the same total), and beyond the caches each of the `busy` hops at once gets
+// at most what one of two hops at once was measured to get, and at most its
+// share of the host's memory bandwidth (a hop reads its source and writes its
+// destination in memory; the transport's ring stays in cache).
+// The cores of a host are time-shared beyond one rank each (its ranks: the
+// communicator's spread over its hosts).
 class Steps {
  public:
   Steps(const MachineFacts& m, int nranks, double buffers)
       : m_(m),
-        share_(std::min(1.0, std::max(1, m.cores) / double(nranks))),
-        workingSet_(buffers * nranks) {}
+        share_(std::min(
+            1.0, std::max(1, m.cores) / std::ceil(double(nranks) / double(std::max(1, m.hosts))))),
+        workingSet_(buffers * nranks / std::max(1, m.hosts)) {}
 
   double hop() const {
     return (m_.hosts > 1 ? m_.socketLatencyUs : m_.hopLatencyUs) * 1e-6 / share_;
@@ -46,7 +49,7 @@ class Steps {
     if (m_.hosts > 1) return bytes / (m_.socketGBs * 1e9 * share_);
     double rate = rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_;
     if (workingSet_ >= MachineFacts::curveBytes(MachineFacts::kCurvePoints - 2))
-      rate = std::min(rate, 2 * m_.exchangeGBs * 1e9 / std::max(1, busy));
+      rate = std::min(rate, std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9);
     return bytes / rate;
   }
   double reduce(double bytes) const {
@@ -75,11 +78,11 @@ double bufferBytes(CollType coll, double s, int n) {
 
 // The double binary tree (algorithms/tree.h). An all-reduce waits for its
 // chunks to go up and down: each step on the way costs a hop in each of the
-// two trees (a rank takes part in both), and the chunks pipeline; the bytes a rank moves are bounded by its heavier tree, where it
-// is an inner node (it sends and receives about twice the buffer). Rooted
-// calls are priced as they run back to back, like the chain: the busiest
-// rank sets the pace, and an inner node moves what a chain's middle rank
-// does (two halves in, two out), so the chain, listed first, wins the tie.
+// two trees (a rank takes part in both), and the chunks pipeline; the bytes a rank moves are
+// bounded by its heavier tree, where it is an inner node (it sends and receives about twice the
+// buffer). Rooted calls are priced as they run back to back, like the chain: the busiest rank sets
+// the pace, and an inner node moves what a chain's middle rank does (two halves in, two out), so
+// the chain, listed first, wins the tie.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
@@ -96,6 +99,27 @@ CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   c.transfer =
       std::max(stepCount * steps.transfer(2 * chunk, f.nranks), steps.transfer(2 * s, f.nranks));
   c.reduce = (depth.up + chunks - 1) * steps.reduce(chunk);
+  return c;
+}
+
+// The hierarchical all-reduce (algorithms/hierarchical.cc): a ring
+// reduce-scatter and a ring all-gather among each host's L ranks through
+// shared memory, around a ring all-reduce across the H hosts per shard, all
+// L shards at once through the host's one link: that link carries 2(H-1)/H
+// of the buffer, where a flat ring through it carries 2(N-1)/N.
+CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
+  const int hosts = m.hosts, local = m.ranksPerHost;
+  const double s = static_cast<double>(f.bytes);
+  MachineFacts one = m;
+  one.hosts = 1;
+  const Steps within(one, local, s);
+  const Steps across(m, f.nranks, s);
+  CostTerms c;
+  c.latency = within.call() + 2 * (local - 1) * within.hop() + 2 * (hosts - 1) * across.hop();
+  c.transfer = 2 * (local - 1) * within.transfer(s / local, local) +
+               2 * (hosts - 1) * across.transfer(s / hosts, local);
+  c.reduce =
+      (local - 1) * within.reduce(s / local) + (hosts - 1) * across.reduce(s / local / hosts);
   return c;
 }
 
@@ -129,6 +153,12 @@ std::string CostTerms::deciding() const {
   return buf;
 }
 
+bool hostAlgoServes(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
+  if (!algoSupports(algo, f.coll, f.nranks)) return false;
+  if (algo != AlgoId::Hierarchical) return true;
+  return m.hosts > 1 && m.ranksPerHost > 1 && m.hosts * m.ranksPerHost == f.nranks;
+}
+
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   CostTerms c;
   const int n = f.nranks;
@@ -137,6 +167,7 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   const int k = n - 1;
   const Steps steps(m, n, bufferBytes(f.coll, s, n));
   c.latency = steps.call();
+  if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
   if (algo == AlgoId::Tree) {
     const CostTerms tree = treeCost(f, steps);
     c.latency += tree.latency;

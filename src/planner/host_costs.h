@@ -27,6 +27,10 @@ struct CostTerms {
 // interpolated on the log of the size between its points, flat beyond them.
 double rateAt(const double* curve, double bytes);
 
+// Whether `algo` serves `facts`'s collective on `machine`'s ranks: what it
+// implements (algoSupports), and for the hierarchical all-reduce ranks on
+// several hosts, the same number (more than one) on each.
+bool hostAlgoServes(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);
 // The predicted time of `facts`'s collective by `algo` (which must serve it).
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);
 

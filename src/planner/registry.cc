@@ -135,9 +135,9 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
 
 // Host algorithms serve what algoSupports says; their measured-input costs
 // (host_costs.h) decide among them.
-constexpr AlgoId kHostAlgos[] = {AlgoId::Ring,   AlgoId::RecursiveDoubling,
-                                 AlgoId::Chain,  AlgoId::Pairwise,
-                                 AlgoId::Direct, AlgoId::Tree};
+constexpr AlgoId kHostAlgos[] = {
+    AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain, AlgoId::Pairwise, AlgoId::Direct,
+    AlgoId::Tree, AlgoId::Hierarchical};
 
 std::string microseconds(double seconds) {
   char buf[32];
@@ -241,7 +241,7 @@ std::vector<HostCandidate> rankHostAlgorithms(const CallFacts& facts,
   f.bytes = sizeClassBytes(facts.bytes);
   std::vector<HostCandidate> out;
   for (AlgoId algo : kHostAlgos) {
-    if (!algoSupports(algo, f.coll, f.nranks)) continue;
+    if (!hostAlgoServes(algo, f, config.machine)) continue;
     out.push_back(
         {algo, hostAlgoCost(algo, f, config.machine), config.algo.allows(algoName(algo), true)});
   }

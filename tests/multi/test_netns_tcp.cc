@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/plan_record.h"
 #include "tests/common/scoped_env.h"
 #include "tests/multi/data.h"
 #include "tests/multi/harness.h"
@@ -45,8 +46,10 @@ class TempDir {
   std::string path_;
 };
 
-// The collectives every rank runs once it is inside its "host".
-void exchangeAcrossHosts(int rank, int n, const lanesUniqueId& id) {
+// The collectives every rank runs once it is inside its "host"; `allReducePlan`:
+// what the all-reduce must have run on ("": anything).
+void exchangeAcrossHosts(int rank, int n, const lanesUniqueId& id,
+                         const std::string& allReducePlan) {
   CommGuard comm(initComm(rank, n, id));
   lanesComm_t c = comm.get();
   constexpr uint32_t kSalt = 3;
@@ -59,6 +62,9 @@ void exchangeAcrossHosts(int rank, int n, const lanesUniqueId& id) {
   std::string problem =
       checkReductionOutput(lanesFloat32, Reduction::Sum, n, out.data(), kReduceCount, 0, kSalt);
   RANK_CHECK(problem.empty(), "all-reduce: %s", problem.c_str());
+  const std::string ran = lastPlanOf(c);
+  RANK_CHECK(allReducePlan.empty() || ran == allReducePlan, "the all-reduce ran on %s, not %s",
+             ran.c_str(), allReducePlan.c_str());
 
   constexpr size_t kGatherBytes = 40000;
   GuardedBuffer gSend(kGatherBytes), gRecv(kGatherBytes * n);
@@ -105,7 +111,8 @@ int countConnected(const std::string& log, const std::string& transport, int pee
   return found;
 }
 
-void runTwoHosts(int ranksPerHost) {
+// `allReducePlan`: LANES_ALGO for every rank, and what its all-reduce must run on.
+void runTwoHosts(int ranksPerHost, const std::string& allReducePlan = "") {
   VethNamespaces net("t");
   std::string why;
   if (!net.create(&why)) GTEST_SKIP() << why;
@@ -135,17 +142,18 @@ void runTwoHosts(int ranksPerHost) {
   RunOptions options;
   options.env = {
       {"LANES_SOCKET_IFNAME", "veth"}, {"LANES_DEBUG", "INFO"}, {"LANES_DEBUG_FILE", logFile}};
+  if (!allReducePlan.empty()) options.env.emplace_back("LANES_ALGO", allReducePlan);
   std::vector<std::string> before = listLanesShm();
   {
     ForkedRanks ranks;
     ranks.start(
         n, id,
-        [&net, ranksPerHost](int rank, int nranks, const lanesUniqueId& rid) {
+        [&net, ranksPerHost, allReducePlan](int rank, int nranks, const lanesUniqueId& rid) {
           const bool onA = rank < ranksPerHost;
           std::string err = enterNetworkNamespace(onA ? net.nsA : net.nsB);
           RANK_CHECK(err.empty(), "%s", err.c_str());
           ::setenv("LANES_HOSTID", onA ? "lanes-test-host-a" : "lanes-test-host-b", 1);
-          exchangeAcrossHosts(rank, nranks, rid);
+          exchangeAcrossHosts(rank, nranks, rid, allReducePlan);
         },
         options);
     for (const auto& o : ranks.wait())
@@ -173,6 +181,9 @@ void runTwoHosts(int ranksPerHost) {
 
 TEST(NetnsTcp, TwoHostsOneRankEach) { runTwoHosts(1); }
 TEST(NetnsTcp, TwoHostsTwoRanksEach) { runTwoHosts(2); }
+// The hierarchical all-reduce: shared memory within each namespace, TCP over
+// the veth between them (the other collectives: the planner's choice).
+TEST(NetnsTcp, TwoHostsTwoRanksEachHierarchical) { runTwoHosts(2, "hierarchical"); }
 
 }  // namespace
 }  // namespace lanes::test

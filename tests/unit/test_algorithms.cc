@@ -26,9 +26,10 @@
 namespace lanes {
 namespace {
 
-constexpr AlgoId kAlgos[] = {AlgoId::Ring,   AlgoId::RecursiveDoubling,
-                             AlgoId::Chain,  AlgoId::Pairwise,
-                             AlgoId::Direct, AlgoId::Tree};
+// The hierarchical all-reduce with no hosts given is one host's two steps.
+constexpr AlgoId kAlgos[] = {
+    AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain, AlgoId::Pairwise, AlgoId::Direct,
+    AlgoId::Tree, AlgoId::Hierarchical};
 constexpr CollType kColls[] = {CollType::AllReduce, CollType::Broadcast,     CollType::Reduce,
                                CollType::AllGather, CollType::ReduceScatter, CollType::AlltoAll,
                                CollType::Gather,    CollType::Scatter};
@@ -164,7 +165,7 @@ TEST(Algorithms, UnsupportedPairsAreInvalidUsage) {
       }
     }
   }
-  EXPECT_EQ(supported, 15);
+  EXPECT_EQ(supported, 16);
   // Every collective has at least one algorithm.
   for (CollType c : kColls) {
     EXPECT_TRUE(std::any_of(std::begin(kAlgos), std::end(kAlgos), [&](AlgoId a) {
@@ -298,7 +299,7 @@ std::string checkSchedules(const std::vector<Schedule>& scheds,
 }
 
 std::string staticCheck(AlgoId algo, CollType c, int n, size_t count, bool inPlace,
-                        std::span<const int> order = {}) {
+                        std::span<const int> order = {}, std::span<const int> hostOf = {}) {
   const int root = n > 1 ? n - 1 : 0;
   std::vector<RankBuffers> bufs;
   std::vector<Schedule> scheds(n);
@@ -306,7 +307,7 @@ std::string staticCheck(AlgoId algo, CollType c, int n, size_t count, bool inPla
   for (int r = 0; r < n; ++r) {
     Status st =
         buildSchedule(algo, argsFor(c, count, lanesFloat32, RedOpKind::Sum, n, r, root, bufs[r]),
-                      &scheds[r], order);
+                      &scheds[r], order, hostOf);
     if (!st) return "rank " + std::to_string(r) + ": " + st.message();
   }
   // A ring's rank talks only to its neighbours in the order.
@@ -453,7 +454,7 @@ Element inputElement(const Config& cfg, size_t esz, int rank, size_t i) {
 
 // Runs one case; returns "" or what went wrong.
 std::string runCase(AlgoId algo, CollType c, int n, size_t count, bool inPlace, Config cfg,
-                    std::span<const int> order = {}) {
+                    std::span<const int> order = {}, std::span<const int> hostOf = {}) {
   const size_t esz = datatypeSize(cfg.type);
   const int root = n > 1 ? int(count % size_t(n)) : 0;  // vary the root with the count
   std::vector<RankBuffers> bufs;
@@ -483,7 +484,7 @@ std::string runCase(AlgoId algo, CollType c, int n, size_t count, bool inPlace, 
       threads.emplace_back([&, r] {
         Schedule sched;
         CollArgs a = argsFor(c, count, cfg.type, cfg.op, n, r, root, bufs[r]);
-        Status st = buildSchedule(algo, a, &sched, order);
+        Status st = buildSchedule(algo, a, &sched, order, hostOf);
         if (st) {
           ExecContext ctx;
           ctx.rank = r;
@@ -784,6 +785,117 @@ std::vector<PairCase> ringCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ring, RingOrderRun, ::testing::ValuesIn(ringCases()),
+                         [](const ::testing::TestParamInfo<PairCase>& info) {
+                           return caseName(info.param);
+                         });
+
+// ---------------------------------------------------------------------------
+// The hierarchical all-reduce over hosts (algorithms/hierarchical.cc): every
+// rank's host index, hosts of equal size, in blocks or interleaved with rank
+// order; one rank per host and one host are its edge cases.
+
+struct Layout {
+  int hosts;
+  int local;
+  bool interleaved;  // rank r on host r % hosts (else r / local)
+};
+
+std::vector<int> hostsOf(const Layout& l) {
+  std::vector<int> h;
+  for (int r = 0; r < l.hosts * l.local; ++r)
+    h.push_back(l.interleaved ? r % l.hosts : r / l.local);
+  return h;
+}
+
+constexpr Layout kLayouts[] = {{2, 2, false}, {2, 3, false}, {3, 2, false}, {4, 2, true},
+                               {2, 4, true},  {3, 3, true},  {4, 1, false}, {1, 4, false}};
+
+TEST(Algorithms, HierarchicalStaticSendRecvMatch) {
+  int checked = 0;
+  for (const Layout& l : kLayouts) {
+    const std::vector<int> hostOf = hostsOf(l);
+    for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(7), size_t(1023), size_t(1025)})
+      for (bool inPlace : {false, true}) {
+        EXPECT_EQ(staticCheck(AlgoId::Hierarchical, CollType::AllReduce, l.hosts * l.local, count,
+                              inPlace, {}, hostOf),
+                  "")
+            << l.hosts << " hosts x " << l.local << " count=" << count;
+        ++checked;
+      }
+  }
+  EXPECT_GT(checked, 90);
+}
+
+// Only the middle step crosses hosts; the first and last stay on one.
+TEST(Algorithms, HierarchicalCrossesHostsOnlyInItsMiddleStep) {
+  for (const Layout& l : kLayouts) {
+    if (l.hosts < 2 || l.local < 2) continue;
+    const std::vector<int> hostOf = hostsOf(l);
+    const int n = l.hosts * l.local;
+    for (int r = 0; r < n; ++r) {
+      RankBuffers b = makeBuffers(CollType::AllReduce, 4096, 4, n, r, 0, false);
+      Schedule s;
+      ASSERT_TRUE(buildSchedule(
+                      AlgoId::Hierarchical,
+                      argsFor(CollType::AllReduce, 4096, lanesFloat32, RedOpKind::Sum, n, r, 0, b),
+                      &s, {}, hostOf)
+                      .isOk());
+      ASSERT_EQ(s.steps.size(), 3u);
+      for (size_t i = 0; i < 3; ++i)
+        for (const Op& op : s.steps[i].ops)
+          for (int peer : {op.sendPeer, op.recvPeer}) {
+            if (peer < 0) continue;
+            const bool sameHost = hostOf[size_t(peer)] == hostOf[size_t(r)];
+            EXPECT_EQ(sameHost, i != 1) << "rank " << r << " step " << i << " peer " << peer;
+          }
+    }
+  }
+}
+
+TEST(Algorithms, HierarchicalRefusesUnevenHostsAndBadLayouts) {
+  const std::vector<int> uneven = {0, 0, 0, 1};
+  RankBuffers b = makeBuffers(CollType::AllReduce, 9, 4, 4, 0, 0, false);
+  const CollArgs a = argsFor(CollType::AllReduce, 9, lanesFloat32, RedOpKind::Sum, 4, 0, 0, b);
+  Schedule s;
+  Status st = buildSchedule(AlgoId::Hierarchical, a, &s, {}, uneven);
+  EXPECT_EQ(st.code(), lanesInvalidUsage);
+  EXPECT_NE(st.message().find("same number of ranks on every host"), std::string::npos)
+      << st.message();
+  const std::vector<int> short3 = {0, 0, 1};
+  EXPECT_EQ(buildSchedule(AlgoId::Hierarchical, a, &s, {}, short3).code(), lanesInvalidArgument);
+  std::vector<std::vector<int>> groups;
+  ASSERT_TRUE(hostGroups(std::vector<int>{1, 0, 1, 0}, 4, &groups).isOk());
+  EXPECT_EQ(groups, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+}
+
+class HierarchicalRun : public ::testing::TestWithParam<PairCase> {};
+
+TEST_P(HierarchicalRun, MatchesReference) {
+  const PairCase& p = GetParam();
+  int ran = 0;
+  for (const Layout& l : kLayouts) {
+    const std::vector<int> hostOf = hostsOf(l);
+    const int n = l.hosts * l.local;
+    for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(1025), size_t(65537)})
+      for (bool inPlace : {false, true}) {
+        std::string err = runCase(p.algo, p.coll, n, count, inPlace, p.cfg, {}, hostOf);
+        ASSERT_EQ(err, "") << caseName(p) << " " << l.hosts << " hosts x " << l.local
+                           << (l.interleaved ? " interleaved" : "") << " count=" << count
+                           << (inPlace ? " in-place" : " out-of-place");
+        ++ran;
+      }
+  }
+  EXPECT_GT(ran, 70);
+}
+
+std::vector<PairCase> hierarchicalCases() {
+  std::vector<PairCase> out;
+  for (const PairCase& p : allCases())
+    if (p.algo == AlgoId::Hierarchical) out.push_back(p);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalRun, ::testing::ValuesIn(hierarchicalCases()),
                          [](const ::testing::TestParamInfo<PairCase>& info) {
                            return caseName(info.param);
                          });

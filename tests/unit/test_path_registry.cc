@@ -23,7 +23,7 @@ const std::vector<std::string>& names() {
 const std::vector<std::string> kNames = {"alpha", "beta", "gamma"};
 // LANES_ALGO's names: the host algorithms.
 const std::vector<std::string> kHostNames = {
-    "ring", "recursive_doubling", "chain", "pairwise", "direct", "tree"};
+    "ring", "recursive_doubling", "chain", "pairwise", "direct", "tree", "hierarchical"};
 
 TEST(NameList, UnsetAllowsWhatIsOnByDefault) {
   NameList l;
@@ -77,6 +77,55 @@ TEST(HostAlgorithmChoice, AlgoListRestrictsAndFallsBackWhereItServesNothing) {
             AlgoId::RecursiveDoubling);
 }
 
+// The hierarchical all-reduce serves ranks on several hosts, as many on
+// each: it wins where the network is the bottleneck (only its middle step
+// crosses it, carrying 2(H-1)/H of the buffer, against 2(N-1)/N for the
+// flat ring), and is no candidate on one host or uneven hosts.
+TEST(HostAlgorithmChoice, HierarchicalWhereRanksSpanHostsEvenly) {
+  SelectionConfig two;  // 2 hosts x 4 ranks, a slow network (2.5 Gb/s)
+  two.machine.hosts = 2;
+  two.machine.ranksPerHost = 4;
+  two.machine.cores = 8;
+  two.machine.socketGBs = 0.3;
+  auto ranked = [](CollType coll, size_t bytes, int n, const SelectionConfig& config) {
+    CallFacts f;
+    f.coll = coll;
+    f.bytes = bytes;
+    f.nranks = n;
+    return rankHostAlgorithms(f, config);
+  };
+  auto has = [](const std::vector<HostCandidate>& r, AlgoId a) {
+    return std::any_of(r.begin(), r.end(), [&](const HostCandidate& c) { return c.algo == a; });
+  };
+  const std::vector<HostCandidate> big = ranked(CollType::AllReduce, 64 << 20, 8, two);
+  ASSERT_FALSE(big.empty());
+  EXPECT_EQ(big.front().algo, AlgoId::Hierarchical);
+  EXPECT_EQ(big.front().cost.deciding().rfind("transfer ", 0), 0u);
+  double ring = 0;
+  for (const HostCandidate& c : big)
+    if (c.algo == AlgoId::Ring) ring = c.cost.total();
+  // 2(7/8) of the buffer over the network against 2(1/2), less the hosts' own steps.
+  EXPECT_GT(ring, 1.3 * big.front().cost.total());
+  // Not where it cannot run: other collectives, one host, uneven hosts, one rank a host.
+  EXPECT_FALSE(has(ranked(CollType::AllGather, 64 << 20, 8, two), AlgoId::Hierarchical));
+  SelectionConfig one = two;
+  one.machine.hosts = 1;
+  one.machine.ranksPerHost = 0;
+  EXPECT_FALSE(has(ranked(CollType::AllReduce, 64 << 20, 8, one), AlgoId::Hierarchical));
+  SelectionConfig uneven = two;
+  uneven.machine.ranksPerHost = 0;
+  EXPECT_FALSE(has(ranked(CollType::AllReduce, 64 << 20, 8, uneven), AlgoId::Hierarchical));
+  SelectionConfig spread = two;
+  spread.machine.hosts = 8;
+  spread.machine.ranksPerHost = 1;
+  EXPECT_FALSE(has(ranked(CollType::AllReduce, 64 << 20, 8, spread), AlgoId::Hierarchical));
+  // LANES_ALGO=hierarchical where it cannot run: the cheapest that can, saying why.
+  ASSERT_TRUE(NameList::parse("hierarchical", kHostNames, &one.algo));
+  const AlgoChoice fallback = chooseHostAlgorithm(CollType::AllReduce, 64 << 20, 8, one);
+  EXPECT_NE(fallback.algo, AlgoId::Hierarchical);
+  EXPECT_NE(fallback.why.find("names nothing that serves"), std::string::npos) << fallback.why;
+}
+
 // Four ranks of one host, as processes, one GPU each, every path set up as
 // by default; the cost model's assumed inputs unless a test sets others.
 CallFacts deviceCall(CollType coll, size_t bytes) {
@@ -100,21 +149,24 @@ SelectionConfig withoutHostSum(SelectionConfig config = SelectionConfig()) {
   return config;
 }
 
-// What a path can serve is eligibility, whatever the costs say.
+// What a path can serve is eligibility, whatever the costs say (host
+// summation left out where the test is about the staged path).
 TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
+  const SelectionConfig staged = withoutHostSum();
   EXPECT_EQ(pathOf(deviceCall(CollType::Reduce, 1024)), DevicePath::Proxy);
   EXPECT_EQ(pathOf(deviceCall(CollType::AlltoAll, 64 << 20)), DevicePath::Proxy);
-  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 1 << 30)), DevicePath::Staged);
+  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 1 << 30), staged), DevicePath::Staged);
   EXPECT_NE(pathOf(deviceCall(CollType::AllReduce, (16 << 10) + 4)), DevicePath::Ll);
 
   CallFacts mixedBatch = deviceCall(CollType::AllReduce, 1 << 30);
   mixedBatch.calls = 3;
-  EXPECT_EQ(pathOf(mixedBatch), DevicePath::Staged);  // a group of all-reduces
+  EXPECT_EQ(pathOf(mixedBatch, staged), DevicePath::Staged);  // a group of all-reduces
+  EXPECT_EQ(pathOf(mixedBatch), DevicePath::HostSum);         // which host summation serves too
   mixedBatch.sameColl = false;
   EXPECT_EQ(pathOf(mixedBatch), DevicePath::Proxy);
 
   CallFacts gs = deviceCall(CollType::ReduceScatter, 1 << 30);
-  EXPECT_EQ(pathOf(gs), DevicePath::Staged);
+  EXPECT_EQ(pathOf(gs, staged), DevicePath::Staged);
   gs.staged.gatherScatter = false;  // a rank set LANES_STAGED_COLLECTIVES=0
   EXPECT_EQ(pathOf(gs), DevicePath::Proxy);
 
@@ -124,7 +176,7 @@ TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
   shared.ll.ready = false;
   EXPECT_EQ(pathOf(shared), DevicePath::Proxy);
   shared.bytes = 64 << 20;
-  EXPECT_EQ(pathOf(shared), DevicePath::Staged);
+  EXPECT_EQ(pathOf(shared, staged), DevicePath::Staged);
 
   CallFacts hosts = deviceCall(CollType::AllReduce, 1 << 30);
   hosts.oneHost = false;
@@ -136,13 +188,17 @@ TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
   EXPECT_EQ(pathOf(mixed), DevicePath::Proxy);
 }
 
-// Among the eligible, the cheapest: LL while latency decides, the staged
-// pipeline once bytes do; the proxy's one hand-off wins a batch of small
-// all-reduces, which the staged path runs call after call.
+// Among the eligible, the cheapest: LL while latency decides, a pipeline
+// through host memory once bytes do (for four ranks' all-reduce, host
+// summation's: its bytes cross each link once each way); the proxy's one
+// hand-off wins a batch of small all-reduces, which the staged path runs
+// call after call.
 TEST(DevicePathChoice, TheCostModelOrdersTheEligible) {
   EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 8)), DevicePath::Ll);
   EXPECT_EQ(pathOf(deviceCall(CollType::AllGather, 1024)), DevicePath::Ll);
-  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 64 << 20)), DevicePath::Staged);
+  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 64 << 20)), DevicePath::HostSum);
+  EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 64 << 20), withoutHostSum()),
+            DevicePath::Staged);
   EXPECT_EQ(pathOf(deviceCall(CollType::Broadcast, 64 << 20)), DevicePath::Staged);
   CallFacts batch = deviceCall(CollType::AllReduce, 3 << 10);
   batch.calls = 3;
@@ -200,8 +256,13 @@ TEST(DevicePathChoice, TheWinnerFollowsLinkWidthAndHostMemory) {
   const CallFacts big = deviceCall(CollType::AllReduce, 64 << 20);
   SelectionConfig slowMemory = fast;
   slowMemory.machine.memGBs = 4;
-  const std::vector<DeviceCandidate> fastRanked = rankDevicePaths(big, fast);
-  const std::vector<DeviceCandidate> slowRanked = rankDevicePaths(big, slowMemory);
+  // The first of each ranking that LANES_PROTO allows (host summation is left out).
+  auto allowed = [](std::vector<DeviceCandidate> r) {
+    std::erase_if(r, [](const DeviceCandidate& c) { return !c.allowed; });
+    return r;
+  };
+  const std::vector<DeviceCandidate> fastRanked = allowed(rankDevicePaths(big, fast));
+  const std::vector<DeviceCandidate> slowRanked = allowed(rankDevicePaths(big, slowMemory));
   ASSERT_EQ(fastRanked.front().path, DevicePath::Staged);
   ASSERT_EQ(slowRanked.front().path, DevicePath::Staged);
   EXPECT_GT(slowRanked.front().cost.total(), 3 * fastRanked.front().cost.total());
@@ -209,7 +270,7 @@ TEST(DevicePathChoice, TheWinnerFollowsLinkWidthAndHostMemory) {
   EXPECT_EQ(slowRanked.front().cost.deciding().rfind("host memory ", 0), 0u);
   CallFacts sharing = big;
   sharing.ranksPerGpu = 4;
-  EXPECT_GT(rankDevicePaths(sharing, fast).front().cost.total(),
+  EXPECT_GT(allowed(rankDevicePaths(sharing, fast)).front().cost.total(),
             2 * fastRanked.front().cost.total());
 }
 
@@ -217,9 +278,9 @@ TEST(DevicePathChoice, TheWinnerFollowsLinkWidthAndHostMemory) {
 // all-reduce: 2(N-1)/N up) and sums them on the host's cores: it wins where
 // the link bounds and the host has memory bandwidth and cores to spare (the
 // measurement that motivated it: 8 ranks through one x16 link), and loses
-// with two ranks (the same bytes up, plus a pass over host memory), with one
-// core, or where host memory is slow. It needs the slots in host memory and
-// serves all-reduce and reduce-scatter only.
+// with two ranks (the same bytes up, plus more host memory traffic: 5 chunks'
+// worth against the staged path's 4) and with one core. It needs the slots
+// in host memory and serves all-reduce and reduce-scatter only.
 TEST(DevicePathChoice, HostSummationWinsWhereTheLinksBoundAndTheHostHasRoom) {
   SelectionConfig box;  // 16 cores, host memory above the link
   box.machine.cores = 16;
@@ -250,7 +311,7 @@ TEST(DevicePathChoice, HostSummationWinsWhereTheLinksBoundAndTheHostHasRoom) {
   EXPECT_EQ(pathOf(single, oneCore), DevicePath::Staged);
   SelectionConfig slowMemory = box;
   slowMemory.machine.memGBs = 8;
-  EXPECT_EQ(pathOf(eight, slowMemory), DevicePath::Staged);
+  EXPECT_EQ(pathOf(two, slowMemory), DevicePath::Staged);
 
   CallFacts gpuSlots = eight;
   gpuSlots.staged.inGpuMemory = true;
@@ -269,7 +330,8 @@ TEST(DevicePathChoice, HostSummationWinsWhereTheLinksBoundAndTheHostHasRoom) {
 // Where the staging slots are in GPU memory (P2P, or ranks sharing one GPU's
 // context), copies go at device memory's rate and skip host memory; thread
 // ranks enqueue one after another, so their enqueue work adds up with the
-// rank count; processes time-slicing a GPU pay a slice per reduce-scatter chunk.
+// rank count; processes time-slicing a GPU pay a slice a peer per
+// reduce-scatter, two where it spans several slots.
 TEST(DevicePathChoice, StagedSlotsHandOffsAndTimeSlicesArePriced) {
   const SelectionConfig config;
   auto staged = [&](const CallFacts& f) {
@@ -302,7 +364,15 @@ TEST(DevicePathChoice, StagedSlotsHandOffsAndTimeSlicesArePriced) {
   CallFacts sliced = deviceCall(CollType::ReduceScatter, 1 << 20);
   const double unsliced = staged(sliced).total();
   sliced.timeSliced = true;
-  EXPECT_NEAR(staged(sliced).total() - unsliced, 2200e-6, 1e-9);  // one chunk, one slice
+  EXPECT_NEAR(staged(sliced).total() - unsliced, 3 * 2200e-6, 1e-9);  // one slot: a slice a peer
+  CallFacts large = sliced;
+  large.bytes = size_t{256} << 20;  // 16 slots: two slices a peer
+  const double largeUnsliced = [&] {
+    CallFacts l = large;
+    l.timeSliced = false;
+    return staged(l).total();
+  }();
+  EXPECT_NEAR(staged(large).total() - largeUnsliced, 2 * 3 * 2200e-6, 1e-9);
 }
 
 // The explanation names the choice, its deciding term and the next two, and

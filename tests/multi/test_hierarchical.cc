@@ -1,0 +1,141 @@
+// The hierarchical all-reduce across hosts (algorithms/hierarchical.cc) with
+// real processes: "hosts" made by LANES_HOSTID (ranks of different hosts
+// talk TCP over loopback, ranks of one host shared memory), in blocks and
+// interleaved with rank order. Every datatype and reduction, odd counts and
+// zero, in place and not, forced with LANES_ALGO=hierarchical, each rank
+// checked against the test's own arithmetic (tests/multi/data.h) and every
+// rank's output bit-identical; the plan each call ran is read back. Where
+// hosts hold different numbers of ranks, a forced hierarchical plan falls
+// back to one that runs. tests/multi/test_netns_tcp.cc runs it between
+// network namespaces.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/plan_record.h"
+#include "tests/common/scoped_env.h"
+#include "tests/multi/data.h"
+#include "tests/multi/harness.h"
+
+namespace lanes::test {
+namespace {
+
+// A reduction op handle for one call; PreMulSum ops are destroyed after it.
+class RedOp {
+ public:
+  RedOp(Reduction r, lanesDataType_t t, lanesComm_t comm) : comm_(comm) {
+    constexpr lanesRedOp_t kBuiltIn[] = {lanesSum, lanesProd, lanesMax, lanesMin, lanesAvg};
+    if (r != Reduction::PreMulSum) {
+      op_ = kBuiltIn[static_cast<int>(r)];
+      return;
+    }
+    std::vector<std::byte> scalar = scalarBytes(t, kPreMulScalar);
+    RANK_CHECK_LANES(
+        lanesRedOpCreatePreMulSum(&op_, scalar.data(), t, lanesScalarHostImmediate, comm), comm);
+    created_ = true;
+  }
+  ~RedOp() {
+    if (created_) lanesRedOpDestroy(op_, comm_);
+  }
+  RedOp(const RedOp&) = delete;
+  RedOp& operator=(const RedOp&) = delete;
+  lanesRedOp_t get() const { return op_; }
+
+ private:
+  lanesRedOp_t op_ = lanesSum;
+  lanesComm_t comm_;
+  bool created_ = false;
+};
+
+// FNV-1a of a buffer: the ranks compare their outputs by it.
+uint64_t hashOf(const void* p, size_t bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const uint8_t*>(p)[i]) * 1099511628211ULL;
+  return h;
+}
+
+// Every type x reduction x count x placement on this rank; `plan`: what each
+// non-empty call must have run on ("": anything but the hierarchical plan).
+void runMatrix(int rank, int n, const lanesUniqueId& id, const std::string& plan,
+               const std::vector<size_t>& counts) {
+  CommGuard comm(initComm(rank, n, id));
+  lanesComm_t c = comm.get();
+  std::vector<uint64_t> hashes;
+  uint32_t salt = 0;
+  for (lanesDataType_t t : kAllTypes) {
+    for (Reduction r : kAllReductions) {
+      for (size_t count : counts) {
+        for (bool inPlace : {false, true}) {
+          ++salt;
+          const size_t bytes = count * typeSize(t);
+          GuardedBuffer send(bytes), recv(bytes);
+          fillReductionInput(t, r, rank, n, inPlace ? recv.data() : send.data(), count, 0, salt);
+          RedOp op(r, t, c);
+          RANK_CHECK_LANES(lanesAllReduce(inPlace ? recv.data() : send.data(), recv.data(), count,
+                                          t, op.get(), c, nullptr),
+                           c);
+          const std::string problem = checkReductionOutput(t, r, n, recv.data(), count, 0, salt);
+          RANK_CHECK(problem.empty(), "%s %s count %zu %s: %s", typeName(t), reductionName(r),
+                     count, inPlace ? "in place" : "out of place", problem.c_str());
+          if (count > 0) {
+            const std::string ran = lastPlanOf(c);
+            RANK_CHECK(plan.empty() ? ran != "hierarchical" : ran == plan,
+                       "%s %s count %zu ran on \"%s\", expected \"%s\"", typeName(t),
+                       reductionName(r), count, ran.c_str(),
+                       plan.empty() ? "not hierarchical" : plan.c_str());
+          }
+          hashes.push_back(hashOf(recv.data(), bytes));
+        }
+      }
+    }
+  }
+  // Bit-identical on every rank: the hashes of all ranks, gathered.
+  std::vector<uint64_t> all(hashes.size() * static_cast<size_t>(n));
+  RANK_CHECK_LANES(
+      lanesAllGather(hashes.data(), all.data(), hashes.size(), lanesUint64, c, nullptr), c);
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < hashes.size(); ++i)
+      RANK_CHECK(all[static_cast<size_t>(p) * hashes.size() + i] == hashes[i],
+                 "call %zu: rank %d's output differs from rank %d's", i, p, rank);
+}
+
+// `hostOf(rank)` names each rank's host; every rank runs the matrix.
+void runOnHosts(int n, std::string (*hostOf)(int), const std::string& plan,
+                const std::vector<size_t>& counts) {
+  ScopedEnv algo("LANES_ALGO", "hierarchical");
+  runForked(n, [&](int rank, int nranks, const lanesUniqueId& id) {
+    ::setenv("LANES_HOSTID", hostOf(rank).c_str(), 1);
+    runMatrix(rank, nranks, id, plan, counts);
+  });
+}
+
+const std::vector<size_t> kCounts = {0, 1, 7, 1025, 100003};
+
+TEST(HierarchicalAllReduce, TwoHostsOfTwoRanks) {
+  runOnHosts(
+      4, [](int r) { return std::string(r < 2 ? "lanes-hier-a" : "lanes-hier-b"); }, "hierarchical",
+      kCounts);
+}
+
+// Hosts interleaved with rank order: host a holds ranks 0, 2, 4, host b 1, 3, 5.
+TEST(HierarchicalAllReduce, TwoHostsOfThreeRanksInterleaved) {
+  runOnHosts(6, [](int r) { return std::string(r % 2 == 0 ? "lanes-hier-a" : "lanes-hier-b"); },
+             "hierarchical", {0, 1, 7, 100003});
+}
+
+TEST(HierarchicalAllReduce, ThreeHostsOfTwoRanks) {
+  runOnHosts(6, [](int r) { return "lanes-hier-" + std::to_string(r / 2); }, "hierarchical",
+             {0, 1, 7, 100003});
+}
+
+// Two ranks on one host and one on another: LANES_ALGO names nothing that
+// serves, so the planner's cheapest runs.
+TEST(HierarchicalAllReduce, UnevenHostsFallBackToAPlanThatRuns) {
+  runOnHosts(3, [](int r) { return std::string(r < 2 ? "lanes-hier-a" : "lanes-hier-b"); }, "",
+             {1025, 100003});
+}
+
+}  // namespace
+}  // namespace lanes::test
