@@ -48,7 +48,7 @@ done
 wrap=$(mktemp /tmp/lanes-hier-rank.XXXXXX)
 cat >"$wrap" <<SH
 #!/bin/bash
-h=\$((LANES_RANK / LANES_HIER_LOCAL))
+h=\$((LANES_RANK / HIER_LOCAL))
 exec ip netns exec lanes-h\$h-$tag env LANES_HOSTID=lanes-hier-host-\$h "\$@"
 SH
 chmod +x "$wrap"
@@ -56,7 +56,7 @@ spaces+=()  # (the wrapper is removed below)
 for l in "${layouts[@]}"; do
   hosts=${l%x*} local=${l#*x}
   for algo in ring hierarchical default; do
-    env $([ $algo != default ] && echo LANES_ALGO=$algo) LANES_HIER_LOCAL="$local" LANES_SOCKET_IFNAME=vh \
+    env $([ $algo != default ] && echo LANES_ALGO=$algo) HIER_LOCAL="$local" LANES_SOCKET_IFNAME=vh \
       LANES_ROOT_ADDR="$net.1:$((40000 + tag % 20000))" \
       "$build/bin/lanes-run" -n $((hosts * local)) "$wrap" "$build/bin/lanes_all_reduce_perf" \
       -b 1M -e 256M -f 4 -n 5 -w 1 -J "$out/${l}_${algo}.json" >/dev/null
