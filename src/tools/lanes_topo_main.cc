@@ -3,6 +3,7 @@
 // link training, optional bandwidth/P2P probes, and warnings with fixes.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -26,7 +27,8 @@ namespace {
 
 const char kUsage[] =
     "usage: lanes-topo [--json] [--probe]\n"
-    "                  [--plan [--ranks N] [--threads] [--mps|--no-mps] [--collective C]]\n"
+    "                  [--plan [--ranks N] [--hosts H] [--threads] [--mps|--no-mps]\n"
+    "                  [--collective C]]\n"
     "                  [--topology FILE | --load FILE | --import-hwloc FILE |\n"
     "                  --import-nvidia-smi FILE] [--no-hwloc] [--no-nvml] [--help] [--version]\n"
     "  (no option)              discover this machine and print the report\n"
@@ -43,6 +45,8 @@ const char kUsage[] =
     "                           with the cost model's inputs; with --json, the plan as JSON\n"
     "                           (every host algorithm's and device path's predicted time)\n"
     "  --ranks N, -n N          ranks for --plan (default: one per GPU, at least 2)\n"
+    "  --hosts H                --plan for ranks spread over H hosts like this one, in\n"
+    "                           blocks, talking TCP between hosts (default 1)\n"
     "  --threads                --plan for ranks that are threads of one process (default:\n"
     "                           processes), rank r on GPU r % GPUs\n"
     "  --mps, --no-mps          --plan for processes sharing a GPU under MPS, or without\n"
@@ -98,6 +102,7 @@ int fail(const Status& s) {
 int main(int argc, char** argv) {
   bool json = false, probe = false, plan = false;
   int planRanks = 0;
+  int planHosts = 0;
   bool planThreads = false;
   std::optional<bool> planMps;
   std::optional<CollType> planColl;
@@ -129,6 +134,14 @@ int main(int argc, char** argv) {
         return 2;
       }
       planRanks = static_cast<int>(v);
+    } else if (a == "--hosts" && i + 1 < argc) {
+      std::string n = argv[++i];
+      int64_t v = 0;
+      if (!parseInt64(n, &v) || v < 1 || v > 4096) {
+        std::fprintf(stderr, "lanes-topo: --hosts %s is not a host count (1..4096)\n", n.c_str());
+        return 2;
+      }
+      planHosts = static_cast<int>(v);
     } else if (a == "--collective" && i + 1 < argc) {
       std::string name = argv[++i];
       CollType c;
@@ -174,8 +187,15 @@ int main(int argc, char** argv) {
                  "--import-nvidia-smi\n");
     return 2;
   }
-  if ((planRanks > 0 || planColl || planThreads || planMps) && !plan) {
-    std::fprintf(stderr, "lanes-topo: --ranks, --threads, --mps and --collective go with --plan\n");
+  if ((planRanks > 0 || planHosts > 0 || planColl || planThreads || planMps) && !plan) {
+    std::fprintf(
+        stderr, "lanes-topo: --ranks, --hosts, --threads, --mps and --collective go with --plan\n");
+    return 2;
+  }
+  if (planHosts > 1 && planThreads) {
+    std::fprintf(stderr,
+                 "lanes-topo: --threads plans the threads of one process, which is on one host; "
+                 "leave out --hosts or --threads\n");
     return 2;
   }
   if (!hwlocXml.empty() && !hwlocAvailable()) {
@@ -220,15 +240,22 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "lanes-topo: probe results cached in %s\n", cache.c_str());
   }
   const int gpus = planGpus(t);
-  const int ranks = planRanks > 0 ? planRanks : (gpus > 1 ? gpus : 2);
+  const int hosts = std::max(1, planHosts);
+  // Default: one rank per GPU of every host, at least 2 a host.
+  const int ranks = planRanks > 0 ? planRanks : hosts * (gpus > 1 ? gpus : 2);
+  if (hosts > ranks) {
+    std::fprintf(stderr, "lanes-topo: --hosts %d leaves hosts without ranks (--ranks %d)\n", hosts,
+                 ranks);
+    return 2;
+  }
+  const PlanLaunch launch{planThreads, planMps, hosts};
   std::string text;
   if (plan && json)
-    text = formatPlanJson(t, ranks, {planThreads, planMps}, planColl);
+    text = formatPlanJson(t, ranks, launch, planColl);
   else if (json)
     text = toJson(t).dump() + "\n";
   else
-    text = formatReport(t) +
-           (plan ? "\n" + formatPlanTable(t, ranks, {planThreads, planMps}, planColl) : "");
+    text = formatReport(t) + (plan ? "\n" + formatPlanTable(t, ranks, launch, planColl) : "");
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "tools/lanes_topo_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -24,10 +25,18 @@ std::vector<size_t> sweepSizes() {
   return out;
 }
 
-// The selection as a communicator of this model's machine would read it.
-SelectionConfig configFor(const topo::Topology& t) {
+// Ranks on the busiest host.
+int ranksPerHost(int nranks, PlanLaunch launch) {
+  return (nranks + launch.hosts - 1) / std::max(1, launch.hosts);
+}
+
+// The selection as a communicator of this model's machine would read it,
+// its ranks on `launch.hosts` such machines.
+SelectionConfig configFor(const topo::Topology& t, int nranks, PlanLaunch launch) {
   SelectionConfig config = CommConfig::fromEnv().selection;
   config.machine = machineFactsOf(t);
+  config.machine.hosts = launch.hosts;
+  config.machine.ranksPerHost = nranks % launch.hosts == 0 ? nranks / launch.hosts : 0;
   return config;
 }
 
@@ -62,8 +71,10 @@ CallFacts defaultFacts(const topo::Topology& t, int nranks, int gpus, PlanLaunch
   const StageArenaConfig& stage = env.stage;
   CallFacts f;
   f.nranks = nranks;
-  f.ranksPerGpu = (nranks + gpus - 1) / gpus;
-  const bool shareGpu = nranks > gpus;
+  const int local = ranksPerHost(nranks, launch);
+  f.oneHost = launch.hosts == 1;
+  f.ranksPerGpu = (local + gpus - 1) / gpus;
+  const bool shareGpu = local > gpus;
   f.threadRanks = threads && nranks > 1;
   const bool mps = runsMps(t, launch);
   // Threads on one GPU share its context: no time slices between them.
@@ -71,10 +82,10 @@ CallFacts defaultFacts(const topo::Topology& t, int nranks, int gpus, PlanLaunch
   f.timeSliced = processesShare;
   if (env.transport.p2p != P2pMode::Off)
     f.staged.inGpuMemory = gpus == 1 ? threads || (shareGpu && mps) : p2pProbedEverywhere(t, gpus);
-  f.ll.ready = nranks <= 8 && (!processesShare || config.llSharedGpu);
+  f.ll.ready = f.oneHost && nranks <= 8 && (!processesShare || config.llSharedGpu);
   f.ll.maxBytes = config.llMaxBytes;
   f.sharedContext = {threads && gpus == 1 && nranks > 1, config.sharedContextMaxBytes};
-  f.staged.ready = true;
+  f.staged.ready = f.oneHost;  // (across hosts: the proxy, over TCP)
   f.staged.gatherScatter = config.stagedGatherScatter;
   f.staged.proxyUpToBytes = processesShare ? config.sharedGpuProxyBytes : 0;
   f.staged.slotBytes = stage.chunkBytes;
@@ -83,8 +94,9 @@ CallFacts defaultFacts(const topo::Topology& t, int nranks, int gpus, PlanLaunch
   return f;
 }
 
-std::string launchWords(bool threads) {
-  return threads ? "threads of one process" : "processes of this host";
+std::string launchWords(PlanLaunch launch) {
+  if (launch.hosts > 1) return "processes of " + std::to_string(launch.hosts) + " hosts like this";
+  return launch.threads ? "threads of one process" : "processes of this host";
 }
 
 // A perf tool's size (nccl-tests': the larger buffer) as the input bytes per
@@ -177,11 +189,10 @@ int planGpus(const topo::Topology& t) {
 
 std::string formatPlanTable(const topo::Topology& t, int nranks, PlanLaunch launch,
                             std::optional<CollType> coll) {
-  const bool threads = launch.threads;
   const int gpus = planGpus(t);
-  const SelectionConfig config = configFor(t);
+  const SelectionConfig config = configFor(t, nranks, launch);
   std::string out = "# Path choice for " + std::to_string(nranks) + " ranks as " +
-                    launchWords(threads) + " (bytes per rank; src/planner/registry.h)";
+                    launchWords(launch) + " (bytes per rank; src/planner/registry.h)";
   if (config.proto.set()) out += ", LANES_PROTO=" + config.proto.text();
   if (config.algo.set()) out += ", LANES_ALGO=" + config.algo.text();
   out += "\n" + inputsLine(config.machine);
@@ -200,7 +211,10 @@ std::string formatPlanTable(const topo::Topology& t, int nranks, PlanLaunch laun
     return out;
   }
   if (gpus > 0) {
-    out += "\n# Device buffers, rank r on GPU r % " + std::to_string(gpus) + "\n";
+    out +=
+        "\n# Device buffers, rank r on GPU r % " + std::to_string(gpus) +
+        (launch.hosts > 1 ? " of host r / " + std::to_string(ranksPerHost(nranks, launch)) : "") +
+        "\n";
     facts.device = true;
     out += table(facts, config);
   } else {
@@ -227,7 +241,7 @@ std::string candidateJson(const char* key, const char* name, const CostTerms& co
 std::string formatPlanJson(const topo::Topology& t, int nranks, PlanLaunch launch,
                            std::optional<CollType> coll) {
   const bool threads = launch.threads;
-  const SelectionConfig config = configFor(t);
+  const SelectionConfig config = configFor(t, nranks, launch);
   const MachineFacts& m = config.machine;
   const int gpus = planGpus(t);
   std::string out = "{\"format\": \"lanes-plan-1\", \"nranks\": " + std::to_string(nranks) +
@@ -238,6 +252,7 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, PlanLaunch launc
                     ", \"reduce_gbps_1mib\": " + jsonNumber(m.reduceGBs[4]) +
                     ", \"mem_gbps\": " + jsonNumber(m.memGBs) +
                     ", \"cores\": " + std::to_string(m.cores) +
+                    ", \"hosts\": " + std::to_string(m.hosts) +
                     ", \"gpu_measured\": " + (m.gpu.measured ? "true" : "false") +
                     ", \"gpu_h2d_gbps_1mib\": " + jsonNumber(m.gpu.h2dGBs[4]) +
                     ", \"gpu_d2h_gbps_1mib\": " + jsonNumber(m.gpu.d2hGBs[4]) +

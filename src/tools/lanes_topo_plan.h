@@ -22,6 +22,9 @@ int planGpus(const topo::Topology& t);
 struct PlanLaunch {
   bool threads = false;
   std::optional<bool> mps;
+  // Hosts like the model's machine the ranks are spread over, in blocks
+  // (rank r on host r / ceil(nranks / hosts)); between hosts they talk TCP.
+  int hosts = 1;
 };
 
 // For `nranks` ranks as processes of one host (or, with `threads`, threads of

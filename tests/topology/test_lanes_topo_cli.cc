@@ -119,17 +119,50 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
       << out;
   // Six ranks on four GPUs share GPUs (time slices: these are processes, not
   // under MPS): no LL, the proxy below 256 KiB (running whichever host
-  // algorithm the host model picks), and at 1 MiB too, where the pipelines'
-  // hand-offs between the processes would each wait for a switch.
+  // algorithm the host model picks), host summation from 1 MiB (its hand-offs
+  // between the processes wait for fewer switches than the staged path's).
   out = run("-n 6 " + cmd, &rc);
   ASSERT_EQ(rc, 0) << out;
   const std::vector<std::string> shared = planRow(out, "# Device buffers", "allreduce");
   ASSERT_EQ(shared.size(), 5u) << out;
   EXPECT_EQ(shared[1].rfind("proxy/", 0), 0u) << out;
   EXPECT_EQ(shared[2].rfind("proxy/", 0), 0u) << out;
-  EXPECT_EQ(shared[3].rfind("proxy/", 0), 0u) << out;
+  EXPECT_EQ(shared[3], "host_sum") << out;
   EXPECT_EQ(shared[4], "host_sum") << out;
   out = run("-n 0 " + cmd, &rc);
+  EXPECT_EQ(rc, 2) << out;
+}
+
+// --hosts spreads the ranks over hosts like the model's machine, TCP between
+// them: device calls take the proxy, and a large all-reduce over hosts that
+// hold as many ranks each the hierarchical plan (2 hosts x 4 GPUs).
+TEST(LanesTopoCli, PlanAcrossHostsTakesTheHierarchicalAllReduce) {
+  int rc = -1;
+  const std::string model = " --topology " + fixture("switch_4x4090.json");
+  std::string out = run("--plan --hosts 2 --collective allreduce" + model, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("# Path choice for 8 ranks as processes of 2 hosts like this"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\n128 MiB\n  host:   hierarchical "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n  device: proxy "), std::string::npos) << out;
+  EXPECT_EQ(out.find("\n  device: staged "), std::string::npos) << out;
+
+  out = run("--plan --json --ranks 8 --hosts 2 --collective allreduce" + model, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"hosts\": 2"), std::string::npos) << out;
+  EXPECT_NE(out.find("{\"algo\": \"hierarchical\""), std::string::npos) << out;
+  // Hosts of unequal rank counts: no hierarchical candidate.
+  out = run("--plan --json --ranks 6 --hosts 4 --collective allreduce" + model, &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(out.find("{\"algo\": \"hierarchical\""), std::string::npos) << out;
+
+  out = run("--plan --ranks 2 --hosts 3" + model, &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("leaves hosts without ranks"), std::string::npos) << out;
+  out = run("--plan --threads --hosts 2" + model, &rc);
+  EXPECT_EQ(rc, 2) << out;
+  out = run("--hosts 2" + model, &rc);
   EXPECT_EQ(rc, 2) << out;
 }
 
@@ -191,7 +224,7 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
   EXPECT_NE(out.find("--collective allsum is not a collective"), std::string::npos) << out;
   out = run("--ranks 4", &rc);
   EXPECT_EQ(rc, 2) << out;
-  EXPECT_NE(out.find("--ranks, --threads, --mps and --collective go with --plan"),
+  EXPECT_NE(out.find("--ranks, --hosts, --threads, --mps and --collective go with --plan"),
             std::string::npos)
       << out;
 }
