@@ -12,6 +12,8 @@
 
 #if LANES_PERF_CUDA
 #include <cuda_runtime.h>
+
+#include "perf/cuda_owners.h"
 #endif
 
 namespace lanes::perf {
@@ -29,15 +31,6 @@ Status check(cudaError_t err, const char* call) {
 }
 #define PERF_CUDA(call) LANES_RETURN_IF_ERROR(check((call), #call))
 
-struct DeviceFree {
-  void operator()(uint8_t* p) const { cudaFree(p); }
-};
-struct PinnedFree {
-  void operator()(uint8_t* p) const { cudaFreeHost(p); }
-};
-struct StreamDestroy {
-  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
-};
 struct GraphExecDestroy {
   void operator()(CUgraphExec_st* g) const { cudaGraphExecDestroy(g); }
 };
@@ -149,7 +142,7 @@ class DeviceMemory final : public RankMemory {
 
   int device_ = -1;
   bool nullStream_ = false;
-  std::unique_ptr<CUstream_st, StreamDestroy> stream_;
+  Stream stream_;
   std::unique_ptr<uint8_t, DeviceFree> sendDev_, recvDev_;
   std::unique_ptr<uint8_t, PinnedFree> sendHost_, recvHost_;
   std::unique_ptr<CUgraphExec_st, GraphExecDestroy> graph_;
