@@ -7,10 +7,12 @@
 # Needs root (CAP_NET_ADMIN) and iproute2.
 #
 #   bash bench/hier/netns_sweep.sh [BUILD] [OUT] [HOSTSxRANKS...]   # defaults build/release, bench/results/hier_netns, 2x2 4x2
+#   COLLECTIVES="all_gather reduce_scatter" bash bench/hier/netns_sweep.sh ...  # default all_reduce
 #
-# Writes OUT/<H>x<L>_<algorithm>.json (the perf tool's: ring, hierarchical, and the
-# planner's default) and OUT/summary.md: per layout and size, each one's time, the flat
-# ring's over hierarchical's, and the default's plan and its time over the faster one's.
+# Writes OUT/<collective>_<H>x<L>_<algorithm>.json (the perf tool's: ring, hierarchical, and
+# the planner's default) and OUT/summary.md: per collective, layout and size, each one's
+# time, the flat ring's over hierarchical's, and the default's plan and its time over the
+# faster one's.
 set -eu
 build=$(cd "${1:-build/release}" && pwd)
 out=${2:-bench/results/hier_netns}
@@ -53,35 +55,41 @@ exec ip netns exec lanes-h\$h-$tag env LANES_HOSTID=lanes-hier-host-\$h "\$@"
 SH
 chmod +x "$wrap"
 spaces+=()  # (the wrapper is removed below)
-for l in "${layouts[@]}"; do
-  hosts=${l%x*} local=${l#*x}
-  for algo in ring hierarchical default; do
-    env $([ $algo != default ] && echo LANES_ALGO=$algo) HIER_LOCAL="$local" LANES_SOCKET_IFNAME=vh \
-      LANES_ROOT_ADDR="$net.1:$((40000 + tag % 20000))" \
-      "$build/bin/lanes-run" -n $((hosts * local)) "$wrap" "$build/bin/lanes_all_reduce_perf" \
-      -b 1M -e 256M -f 4 -n 5 -w 1 -J "$out/${l}_${algo}.json" >/dev/null
+colls=(${COLLECTIVES:-all_reduce})
+for coll in "${colls[@]}"; do
+  for l in "${layouts[@]}"; do
+    hosts=${l%x*} local=${l#*x}
+    for algo in ring hierarchical default; do
+      env $([ $algo != default ] && echo LANES_ALGO=$algo) HIER_LOCAL="$local" \
+        LANES_SOCKET_IFNAME=vh LANES_ROOT_ADDR="$net.1:$((40000 + tag % 20000))" \
+        "$build/bin/lanes-run" -n $((hosts * local)) "$wrap" "$build/bin/lanes_${coll}_perf" \
+        -b 1M -e 256M -f 4 -n 5 -w 1 -J "$out/${coll}_${l}_${algo}.json" >/dev/null
+    done
   done
 done
 rm -f "$wrap"
-python3 - "$out" "${layouts[@]}" <<'PY'
+python3 - "$out" "${#colls[@]}" "${colls[@]}" "${layouts[@]}" <<'PY'
 import json, sys
-out, layouts = sys.argv[1], sys.argv[2:]
-lines = ["# Hierarchical all-reduce against the flat ring, host buffers, float32 sum",
+out, ncolls = sys.argv[1], int(sys.argv[2])
+colls, layouts = sys.argv[3:3 + ncolls], sys.argv[3 + ncolls:]
+lines = ["# Hierarchical collectives against the flat ring, host buffers, float32 (sum)",
          "",
          "H network namespaces (hosts) x L ranks each, TCP over veths between them, shared",
-         "memory within; out-of-place time per call (us), each the perf tool's mean of 5.",
+         "memory within; out-of-place time per call (us), each the perf tool's mean of 5;",
+         "sizes are the perf tool's (an all-gather's: the whole output).",
          "",
-         "| hosts x ranks | size | ring | hierarchical | ring / hierarchical | default (plan) | default / faster |",
-         "|---|---|---|---|---|---|---|"]
-for l in layouts:
-    rows = {a: {r["size"]: r for r in json.load(open(f"{out}/{l}_{a}.json"))["results"]}
-            for a in ("ring", "hierarchical", "default")}
-    for size in sorted(rows["ring"]):
-        ring, h = (rows[a][size]["out_of_place"]["time"] for a in ("ring", "hierarchical"))
-        d = rows["default"][size]
-        t = d["out_of_place"]["time"]
-        lines.append(f"| {l} | {size >> 20} MiB | {ring:.0f} | {h:.0f} | {ring / h:.2f} | "
-                     f"{t:.0f} ({d.get('plan', '?')}) | {t / min(ring, h):.2f} |")
+         "| collective | hosts x ranks | size | ring | hierarchical | ring / hierarchical | default (plan) | default / faster |",
+         "|---|---|---|---|---|---|---|---|"]
+for coll in colls:
+    for l in layouts:
+        rows = {a: {r["size"]: r for r in json.load(open(f"{out}/{coll}_{l}_{a}.json"))["results"]}
+                for a in ("ring", "hierarchical", "default")}
+        for size in sorted(rows["ring"]):
+            ring, h = (rows[a][size]["out_of_place"]["time"] for a in ("ring", "hierarchical"))
+            d = rows["default"][size]
+            t = d["out_of_place"]["time"]
+            lines.append(f"| {coll} | {l} | {size >> 20} MiB | {ring:.0f} | {h:.0f} | {ring / h:.2f} | "
+                         f"{t:.0f} ({d.get('plan', '?')}) | {t / min(ring, h):.2f} |")
 open(f"{out}/summary.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -73,7 +73,8 @@ bool algoSupports(AlgoId algo, CollType coll) {
     case AlgoId::Tree:
       return coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::Broadcast;
     case AlgoId::Hierarchical:
-      return coll == CollType::AllReduce;
+      return coll == CollType::AllReduce || coll == CollType::AllGather ||
+             coll == CollType::ReduceScatter;
   }
   return false;
 }

@@ -1,20 +1,27 @@
-// Hierarchical all-reduce for ranks spread over hosts, L ranks on each of H
-// hosts: within each host a ring reduce-scatter leaves local rank i with
-// shard i of the host's sum; then, all shards at once, the ranks holding
-// shard i on every host all-reduce it in a ring across the hosts; within
-// each host a ring all-gather spreads the shards back. Each host's link
-// carries 2(H-1)/H of the buffer, against 2(N-1)/N for a flat ring through
-// it, and only the middle step crosses hosts (NCCL's and Horovod's
-// hierarchical all-reduce). Three steps: each starts from the last one's
-// finished result.
+// Hierarchical collectives for ranks spread over hosts, L ranks on each of
+// H hosts, so that only one step crosses the hosts' links (NCCL's and
+// Horovod's hierarchical all-reduce):
+//  - all-reduce: within each host a ring reduce-scatter leaves local rank i
+//    with shard i of the host's sum; the ranks holding shard i on every host
+//    all-reduce it in a ring across the hosts (all shards at once); within
+//    each host a ring all-gather spreads the shards back. A host's link
+//    carries 2(H-1)/H of the buffer, against 2(N-1)/N for a flat ring;
+//  - all-gather: across the hosts, the ranks of local index i gather their
+//    blocks; then within each host a ring all-gather moves each local rank's
+//    H blocks to the others. A host's link carries (H-1)L blocks each way,
+//    where a flat ring through it carries N-1;
+//  - reduce-scatter: the reverse: within each host a ring reduce-scatter
+//    leaves local rank i with the host's sum of the blocks of every host's
+//    local rank i; across the hosts those ranks reduce-scatter them.
+// Each step starts from the last one's finished result.
 //
 // Hosts come as each rank's host index (`hostOf`, the same on every rank);
 // the ranks of a host keep rank order and the hosts go in the order of
 // their first rank. Every host must hold the same number of ranks; without
-// host indexes every rank is on one host, and the plan is a ring all-reduce
-// in two steps. Every element is reduced by one chain and then copied, so
-// all ranks hold bit-identical results.
+// host indexes every rank is on one host. Every element is reduced by one
+// chain and then copied, so all ranks hold bit-identical results.
 #include <algorithm>
+#include <functional>
 
 #include "algorithms/schedule_builder.h"
 
@@ -32,47 +39,69 @@ struct GroupRing {
   int prev() const { return members[static_cast<size_t>(at(-1))]; }
 };
 
-// The region's segments: `parts` of `count` elements at byte offset `base`.
+// Part of a segment: `bytes` at byte offset `off` of the region's buffers.
+struct Piece {
+  size_t off = 0;
+  size_t bytes = 0;
+};
+
+// What a ring moves: segment k's pieces (the same list, in the same order,
+// on every rank, so the ops to one peer pair up) in `in`, summed or copied
+// into `out` at the same offsets.
 struct Region {
   const void* in = nullptr;
   void* out = nullptr;
-  size_t base = 0;  // bytes
-  Segments seg;
-  size_t esz = 1;
-  const std::byte* src(int k) const { return at(in, base + seg.offset(k) * esz); }
-  std::byte* dst(int k) const { return at(out, base + seg.offset(k) * esz); }
-  size_t bytes(int k) const { return seg.size(k) * esz; }
+  std::function<std::vector<Piece>(int)> segment;
 };
 
-// Reduce-scatter around `ring`: position v ends with segment v reduced over
-// the ring in `r.out` (the other segments' partial sums pass through there
-// too). `forwardOwn`: segment v's sum goes on to the next position as it is
-// produced, which starts an all-gather (allGather with `ownSent`).
-void reduceScatter(Step& st, const GroupRing& ring, const Region& r, bool forwardOwn = false) {
-  const int n = ring.size();
-  int k = ring.at(-1);
-  addSend(st, ring.next(), r.src(k), r.bytes(k));
-  for (int s = 1; s <= n - 2; ++s) {
-    k = ring.at(-1 - s);
-    addRecvReduceSend(st, ring.prev(), ring.next(), r.dst(k), r.src(k), r.bytes(k));
-  }
-  const int own = ring.pos;
-  if (forwardOwn)
-    addRecvReduceSend(st, ring.prev(), ring.next(), r.dst(own), r.src(own), r.bytes(own));
-  else
-    addRecvReduce(st, ring.prev(), r.dst(own), r.src(own), r.bytes(own));
+// Contiguous segments: `parts` of `count` elements of `esz` bytes from `base`.
+std::function<std::vector<Piece>(int)> contiguous(size_t base, size_t count, int parts,
+                                                  size_t esz) {
+  return [=](int k) {
+    const Segments seg{count, parts};
+    return std::vector<Piece>{{base + seg.offset(k) * esz, seg.size(k) * esz}};
+  };
 }
 
-// All-gather around `ring` of the segments each position holds in `r.out`.
-void allGather(Step& st, const GroupRing& ring, const Region& r, bool ownSent = false) {
+// Reduce-scatter around `ring`: position v ends with segment v reduced over
+// the ring in `r.out`, or at `ownOut` (the pieces side by side) where given
+// (the other segments' partial sums pass through `r.out`). `forwardOwn`:
+// segment v's sum goes on to the next position as it is produced, which
+// starts an all-gather (allGather with `ownSent`).
+void reduceScatter(Step& st, const GroupRing& ring, const Region& r, bool forwardOwn = false,
+                   std::byte* ownOut = nullptr) {
   const int n = ring.size();
-  if (!ownSent) addSend(st, ring.next(), r.dst(ring.pos), r.bytes(ring.pos));
-  for (int t = 1; t <= n - 2; ++t) {
-    const int k = ring.at(-t);
-    addRecvSend(st, ring.prev(), ring.next(), r.dst(k), r.bytes(k));
+  for (const Piece& p : r.segment(ring.at(-1))) addSend(st, ring.next(), at(r.in, p.off), p.bytes);
+  for (int s = 1; s <= n - 2; ++s)
+    for (const Piece& p : r.segment(ring.at(-1 - s)))
+      addRecvReduceSend(st, ring.prev(), ring.next(), at(r.out, p.off), at(r.in, p.off), p.bytes);
+  size_t placed = 0;
+  for (const Piece& p : r.segment(ring.pos)) {
+    std::byte* dst = ownOut != nullptr ? ownOut + placed : at(r.out, p.off);
+    placed += p.bytes;
+    if (forwardOwn)
+      addRecvReduceSend(st, ring.prev(), ring.next(), dst, at(r.in, p.off), p.bytes);
+    else
+      addRecvReduce(st, ring.prev(), dst, at(r.in, p.off), p.bytes);
   }
-  const int k = ring.at(1);
-  addRecv(st, ring.prev(), r.dst(k), r.bytes(k));
+}
+
+// All-gather around `ring` of the segments each position holds in `r.out`
+// (its own sent from `ownIn`, the pieces side by side, where given).
+// `ownSent`: a reduce-scatter with `forwardOwn` sent it already.
+void allGather(Step& st, const GroupRing& ring, const Region& r, bool ownSent = false,
+               const std::byte* ownIn = nullptr) {
+  const int n = ring.size();
+  size_t placed = 0;
+  for (const Piece& p : r.segment(ring.pos)) {
+    if (!ownSent)
+      addSend(st, ring.next(), ownIn != nullptr ? ownIn + placed : at(r.out, p.off), p.bytes);
+    placed += p.bytes;
+  }
+  for (int t = 1; t <= n - 2; ++t)
+    for (const Piece& p : r.segment(ring.at(-t)))
+      addRecvSend(st, ring.prev(), ring.next(), at(r.out, p.off), p.bytes);
+  for (const Piece& p : r.segment(ring.at(1))) addRecv(st, ring.prev(), at(r.out, p.off), p.bytes);
 }
 
 // Both in one step, streaming: a segment's sum goes on around the ring as
@@ -122,20 +151,21 @@ namespace lanes::algo {
 
 Status buildHierarchical(const CollArgs& a, std::span<const int> hostOf, Schedule* out) {
   beginSchedule(a, "hierarchical", out);
-  if (a.coll != CollType::AllReduce)
+  if (!algoSupports(AlgoId::Hierarchical, a.coll))
     return invalidUsage(std::string("the hierarchical algorithm does not implement ") +
                         collTypeName(a.coll) + "; choose another algorithm.");
   std::vector<std::vector<int>> groups;
   LANES_RETURN_IF_ERROR(hostGroups(hostOf, a.nranks, &groups));
   const size_t esz = datatypeSize(a.type);
+  const size_t blk = a.count * esz;  // all-gather, reduce-scatter: one rank's block
   if (a.nranks == 1) {
-    localCopySchedule(a.send, a.recv, a.count * esz, out);
+    localCopySchedule(a.send, a.recv, blk, out);
     return Status::ok();
   }
   if (a.count == 0) return Status::ok();
   const int hosts = static_cast<int>(groups.size());
   const int local = static_cast<int>(groups.front().size());
-  // This rank's host and its place there; the shard it carries across hosts.
+  // This rank's host and its place there; the ranks of its local index.
   GroupRing within, across;
   for (const std::vector<int>& g : groups) {
     auto it = std::find(g.begin(), g.end(), a.rank);
@@ -146,18 +176,61 @@ Status buildHierarchical(const CollArgs& a, std::span<const int> hostOf, Schedul
   for (const std::vector<int>& g : groups) across.members.push_back(g[within.pos]);
   across.pos = static_cast<int>(std::find(across.members.begin(), across.members.end(), a.rank) -
                                 across.members.begin());
+  // The blocks of one rank (across: the host's rank at this local index), or
+  // of every host's rank at local index i (within), at rank order's offsets.
+  auto blockOf = [&](int rank) { return Piece{static_cast<size_t>(rank) * blk, blk}; };
+  auto acrossBlocks = [&, mine = within.pos](int h) {
+    return std::vector<Piece>{blockOf(groups[static_cast<size_t>(h)][static_cast<size_t>(mine)])};
+  };
+  auto withinBlocks = [&](int i) {
+    std::vector<Piece> pieces;
+    for (const std::vector<int>& g : groups) pieces.push_back(blockOf(g[static_cast<size_t>(i)]));
+    return pieces;
+  };
 
-  const Region shards{a.send, a.recv, 0, Segments{a.count, local}, esz};
-  if (local > 1) reduceScatter(out->addStep(), within, shards);
-  if (hosts > 1) {
-    // Shard `within.pos` across the hosts, in place in recv once the host's
-    // sum is there (else straight from send).
-    const size_t base = shards.seg.offset(within.pos) * esz;
-    const void* in = local > 1 ? a.recv : a.send;
-    allReduce(out->addStep(), across,
-              Region{in, a.recv, base, Segments{shards.seg.size(within.pos), hosts}, esz});
+  switch (a.coll) {
+    case CollType::AllReduce: {
+      const Region shards{a.send, a.recv, contiguous(0, a.count, local, esz)};
+      if (local > 1) reduceScatter(out->addStep(), within, shards);
+      if (hosts > 1) {
+        // Shard `within.pos` across the hosts, in place in recv once the
+        // host's sum is there (else straight from send).
+        const Segments seg{a.count, local};
+        allReduce(
+            out->addStep(), across,
+            Region{local > 1 ? a.recv : a.send, a.recv,
+                   contiguous(seg.offset(within.pos) * esz, seg.size(within.pos), hosts, esz)});
+      }
+      if (local > 1) allGather(out->addStep(), within, shards);
+      break;
+    }
+    case CollType::AllGather: {
+      // Across the hosts first (this rank's block from send, into recv too),
+      // then each local rank's H blocks within the host.
+      Step& first = out->addStep();
+      addCopy(first, at(a.recv, static_cast<size_t>(a.rank) * blk), a.send, blk);
+      if (hosts > 1)
+        allGather(first, across, Region{a.recv, a.recv, acrossBlocks}, false,
+                  static_cast<const std::byte*>(a.send));
+      if (local > 1) allGather(out->addStep(), within, Region{a.recv, a.recv, withinBlocks});
+      break;
+    }
+    default: {  // reduce-scatter: send holds N blocks; this rank keeps its own, reduced
+      // The host's partial sums of the blocks for every host's rank at this
+      // local index, at rank order's offsets of a scratch as large as the input.
+      std::byte* partial = out->allocScratch(static_cast<size_t>(a.nranks) * blk);
+      auto* recv = static_cast<std::byte*>(a.recv);
+      if (local > 1)
+        reduceScatter(out->addStep(), within, Region{a.send, partial, withinBlocks}, false,
+                      hosts > 1 ? nullptr : recv);
+      if (hosts > 1)
+        reduceScatter(
+            out->addStep(), across,
+            Region{local > 1 ? static_cast<const void*>(partial) : a.send, partial, acrossBlocks},
+            false, recv);
+      break;
+    }
   }
-  if (local > 1) allGather(out->addStep(), within, shards);
   return Status::ok();
 }
 

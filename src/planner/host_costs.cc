@@ -102,11 +102,16 @@ CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   return c;
 }
 
-// The hierarchical all-reduce (algorithms/hierarchical.cc): a ring
-// reduce-scatter and a ring all-gather among each host's L ranks through
-// shared memory, around a ring all-reduce across the H hosts per shard, all
-// L shards at once through the host's one link: that link carries 2(H-1)/H
-// of the buffer, where a flat ring through it carries 2(N-1)/N.
+// The hierarchical collectives (algorithms/hierarchical.cc): rings among
+// each host's L ranks through shared memory and one ring step across the H
+// hosts, whose L flows (one per local index) share the host's one link.
+//  - all-reduce: a reduce-scatter and an all-gather within, an all-reduce of
+//    each shard across: the link carries 2(H-1)/H of the buffer, where a
+//    flat ring through it carries 2(N-1)/N;
+//  - all-gather (s: a rank's block): H-1 blocks per flow across, then each
+//    rank's H blocks around the host;
+//  - reduce-scatter (s: a rank's whole input, N blocks): each rank's H
+//    blocks reduced around the host, then H-1 blocks per flow across.
 CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
   const int hosts = m.hosts, local = m.ranksPerHost;
   const double s = static_cast<double>(f.bytes);
@@ -115,11 +120,29 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
   const Steps within(one, local, s);
   const Steps across(m, f.nranks, s);
   CostTerms c;
-  c.latency = within.call() + 2 * (local - 1) * within.hop() + 2 * (hosts - 1) * across.hop();
-  c.transfer = 2 * (local - 1) * within.transfer(s / local, local) +
-               2 * (hosts - 1) * across.transfer(s / hosts, local);
-  c.reduce =
-      (local - 1) * within.reduce(s / local) + (hosts - 1) * across.reduce(s / local / hosts);
+  c.latency = within.call();
+  switch (f.coll) {
+    case CollType::AllGather:
+      c.latency += (local - 1) * within.hop() + (hosts - 1) * across.hop();
+      c.transfer = (hosts - 1) * across.transfer(local * s, local) +
+                   (local - 1) * within.transfer(hosts * s, local);
+      break;
+    case CollType::ReduceScatter: {
+      const double block = s / f.nranks;
+      c.latency += (local - 1) * within.hop() + (hosts - 1) * across.hop();
+      c.transfer = (local - 1) * within.transfer(hosts * block, local) +
+                   (hosts - 1) * across.transfer(local * block, local);
+      c.reduce = (local - 1) * within.reduce(hosts * block) + (hosts - 1) * across.reduce(block);
+      break;
+    }
+    default:
+      c.latency += 2 * (local - 1) * within.hop() + 2 * (hosts - 1) * across.hop();
+      c.transfer = 2 * (local - 1) * within.transfer(s / local, local) +
+                   2 * (hosts - 1) * across.transfer(s / hosts, local);
+      c.reduce =
+          (local - 1) * within.reduce(s / local) + (hosts - 1) * across.reduce(s / local / hosts);
+      break;
+  }
   return c;
 }
 

@@ -28,7 +28,7 @@ struct CostTerms {
 double rateAt(const double* curve, double bytes);
 
 // Whether `algo` serves `facts`'s collective on `machine`'s ranks: what it
-// implements (algoSupports), and for the hierarchical all-reduce ranks on
+// implements (algoSupports), and for the hierarchical collectives ranks on
 // several hosts, the same number (more than one) on each.
 bool hostAlgoServes(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);
 // The predicted time of `facts`'s collective by `algo` (which must serve it).

@@ -1,13 +1,14 @@
-// The hierarchical all-reduce across hosts (algorithms/hierarchical.cc) with
-// real processes: "hosts" made by LANES_HOSTID (ranks of different hosts
-// talk TCP over loopback, ranks of one host shared memory), in blocks and
-// interleaved with rank order. Every datatype and reduction, odd counts and
-// zero, in place and not, forced with LANES_ALGO=hierarchical, each rank
-// checked against the test's own arithmetic (tests/multi/data.h) and every
-// rank's output bit-identical; the plan each call ran is read back. Where
-// hosts hold different numbers of ranks, a forced hierarchical plan falls
-// back to one that runs. tests/multi/test_netns_tcp.cc runs it between
-// network namespaces.
+// The hierarchical all-reduce, all-gather and reduce-scatter across hosts
+// (algorithms/hierarchical.cc) with real processes: "hosts" made by
+// LANES_HOSTID (ranks of different hosts talk TCP over loopback, ranks of
+// one host shared memory), in blocks and interleaved with rank order. Every
+// datatype and reduction, odd counts and zero, in place and not, forced with
+// LANES_ALGO=hierarchical, each rank checked against the test's own
+// arithmetic and patterns (tests/multi/data.h) and every rank's all-reduce
+// output bit-identical; the plan each call ran is read back. Where hosts
+// hold different numbers of ranks, a forced hierarchical plan falls back to
+// one that runs. tests/multi/test_netns_tcp.cc runs it between network
+// namespaces.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -56,8 +57,61 @@ uint64_t hashOf(const void* p, size_t bytes) {
   return h;
 }
 
-// Every type x reduction x count x placement on this rank; `plan`: what each
-// non-empty call must have run on ("": anything but the hierarchical plan).
+// What the last call ran on, against `plan` ("": anything but the
+// hierarchical plan).
+void checkPlan(lanesComm_t c, const std::string& plan, const std::string& what) {
+  const std::string ran = lastPlanOf(c);
+  RANK_CHECK(plan.empty() ? ran != "hierarchical" : ran == plan,
+             "%s ran on \"%s\", expected \"%s\"", what.c_str(), ran.c_str(),
+             plan.empty() ? "not hierarchical" : plan.c_str());
+}
+
+// Reduce-scatter (every type and reduction) and all-gather (every type) at
+// each count, in place and not.
+void runGatherScatter(lanesComm_t c, int rank, int n, const std::string& plan,
+                      const std::vector<size_t>& counts) {
+  uint32_t salt = 1000;
+  for (lanesDataType_t t : kAllTypes) {
+    const size_t esz = typeSize(t);
+    for (size_t count : counts) {
+      for (bool inPlace : {false, true}) {
+        for (Reduction r : kAllReductions) {
+          ++salt;
+          GuardedBuffer send(count * esz * n), recv(inPlace ? count * esz * n : count * esz);
+          void* in = inPlace ? recv.data() : send.data();
+          fillReductionInput(t, r, rank, n, in, count * n, 0, salt);
+          RedOp op(r, t, c);
+          void* out =
+              inPlace ? static_cast<std::byte*>(recv.data()) + rank * count * esz : recv.data();
+          RANK_CHECK_LANES(lanesReduceScatter(in, out, count, t, op.get(), c, nullptr), c);
+          const std::string problem =
+              checkReductionOutput(t, r, n, out, count, static_cast<size_t>(rank) * count, salt);
+          RANK_CHECK(problem.empty(), "reduce-scatter %s %s count %zu %s: %s", typeName(t),
+                     reductionName(r), count, inPlace ? "in place" : "out of place",
+                     problem.c_str());
+          if (count > 0) checkPlan(c, plan, "reduce-scatter");
+        }
+        ++salt;
+        const size_t bytes = count * esz;
+        GuardedBuffer send(bytes), recv(bytes * n);
+        void* in = inPlace ? static_cast<std::byte*>(recv.data()) + rank * bytes : send.data();
+        fillPattern(in, bytes, rank, 0, salt);
+        RANK_CHECK_LANES(lanesAllGather(in, recv.data(), count, t, c, nullptr), c);
+        for (int p = 0; p < n; ++p) {
+          const std::string problem =
+              checkPattern(static_cast<std::byte*>(recv.data()) + p * bytes, bytes, p, 0, salt);
+          RANK_CHECK(problem.empty(), "all-gather %s count %zu %s, block of rank %d: %s",
+                     typeName(t), count, inPlace ? "in place" : "out of place", p, problem.c_str());
+        }
+        if (count > 0) checkPlan(c, plan, "all-gather");
+      }
+    }
+  }
+}
+
+// Every type x reduction x count x placement on this rank, the all-reduce
+// and then the reduce-scatter and all-gather; `plan`: what each non-empty
+// call must have run on ("": anything but the hierarchical plan).
 void runMatrix(int rank, int n, const lanesUniqueId& id, const std::string& plan,
                const std::vector<size_t>& counts) {
   CommGuard comm(initComm(rank, n, id));
@@ -79,13 +133,7 @@ void runMatrix(int rank, int n, const lanesUniqueId& id, const std::string& plan
           const std::string problem = checkReductionOutput(t, r, n, recv.data(), count, 0, salt);
           RANK_CHECK(problem.empty(), "%s %s count %zu %s: %s", typeName(t), reductionName(r),
                      count, inPlace ? "in place" : "out of place", problem.c_str());
-          if (count > 0) {
-            const std::string ran = lastPlanOf(c);
-            RANK_CHECK(plan.empty() ? ran != "hierarchical" : ran == plan,
-                       "%s %s count %zu ran on \"%s\", expected \"%s\"", typeName(t),
-                       reductionName(r), count, ran.c_str(),
-                       plan.empty() ? "not hierarchical" : plan.c_str());
-          }
+          if (count > 0) checkPlan(c, plan, "all-reduce");
           hashes.push_back(hashOf(recv.data(), bytes));
         }
       }
@@ -99,6 +147,7 @@ void runMatrix(int rank, int n, const lanesUniqueId& id, const std::string& plan
     for (size_t i = 0; i < hashes.size(); ++i)
       RANK_CHECK(all[static_cast<size_t>(p) * hashes.size() + i] == hashes[i],
                  "call %zu: rank %d's output differs from rank %d's", i, p, rank);
+  runGatherScatter(c, rank, n, plan, counts);
 }
 
 // `hostOf(rank)` names each rank's host; every rank runs the matrix.
@@ -113,26 +162,26 @@ void runOnHosts(int n, std::string (*hostOf)(int), const std::string& plan,
 
 const std::vector<size_t> kCounts = {0, 1, 7, 1025, 100003};
 
-TEST(HierarchicalAllReduce, TwoHostsOfTwoRanks) {
+TEST(Hierarchical, TwoHostsOfTwoRanks) {
   runOnHosts(
       4, [](int r) { return std::string(r < 2 ? "lanes-hier-a" : "lanes-hier-b"); }, "hierarchical",
       kCounts);
 }
 
 // Hosts interleaved with rank order: host a holds ranks 0, 2, 4, host b 1, 3, 5.
-TEST(HierarchicalAllReduce, TwoHostsOfThreeRanksInterleaved) {
+TEST(Hierarchical, TwoHostsOfThreeRanksInterleaved) {
   runOnHosts(6, [](int r) { return std::string(r % 2 == 0 ? "lanes-hier-a" : "lanes-hier-b"); },
              "hierarchical", {0, 1, 7, 100003});
 }
 
-TEST(HierarchicalAllReduce, ThreeHostsOfTwoRanks) {
+TEST(Hierarchical, ThreeHostsOfTwoRanks) {
   runOnHosts(6, [](int r) { return "lanes-hier-" + std::to_string(r / 2); }, "hierarchical",
              {0, 1, 7, 100003});
 }
 
 // Two ranks on one host and one on another: LANES_ALGO names nothing that
 // serves, so the planner's cheapest runs.
-TEST(HierarchicalAllReduce, UnevenHostsFallBackToAPlanThatRuns) {
+TEST(Hierarchical, UnevenHostsFallBackToAPlanThatRuns) {
   runOnHosts(3, [](int r) { return std::string(r < 2 ? "lanes-hier-a" : "lanes-hier-b"); }, "",
              {1025, 100003});
 }

@@ -165,7 +165,7 @@ TEST(Algorithms, UnsupportedPairsAreInvalidUsage) {
       }
     }
   }
-  EXPECT_EQ(supported, 16);
+  EXPECT_EQ(supported, 18);
   // Every collective has at least one algorithm.
   for (CollType c : kColls) {
     EXPECT_TRUE(std::any_of(std::begin(kAlgos), std::end(kAlgos), [&](AlgoId a) {
@@ -812,42 +812,49 @@ constexpr Layout kLayouts[] = {{2, 2, false}, {2, 3, false}, {3, 2, false}, {4, 
 
 TEST(Algorithms, HierarchicalStaticSendRecvMatch) {
   int checked = 0;
-  for (const Layout& l : kLayouts) {
-    const std::vector<int> hostOf = hostsOf(l);
-    for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(7), size_t(1023), size_t(1025)})
-      for (bool inPlace : {false, true}) {
-        EXPECT_EQ(staticCheck(AlgoId::Hierarchical, CollType::AllReduce, l.hosts * l.local, count,
-                              inPlace, {}, hostOf),
-                  "")
-            << l.hosts << " hosts x " << l.local << " count=" << count;
-        ++checked;
-      }
-  }
-  EXPECT_GT(checked, 90);
+  for (CollType c : kRingColls)
+    for (const Layout& l : kLayouts) {
+      const std::vector<int> hostOf = hostsOf(l);
+      for (size_t count : {size_t(0), size_t(1), size_t(3), size_t(7), size_t(1023), size_t(1025)})
+        for (bool inPlace : {false, true}) {
+          EXPECT_EQ(
+              staticCheck(AlgoId::Hierarchical, c, l.hosts * l.local, count, inPlace, {}, hostOf),
+              "")
+              << collTypeName(c) << " " << l.hosts << " hosts x " << l.local << " count=" << count;
+          ++checked;
+        }
+    }
+  EXPECT_GT(checked, 280);
 }
 
-// Only the middle step crosses hosts; the first and last stay on one.
-TEST(Algorithms, HierarchicalCrossesHostsOnlyInItsMiddleStep) {
-  for (const Layout& l : kLayouts) {
-    if (l.hosts < 2 || l.local < 2) continue;
-    const std::vector<int> hostOf = hostsOf(l);
-    const int n = l.hosts * l.local;
-    for (int r = 0; r < n; ++r) {
-      RankBuffers b = makeBuffers(CollType::AllReduce, 4096, 4, n, r, 0, false);
-      Schedule s;
-      ASSERT_TRUE(buildSchedule(
-                      AlgoId::Hierarchical,
-                      argsFor(CollType::AllReduce, 4096, lanesFloat32, RedOpKind::Sum, n, r, 0, b),
-                      &s, {}, hostOf)
-                      .isOk());
-      ASSERT_EQ(s.steps.size(), 3u);
-      for (size_t i = 0; i < 3; ++i)
-        for (const Op& op : s.steps[i].ops)
-          for (int peer : {op.sendPeer, op.recvPeer}) {
-            if (peer < 0) continue;
-            const bool sameHost = hostOf[size_t(peer)] == hostOf[size_t(r)];
-            EXPECT_EQ(sameHost, i != 1) << "rank " << r << " step " << i << " peer " << peer;
-          }
+// One step talks across hosts (the all-reduce's middle one, the all-gather's
+// first, the reduce-scatter's last), and only between ranks of one local
+// index; the others stay within each host.
+TEST(Algorithms, HierarchicalCrossesHostsInOneStepOnly) {
+  const size_t crossStep[] = {1, 1, 0};  // all-reduce, reduce-scatter, all-gather (kRingColls)
+  for (size_t ci = 0; ci < std::size(kRingColls); ++ci) {
+    const CollType c = kRingColls[ci];
+    for (const Layout& l : kLayouts) {
+      if (l.hosts < 2 || l.local < 2) continue;
+      const std::vector<int> hostOf = hostsOf(l);
+      const int n = l.hosts * l.local;
+      for (int r = 0; r < n; ++r) {
+        RankBuffers b = makeBuffers(c, 4096, 4, n, r, 0, false);
+        Schedule s;
+        ASSERT_TRUE(buildSchedule(AlgoId::Hierarchical,
+                                  argsFor(c, 4096, lanesFloat32, RedOpKind::Sum, n, r, 0, b), &s,
+                                  {}, hostOf)
+                        .isOk());
+        ASSERT_EQ(s.steps.size(), c == CollType::AllReduce ? 3u : 2u) << collTypeName(c);
+        for (size_t i = 0; i < s.steps.size(); ++i)
+          for (const Op& op : s.steps[i].ops)
+            for (int peer : {op.sendPeer, op.recvPeer}) {
+              if (peer < 0) continue;
+              const bool sameHost = hostOf[size_t(peer)] == hostOf[size_t(r)];
+              EXPECT_EQ(sameHost, i != crossStep[ci])
+                  << collTypeName(c) << " rank " << r << " step " << i << " peer " << peer;
+            }
+      }
     }
   }
 }

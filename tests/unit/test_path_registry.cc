@@ -77,10 +77,10 @@ TEST(HostAlgorithmChoice, AlgoListRestrictsAndFallsBackWhereItServesNothing) {
             AlgoId::RecursiveDoubling);
 }
 
-// The hierarchical all-reduce serves ranks on several hosts, as many on
-// each: it wins where the network is the bottleneck (only its middle step
-// crosses it, carrying 2(H-1)/H of the buffer, against 2(N-1)/N for the
-// flat ring), and is no candidate on one host or uneven hosts.
+// The hierarchical collectives serve ranks on several hosts, as many on
+// each: they win where the network is the bottleneck (one step crosses it;
+// an all-reduce carries 2(H-1)/H of the buffer, against 2(N-1)/N for the
+// flat ring), and are no candidate on one host or uneven hosts.
 TEST(HostAlgorithmChoice, HierarchicalWhereRanksSpanHostsEvenly) {
   SelectionConfig two;  // 2 hosts x 4 ranks, a slow network (2.5 Gb/s)
   two.machine.hosts = 2;
@@ -106,8 +106,15 @@ TEST(HostAlgorithmChoice, HierarchicalWhereRanksSpanHostsEvenly) {
     if (c.algo == AlgoId::Ring) ring = c.cost.total();
   // 2(7/8) of the buffer over the network against 2(1/2), less the hosts' own steps.
   EXPECT_GT(ring, 1.3 * big.front().cost.total());
+  // All-gather and reduce-scatter (FSDP's): the link carries (H-1)L blocks
+  // each way, not N-1 per ring hop.
+  for (CollType coll : {CollType::AllGather, CollType::ReduceScatter}) {
+    const std::vector<HostCandidate> r = ranked(coll, 64 << 20, 8, two);
+    ASSERT_FALSE(r.empty());
+    EXPECT_EQ(r.front().algo, AlgoId::Hierarchical) << collTypeName(coll);
+  }
   // Not where it cannot run: other collectives, one host, uneven hosts, one rank a host.
-  EXPECT_FALSE(has(ranked(CollType::AllGather, 64 << 20, 8, two), AlgoId::Hierarchical));
+  EXPECT_FALSE(has(ranked(CollType::Broadcast, 64 << 20, 8, two), AlgoId::Hierarchical));
   SelectionConfig one = two;
   one.machine.hosts = 1;
   one.machine.ranksPerHost = 0;
