@@ -11,6 +11,7 @@
 #if LANES_PERF_CUDA
 #include <cuda_runtime.h>
 
+#include "base/cuda_check.h"
 #include "perf/cuda_owners.h"
 #endif
 
@@ -21,13 +22,6 @@ namespace lanes::perf {
 #if LANES_PERF_CUDA
 
 namespace {
-
-Status check(cudaError_t err, const char* call) {
-  if (err == cudaSuccess) return Status::ok();
-  return cudaError(std::string("host summation bound: ") + call +
-                   " failed: " + cudaGetErrorString(err));
-}
-#define SUM_CUDA(call) LANES_RETURN_IF_ERROR(check((call), #call))
 
 using Clock = std::chrono::steady_clock;
 
@@ -53,16 +47,16 @@ Status measureHostSumBound(int nranks, size_t bytes, int threads, HostSumBound* 
   std::vector<Stream> streams;
   for (size_t i = 0; i < n; ++i) {
     void* p = nullptr;
-    SUM_CUDA(cudaMalloc(&p, bytes));
+    LANES_CUDA_RETURN(cudaMalloc(&p, bytes));
     device.emplace_back(p);
-    SUM_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+    LANES_CUDA_RETURN(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
     down.emplace_back(p);
-    SUM_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
+    LANES_CUDA_RETURN(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
     std::memset(p, 0, bytes);
     up.emplace_back(p);
     for (int k = 0; k < 2; ++k) {
       cudaStream_t s = nullptr;
-      SUM_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      LANES_CUDA_RETURN(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
       streams.emplace_back(s);
     }
   }
@@ -75,10 +69,10 @@ Status measureHostSumBound(int nranks, size_t bytes, int threads, HostSumBound* 
   auto once = [&](HostSumBound* b) -> Status {
     const Clock::time_point t0 = Clock::now();
     for (size_t i = 0; i < n; ++i) {
-      SUM_CUDA(cudaMemcpyAsync(down[i].get(), device[i].get(), bytes, cudaMemcpyDeviceToHost,
-                               streams[2 * i].get()));
-      SUM_CUDA(cudaMemcpyAsync(device[i].get(), up[i].get(), bytes, cudaMemcpyHostToDevice,
-                               streams[2 * i + 1].get()));
+      LANES_CUDA_RETURN(cudaMemcpyAsync(down[i].get(), device[i].get(), bytes,
+                                        cudaMemcpyDeviceToHost, streams[2 * i].get()));
+      LANES_CUDA_RETURN(cudaMemcpyAsync(device[i].get(), up[i].get(), bytes, cudaMemcpyHostToDevice,
+                                        streams[2 * i + 1].get()));
     }
     // The copies' end, seen by a thread of its own while the sum runs.
     Clock::time_point copied;
@@ -98,7 +92,7 @@ Status measureHostSumBound(int nranks, size_t bytes, int threads, HostSumBound* 
     for (std::thread& t : summers) t.join();
     const Clock::time_point summed = Clock::now();
     waiter.join();
-    SUM_CUDA(copyErr);
+    LANES_CUDA_RETURN(copyErr);
     b->sumSeconds = std::chrono::duration<double>(summed - t0).count();
     b->linkSeconds = std::chrono::duration<double>(copied - t0).count();
     b->seconds = std::max(b->sumSeconds, b->linkSeconds);
