@@ -6,7 +6,11 @@
 // host sum of N buffers run at once (perf/host_sum_bound.h). Both bounds are
 // measured in the same run, just before the all-reduces. Ranks are threads
 // of this process, or with --procs processes forked from it (the parent
-// never touches CUDA).
+// never touches CUDA). The paths host_sum_bf16 and host_sum_fp8 are host
+// summation with LANES_WIRE set: for them the rows report the time and the
+// error of the compressed sums (the largest error over the bound of
+// docs/wire_formats.md, and relative to the exact sum, on a sample of the
+// elements), and whether every rank holds the same bits.
 //
 //   lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--paths staged,host_sum] [--bytes 256M]
 //                         [--iters 10] [--warmup 3] [--gpu 0] [--sync-each]
@@ -20,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,13 +57,21 @@ struct Options {
   bool syncEach = false;  // wait for each call before issuing the next
 };
 
+// The LANES_WIRE format of a compressed path's name, else null.
+const char* wireOf(const std::string& path) {
+  return path == "host_sum_bf16" ? "bf16" : path == "host_sum_fp8" ? "fp8" : nullptr;
+}
+
 const char* kUsage =
-    "usage: lanes_allreduce_bound [--procs] [--ranks 2,4,8] [--paths staged,host_sum]\n"
+    "usage: lanes_allreduce_bound [--procs] [--ranks 2,4,8]\n"
+    "                             [--paths staged,host_sum,host_sum_bf16,host_sum_fp8]\n"
     "                             [--bytes 256M] [--iters 10] [--warmup 3] [--gpu 0]\n"
     "                             [--sync-each]\n"
     "  All-reduce (float32 sum, device buffers) with N ranks on one GPU, as threads of this\n"
-    "  process or (--procs) as forked processes, on each path of --paths (LANES_PROTO);\n"
-    "  prints time, the path's bound measured in the same run, and time/bound. The host time\n"
+    "  process or (--procs) as forked processes, on each path of --paths (LANES_PROTO;\n"
+    "  host_sum_bf16 and host_sum_fp8 set LANES_WIRE too); prints time, the path's bound\n"
+    "  measured in the same run, and time/bound (the compressed paths: their error). The host "
+    "time\n"
     "  spent inside lanesAllReduce is reported beside it; --sync-each waits for every call\n"
     "  before the next (no host enqueue runs ahead of the GPU).\n";
 
@@ -94,7 +107,7 @@ bool parseOptions(int argc, char** argv, Options* o) {
         size_t comma = s.find(',', pos);
         if (comma == std::string::npos) comma = s.size();
         const std::string path = s.substr(pos, comma - pos);
-        if (path != "staged" && path != "host_sum") return false;
+        if (path != "staged" && path != "host_sum" && wireOf(path) == nullptr) return false;
         o->paths.push_back(path);
         pos = comma + 1;
       }
@@ -125,7 +138,12 @@ Status check(cudaError_t err, const char* call) {
 class BoundRank {
  public:
   BoundRank(lanesComm_t comm, const Options& o, const char* mode, const std::string& path)
-      : comm_(comm), o_(o), mode_(mode), hostSum_(path == "host_sum") {
+      : comm_(comm),
+        o_(o),
+        mode_(mode),
+        path_(path),
+        hostSum_(path.rfind("host_sum", 0) == 0),
+        wire_(wireOf(path)) {
     lanesCommUserRank(comm, &rank_);
     lanesCommCount(comm, &n_);
   }
@@ -142,7 +160,7 @@ class BoundRank {
     // The reducers' threads: the host's cores, at most 8 per rank (as Lanes sizes them).
     const int threads =
         std::min(8 * n_, static_cast<int>(std::max(1U, std::thread::hardware_concurrency())));
-    if (rank_ == 0 && hostSum_)
+    if (rank_ == 0 && hostSum_ && wire_ == nullptr)
       must(measureHostSumBound(n_, o_.bytes, threads, &sumBound), "measuring the host sum bound");
     barrier();  // the others wait: nothing else on the GPU while rank 0 measures
     for (int i = 0; i < o_.warmup; ++i) allReduce(count);
@@ -163,6 +181,12 @@ class BoundRank {
     seconds = hostReduce(seconds, lanesMax);  // the slowest rank's time is the collective's
     const double callSeconds =
         hostReduce(std::chrono::duration<double>(inCall).count() / o_.iters, lanesMax);
+    if (wire_ != nullptr) {
+      const WireError e = checkWire(count);
+      barrier();
+      if (rank_ == 0) printWireRow(seconds, callSeconds, e);
+      return e.overBound <= 1 && e.sameBits ? 0 : 1;
+    }
     const double wrong = hostReduce(static_cast<double>(countWrong(count)), lanesSum);
     barrier();  // nobody frees while a peer's collective may still run
     if (rank_ == 0) printRow(b, sumBound, seconds, callSeconds, static_cast<int64_t>(wrong));
@@ -192,7 +216,10 @@ class BoundRank {
     BENCH_CUDA(cudaMalloc(&p, o_.bytes));
     recv_.reset(p);
     // rank r contributes r+1 everywhere: the sum N(N+1)/2 is exact in float32.
+    // A compressed wire gets values that its rounding changes (valueOf).
     host_.assign(count, static_cast<float>(rank_ + 1));
+    if (wire_ != nullptr)
+      for (size_t i = 0; i < count; ++i) host_[i] = valueOf(rank_, i);
     BENCH_CUDA(cudaMemcpyAsync(send_.get(), host_.data(), o_.bytes, cudaMemcpyHostToDevice,
                                stream_.get()));
     BENCH_CUDA(cudaMemsetAsync(recv_.get(), 0, o_.bytes, stream_.get()));
@@ -214,6 +241,74 @@ class BoundRank {
     must(check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"), "result");
     const float expect = static_cast<float>(n_) * (n_ + 1) / 2;
     return std::count_if(host_.begin(), host_.end(), [&](float v) { return v != expect; });
+  }
+
+  // Rank r's element i under a compressed wire: magnitudes below 64 over
+  // thirteen binary orders, both signs, different on every rank.
+  static float valueOf(int rank, size_t i) {
+    uint64_t z =
+        i * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(rank + 1) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;  // splitmix64's finaliser
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const float mant = static_cast<float>(z >> 40) * 0x1p-23f - 1.0f;  // [-1, 1)
+    return std::ldexp(mant, static_cast<int>((z >> 8) % 13) - 6);
+  }
+
+  struct WireError {
+    double overBound = 0;    // the largest |error| / bound over the sample and the ranks
+    double ofMagnitude = 0;  // the largest |error| / sum of |x| (the bound's scale)
+    double ofSum = 0;        // the largest |error| / |exact sum| where that is >= sum |x| / 4
+    bool sameBits = false;   // every rank's result hashes alike
+  };
+
+  // Every 257th element against the exact sum of every rank's values, and a
+  // hash of the whole result compared across the ranks.
+  WireError checkWire(size_t count) {
+    must(check(cudaMemcpyAsync(host_.data(), recv_.get(), o_.bytes, cudaMemcpyDeviceToHost,
+                               stream_.get()),
+               "cudaMemcpyAsync"),
+         "copying the result back");
+    must(check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize"), "result");
+    const bool fp8 = std::string(wire_) == "fp8";
+    const double u = fp8 ? 0x1p-4 : 0x1p-8;
+    // e4m3's subnormal floor relative to a frame's largest magnitude, at most
+    // 64 N here (docs/wire_formats.md, "Host summation").
+    const double floorTerm = fp8 ? (n_ + 1) * 0x1p-10 / 448 * 64.0 * n_ : 0;
+    WireError e;
+    for (size_t i = 0; i < count; i += 257) {
+      double exact = 0, magnitudes = 0;
+      for (int p = 0; p < n_; ++p) {
+        const double v = valueOf(p, i);
+        exact += v;
+        magnitudes += std::fabs(v);
+      }
+      const double err = std::fabs(static_cast<double>(host_[i]) - exact);
+      const double bound = (2 * u + n_ * 0x1p-24) * magnitudes + floorTerm;
+      e.overBound = std::max(e.overBound, err / bound);
+      e.ofMagnitude = std::max(e.ofMagnitude, err / magnitudes);
+      if (std::fabs(exact) >= magnitudes / 4) e.ofSum = std::max(e.ofSum, err / std::fabs(exact));
+    }
+    uint64_t hash = 1469598103934665603ULL;  // FNV-1a over the result's bytes
+    const auto* bytes = reinterpret_cast<const unsigned char*>(host_.data());
+    for (size_t i = 0; i < o_.bytes; ++i) hash = (hash ^ bytes[i]) * 1099511628211ULL;
+    const double h = static_cast<double>(hash >> 12);  // exact in a double
+    e.sameBits = hostReduce(h, lanesMax) == hostReduce(h, lanesMin);
+    e.overBound = hostReduce(e.overBound, lanesMax);
+    e.ofMagnitude = hostReduce(e.ofMagnitude, lanesMax);
+    e.ofSum = hostReduce(e.ofSum, lanesMax);
+    return e;
+  }
+
+  void printWireRow(double seconds, double callSeconds, const WireError& e) const {
+    std::printf("%5d  %-9s %-13s %10zu  %9.2f  (LANES_WIRE=%s)\n", n_, mode_, path_.c_str(),
+                o_.bytes, seconds * 1e3, wire_);
+    std::printf(
+        "#      max error: %.3f of the bound, %.2e of sum|x|, %.2e of |sum|; every rank's bits "
+        "%s; busbw %.2f GB/s; host time in the call %.2f ms (slowest rank)\n",
+        e.overBound, e.ofMagnitude, e.ofSum, e.sameBits ? "alike" : "DIFFER",
+        static_cast<double>(o_.bytes) / seconds / 1e9 * 2.0 * (n_ - 1) / n_, callSeconds * 1e3);
+    std::fflush(stdout);
   }
 
   double hostReduce(double v, lanesRedOp_t op) {
@@ -250,7 +345,9 @@ class BoundRank {
   lanesComm_t comm_;
   const Options& o_;
   const char* mode_;
+  std::string path_;
   bool hostSum_;
+  const char* wire_;  // LANES_WIRE of a compressed path, else null
   int rank_ = 0, n_ = 1;
   Stream stream_;
   std::unique_ptr<void, DeviceFree> send_, recv_;
@@ -430,7 +527,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   for (int n : o.ranks) {
     for (const std::string& path : o.paths) {
-      setenv("LANES_PROTO", path.c_str(), 1);  // read at each communicator's init
+      // Read at each communicator's init.
+      setenv("LANES_PROTO", wireOf(path) != nullptr ? "host_sum" : path.c_str(), 1);
+      if (wireOf(path) != nullptr)
+        setenv("LANES_WIRE", wireOf(path), 1);
+      else
+        unsetenv("LANES_WIRE");
       rc = std::max(rc, o.procs ? runProcs(o, n, path) : runThreads(o, n, path));
     }
   }

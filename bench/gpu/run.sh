@@ -147,6 +147,43 @@ job_host_sum() {
   done
 }
 
+job host-sum-wire "lanes_allreduce_bound lanes-topo" \
+  'time/bound|max error|^ +[0-9]+ +(threads|processes)|^ *(allreduce|[0-9]+ (B|KiB|MiB|GiB)) ' \
+  "issue 19: 256 MiB host summation with LANES_WIRE=bf16/fp8 beside native and staged, 2/4/8 ranks"
+job_host_sum_wire() {
+  one_gpu
+  local T=@bin@/lanes_allreduce_bound n p=staged,host_sum,host_sum_bf16,host_sum_fp8
+  step 200 "staged, host summation native/bf16/fp8, threads" -- "$T" --ranks 2,4,8 --iters 5 \
+    --paths $p
+  step 230 "staged, host summation native/bf16/fp8, processes" -- "$T" --procs --ranks 2,4,8 \
+    --iters 5 --paths $p
+  # What the default takes with the wire set (its cost prices the frames' bytes).
+  for n in 2 4 8; do
+    step 20 "the default plan, $n processes, LANES_WIRE=bf16" -- env LANES_P2P_DISABLE=1 \
+      LANES_WIRE=bf16 @bin@/lanes-topo --plan --ranks $n --collective allreduce
+  done
+}
+
+job tree-device "lanes-run lanes_all_reduce_perf lanes_broadcast_perf lanes_reduce_perf" \
+  "$ROW|^=== " \
+  "issue 19: the tree against the ring/chain for device buffers (the proxy), 4/8 processes, 8 B-4 MiB"
+# Device calls reach the host algorithms through the proxy: each candidate is
+# forced there with LANES_ALGO, then the proxy's own choice, then the default.
+job_tree_device() {
+  one_gpu
+  local n c a x
+  for x in "all_reduce 4" "all_reduce 8" "broadcast 8" "reduce 8"; do
+    read -r c n <<<"$x"
+    for a in "$([ "$c" = all_reduce ] && echo ring || echo chain)" tree ""; do
+      step 40 "$c, $n processes, proxy/${a:-its choice}" -- env LANES_PROTO=proxy \
+        ${a:+LANES_ALGO=$a} @bin@/lanes-run -n "$n" @bin@/lanes_${c}_perf -b 8 -e 4M -f 4 \
+        -n 20 -w 5 --memory device
+    done
+    step 40 "$c, $n processes, the default" -- @bin@/lanes-run -n "$n" @bin@/lanes_${c}_perf \
+      -b 8 -e 4M -f 4 -n 20 -w 5 --memory device
+  done
+}
+
 job calibrate-host-sum "lanes-topo lanes-run lanes_all_reduce_perf lanes_reduce_scatter_perf
   lanes_allreduce_bound" \
   '"(points|median_error_by_algo|regret_within_1_05|regret_max|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks|time/bound|^ +[0-9]+ +processes' \

@@ -171,8 +171,8 @@ void agreeOnWire(lanesComm* comm) {
   }
   if (wire != WireFormat::Native)
     LANES_INFO(Init, comm->rank,
-               "float32 sums on the ring cross the wire as %s (LANES_WIRE; lossy, "
-               "docs/wire_formats.md)",
+               "float32 sums on the ring and in host summation cross the wire as %s "
+               "(LANES_WIRE; lossy, docs/wire_formats.md)",
                wireFormatName(wire));
 }
 

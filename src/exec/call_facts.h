@@ -47,6 +47,9 @@ struct CallFacts {
   size_t bytes = 0;      // input bytes per rank over the batch (from the counts)
   int nranks = 1;
   bool device = false;  // device buffers (else host memory)
+  // Every call is a float32 sum (Sum, Avg, PreMulSum) that host summation
+  // moves in this compressed format (LANES_WIRE; Native: uncompressed).
+  WireFormat wire = WireFormat::Native;
   // The rank set.
   bool oneHost = true;
   bool threadRanks = false;             // some process holds several ranks

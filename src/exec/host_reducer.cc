@@ -70,11 +70,17 @@ void HostReducer::run(int index) {
     }
     const Job& job = p->job;
     if (!awaitInputs(job)) return;
-    const size_t elem = datatypeSize(job.type);
-    const size_t unit = std::max<size_t>(1, kLineBytes / elem);
+    const bool framed = job.wire != WireFormat::Native;
+    // Slices start at a cache line, or a frame (a frame's bytes are whole lines).
+    const size_t unit = framed ? WireCodec(job.wire).frameElems()
+                               : std::max<size_t>(1, kLineBytes / datatypeSize(job.type));
     const size_t per = (job.count + parts * unit - 1) / (parts * unit) * unit;
     const size_t begin = std::min(job.count, static_cast<size_t>(index) * per);
-    sumSlice(job, begin, std::min(job.count, begin + per));
+    const size_t end = std::min(job.count, begin + per);
+    if (framed)
+      sumFrames(job, begin, end);
+    else
+      sumSlice(job, begin, end);
     if (p->left.fetch_sub(1, std::memory_order_acq_rel) == 1) retire(seq);
   }
 }
@@ -124,6 +130,31 @@ void HostReducer::sumSlice(const Job& job, size_t begin, size_t end) const {
         cpu::reduce(dst, dst, job.srcs[k] + off, len, job.type, job.op);
     }
     if (job.avgRanks > 0) cpu::finishAvg(dst, len, job.type, job.avgRanks);
+  }
+}
+
+void HostReducer::sumFrames(const Job& job, size_t begin, size_t end) const {
+  const WireCodec codec(job.wire);
+  const size_t frame = codec.frameElems();
+  // Whole frames per block, the partial sum in cache in float32.
+  const size_t block = std::max<size_t>(1, kBlockBytes / sizeof(float) / frame) * frame;
+  thread_local std::vector<float> sum;
+  if (sum.size() < block) sum.resize(block);
+  for (size_t at = begin; at < end; at += block) {
+    const size_t len = std::min(block, end - at);
+    const size_t wireAt = at / frame * WireCodec::kMaxFrameBytes;
+    // Every input's frames in rank order, each decoded and added in float32.
+    for (size_t k = 0; k < job.srcs.size(); ++k)
+      for (size_t i = 0; i < len; i += frame)
+        codec.decode(job.srcs[k] + wireAt + i / frame * WireCodec::kMaxFrameBytes,
+                     std::min(frame, len - i), k == 0 ? nullptr : sum.data() + i, sum.data() + i);
+    // sum(s * x) as s * sum(x): one more float rounding, far below the wire's.
+    if (job.op == RedOpKind::PreMulSum)
+      cpu::premultiply(sum.data(), sum.data(), len, lanesFloat32, job.scalar);
+    if (job.avgRanks > 0) cpu::finishAvg(sum.data(), len, lanesFloat32, job.avgRanks);
+    for (size_t i = 0; i < len; i += frame)
+      codec.encode(sum.data() + i, std::min(frame, len - i),
+                   job.dst + wireAt + i / frame * WireCodec::kMaxFrameBytes);
   }
 }
 

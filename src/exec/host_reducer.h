@@ -6,6 +6,10 @@
 // writes the sum into the result slot and raises `done`, which the streams
 // that upload the result wait for. No GPU kernel and no SM in the data path.
 //
+// With a compressed wire format (kernels/cpu/wire_codec.h) the inputs and the
+// result are frames: each input is decoded and added in float32, the sum
+// encoded once into the result's frames (which the GPUs decode).
+//
 // Jobs run in the order pushed, which is the order of the rank's calls. Each
 // of the reducer's threads sums its own slice of every job (the slices are
 // cut at cache-line multiples), and the last to finish raises `done`.
@@ -29,6 +33,7 @@
 #include <vector>
 
 #include "base/datatype.h"
+#include "kernels/cpu/wire_codec.h"
 
 namespace lanes {
 
@@ -39,7 +44,10 @@ class HostReducer {
     std::vector<const volatile uint32_t*> ready;
     std::vector<const std::byte*> srcs;  // in rank order: the order of the sums
     std::byte* dst = nullptr;            // must not overlap any source
-    size_t count = 0;
+    size_t count = 0;                    // elements (a wire format: float32 values)
+    // Not native: srcs and dst hold frames of this format, starting at a
+    // frame; `type` is float32 and `op` a sum (Sum, Avg or PreMulSum).
+    WireFormat wire = WireFormat::Native;
     lanesDataType_t type = lanesFloat32;
     RedOpKind op = RedOpKind::Sum;
     double scalar = 1;                  // PreMulSum's factor
@@ -75,6 +83,7 @@ class HostReducer {
   // Until every input's counter reached the job's chunk; false when stopped.
   bool awaitInputs(const Job& job) const;
   void sumSlice(const Job& job, size_t begin, size_t end) const;
+  void sumFrames(const Job& job, size_t begin, size_t end) const;
   void retire(uint64_t seq);  // the last slice of job `seq` is done
 
   const int parts_;  // threads, each summing one slice of every job

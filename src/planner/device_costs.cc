@@ -228,6 +228,18 @@ CostTerms stagedCost(const CallFacts& f, GpuLink link) {
   return t;
 }
 
+// A compressed wire's bytes per float32 byte (kernels/cpu/wire_codec.h).
+double wireShare(WireFormat wire) {
+  const WireCodec codec(wire);
+  return static_cast<double>(codec.frameBytes(codec.frameElems())) /
+         static_cast<double>(codec.frameElems() * sizeof(float));
+}
+
+// A CPU encode of a float32 value in binary sums' time: bfloat16 is a
+// rounding (0.3 ns a value against 0.4 for a decode and add), e4m3 a frame's
+// largest magnitude first and a scaled rounding (1.2 ns; docs/wire_formats.md).
+double encodeInSums(WireFormat wire) { return wire == WireFormat::Fp8 ? 3.0 : 0.75; }
+
 // Host summation (exec/cuda/staged_host_sum.cc): each rank's chunk goes down
 // whole, every rank's reducer threads sum its segment of all of them in host
 // memory, and the sums come up (all of them for an all-reduce, the rank's own
@@ -242,14 +254,18 @@ CostTerms hostSumCost(const CallFacts& f, const GpuLink& link, const MachineFact
   const double c = stagedChunk(f, s);
   const double chunks = std::ceil(s / c);
   const bool scatter = f.coll == CollType::ReduceScatter;
-  const double down = link.down(c, c, true);
-  const double up = scatter ? link.up(c / n, c / n, true) : link.up(c, c, true);
+  // A compressed wire: the frames' bytes cross PCIe and host memory.
+  const double w = wireShare(f.wire);
+  const double down = link.down(w * c, w * c, true);
+  const double up = scatter ? link.up(w * c / n, w * c / n, true) : link.up(w * c, w * c, true);
   // n - 1 binary sums of c / n bytes per rank, over the threads the host has
   // for them (the cores' rate beyond the caches: inputs stream from memory).
+  // Frames: n decodes (adding) and an encode instead.
   const double threads =
       std::max(1.0, std::min<double>(n * std::max(1, f.staged.hostSumThreads), m.cores));
-  const double reduce = (n - 1) * c / (rateAt(m.reduceGBs, c) * 1e9 * threads);
-  const double memory = link.hostMemory((2.0 * n + 1) * c);
+  const double sums = f.wire == WireFormat::Native ? n - 1.0 : n + encodeInSums(f.wire);
+  const double reduce = sums * c / (rateAt(m.reduceGBs, c) * 1e9 * threads);
+  const double memory = link.hostMemory((2.0 * n + 1) * w * c);
   CostTerms t;
   // user -> down, ready (seen by the reducers' poll: a hop between host
   // threads), reduced (a host store releasing a stream), consumed; and each
@@ -260,6 +276,7 @@ CostTerms hostSumCost(const CallFacts& f, const GpuLink& link, const MachineFact
   // staged all-reduce's (the host raises `reduced`): 50 us a peer and 25 a
   // peer per chunk (the H200, 2, 4 and 8 processes).
   if (f.timeSliced) t.latency += (n - 1) * (50 + 25 * chunks) * kUs;
+  if (f.wire != WireFormat::Native) t.latency += 2 * link.launch();  // encode, decode
   t.latency *= std::max(1, f.calls);
   // The first chunk passes every stage in turn; each later one adds the slowest.
   t.transfer += down + up;

@@ -91,6 +91,7 @@ CallFacts defaultFacts(const topo::Topology& t, int nranks, int gpus, PlanLaunch
   f.staged.slotBytes = stage.chunkBytes;
   if (stage.pairChunkBytes > 0) f.staged.pairChunkBytes = stage.pairChunkBytes;
   f.pairs = {stage.pairChunkBytes > 0, false};
+  f.wire = config.wire;  // the calls planned are float32 sums, as the perf tools run them
   return f;
 }
 
@@ -195,6 +196,8 @@ std::string formatPlanTable(const topo::Topology& t, int nranks, PlanLaunch laun
                     launchWords(launch) + " (bytes per rank; src/planner/registry.h)";
   if (config.proto.set()) out += ", LANES_PROTO=" + config.proto.text();
   if (config.algo.set()) out += ", LANES_ALGO=" + config.algo.text();
+  if (config.wire != WireFormat::Native)
+    out += std::string(", LANES_WIRE=") + wireFormatName(config.wire);
   out += "\n" + inputsLine(config.machine);
   CallFacts facts = defaultFacts(t, nranks, gpus > 0 ? gpus : 1, launch, config);
   if (coll) {

@@ -6,8 +6,11 @@
 // chunks, in place and out of place: each rank's result must have the bits
 // of the CPU reduction in rank order (kernels/cpu/reduce.h), which is what
 // the reducers compute, and the calls must have gone to the reducers. A peer
-// that aborts releases the waiting rank's stream. Skipped when no GPU is visible.
+// that aborts releases the waiting rank's stream; a rank process killed while
+// the others sum fails each of them with an error naming it. Skipped when no
+// GPU is visible.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +24,7 @@
 #include "kernels/cpu/reduce.h"
 #include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/multi/harness.h"
 
 namespace lanes::test {
 namespace {
@@ -270,6 +274,75 @@ TEST(HostSum, PeerAbortReleasesTheWaitingRank) {
   EXPECT_EQ(lanesCommAbort(comms[0]), lanesSuccess);
   for (cudaStream_t s : streams) cudaStreamDestroy(s);
   for (void* b : bufs) cudaFree(b);
+}
+
+// Rank 2 of 3 processes is killed (SIGKILL: no goodbye, its shared memory
+// and sockets simply drop) while ranks 0 and 1 sit in a 64 MiB host-summed
+// all-reduce waiting for its chunks: each survivor's call or stream must end
+// with an error naming rank 2, within the test's deadline, and leave nothing
+// mapped behind.
+TEST(HostSum, ProcessKilledMidCallFailsEveryOtherRankNamingIt) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  constexpr int kRanks = 3;
+  constexpr int kVictim = 2;
+  RunOptions options;
+  options.env = {{"LANES_PROTO", "host_sum"},
+                 {"LANES_P2P_DISABLE", "1"},
+                 {"LANES_SHARED_GPU_PROXY_BYTES", "0"}};
+  options.watchdogSeconds = 180;
+  const std::vector<std::string> shmBefore = listLanesShm();
+  ForkedRanks ranks;
+  ranks.start(
+      kRanks,
+      [](int rank, int nranks, const lanesUniqueId& id) {
+        GPU_CHECK_CUDA(cudaSetDevice(0));
+        cudaStream_t stream = nullptr;
+        GPU_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        lanesComm_t comm = initComm(rank, nranks, id);
+        GPU_CHECK(comm != nullptr, "rank %d: init failed: %s", rank, lanesGetLastError(nullptr));
+        const size_t count = size_t{16} << 20;  // 64 MiB: many 1 MiB chunks
+        void* buf = nullptr;
+        GPU_CHECK_CUDA(cudaMalloc(&buf, count * sizeof(float)));
+        // Every rank once, so the reducers exist and the path is known to serve.
+        GPU_CHECK_LANES(lanesAllReduce(buf, buf, 4096, lanesFloat32, lanesSum, comm, stream), comm);
+        syncStream(stream);
+        GPU_CHECK(hostSumChunks(comm) > 0, "rank %d: the warm-up did not take host summation",
+                  rank);
+        if (rank == kVictim) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others are waiting
+          raise(SIGKILL);
+        }
+        const lanesResult_t result =
+            lanesAllReduce(buf, buf, count, lanesFloat32, lanesSum, comm, stream);
+        // The stream must come free: the call's waits are released, not left parked.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+        while (cudaStreamQuery(stream) == cudaErrorNotReady &&
+               std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        GPU_CHECK(cudaStreamQuery(stream) != cudaErrorNotReady,
+                  "rank %d: the stream stayed parked after rank %d was killed", rank, kVictim);
+        lanesResult_t async = lanesSuccess;
+        GPU_CHECK_LANES(lanesCommGetAsyncError(comm, &async), comm);
+        GPU_CHECK(result != lanesSuccess || async != lanesSuccess,
+                  "rank %d saw no error although rank %d was killed", rank, kVictim);
+        const std::string message = lanesGetLastError(comm);
+        GPU_CHECK(message.find("rank " + std::to_string(kVictim)) != std::string::npos,
+                  "rank %d's error does not name rank %d: %s", rank, kVictim, message.c_str());
+        GPU_CHECK_LANES(lanesCommAbort(comm), nullptr);
+        cudaFree(buf);
+        cudaStreamDestroy(stream);
+      },
+      options);
+  const std::vector<RankOutcome> outcomes = ranks.wait();
+  ASSERT_EQ(outcomes.size(), static_cast<size_t>(kRanks));
+  for (const RankOutcome& o : outcomes) {
+    if (o.rank == kVictim) {
+      EXPECT_TRUE(o.finished && !o.exited && o.signal == SIGKILL) << o.describe();
+    } else {
+      EXPECT_TRUE(o.finished && o.exited && o.exitCode == 0) << o.describe();
+    }
+  }
+  expectNoShmLeaks(shmBefore, "the run whose rank 2 was killed");
 }
 
 }  // namespace

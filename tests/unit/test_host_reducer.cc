@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -167,6 +168,91 @@ TEST(HostReducer, StopsAtOnceWithAJobWhoseInputsNeverArrive) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   EXPECT_EQ(done, 0u);
+}
+
+// With a wire format the inputs and the result are frames: the reducer
+// decodes every input's frames in rank order, adds them in float32, applies
+// the pre-multiplication or the average, and encodes the sum once. Its
+// result has the bits of that done frame by frame with WireCodec, and stays
+// within the bound of docs/wire_formats.md ("Host summation") of the exact sum.
+TEST(HostReducer, SumsWireFramesInFloat32AndEncodesTheSumOnce) {
+  HostReducer reducer(3, std::nullopt);
+  uint32_t done = 0;
+  uint32_t g = 0;
+  for (WireFormat format : {WireFormat::Bf16, WireFormat::Fp8}) {
+    const WireCodec codec(format);
+    const size_t frame = codec.frameElems();
+    for (RedOpKind op : {RedOpKind::Sum, RedOpKind::Avg, RedOpKind::PreMulSum}) {
+      for (int n : {1, 2, 3, 8}) {
+        for (size_t count : {size_t{1}, size_t{37}, 3 * frame + 5, size_t{100003}}) {
+          ++g;
+          std::mt19937 gen(g);
+          // Magnitudes over twelve binary orders, both signs.
+          std::uniform_real_distribution<float> mant(-1, 1);
+          std::uniform_int_distribution<int> exp(-6, 6);
+          std::vector<std::vector<float>> values(static_cast<size_t>(n), std::vector<float>(count));
+          Inputs in;
+          in.ready.assign(static_cast<size_t>(n), 0);
+          for (auto& v : values) {
+            for (float& x : v) x = std::ldexp(mant(gen), exp(gen));
+            std::vector<std::byte> wire(codec.wireBytes(count));
+            for (size_t i = 0; i < count; i += frame)
+              codec.encode(v.data() + i, std::min(frame, count - i),
+                           wire.data() + i / frame * WireCodec::kMaxFrameBytes);
+            in.bufs.push_back(std::move(wire));
+          }
+          std::vector<std::byte> out(codec.wireBytes(count));
+          HostReducer::Job job = jobFor(in, &out, g, count, lanesFloat32, op, 0.375, &done);
+          job.wire = format;
+          reducer.push(std::move(job));
+          for (uint32_t& r : in.ready) __atomic_store_n(&r, g, __ATOMIC_RELEASE);
+          ASSERT_TRUE(waitFor(&done, g));
+
+          std::vector<float> sum(count), got(count);
+          std::vector<std::byte> want(out.size());
+          for (size_t i = 0; i < count; i += frame) {
+            const size_t len = std::min(frame, count - i);
+            const size_t at = i / frame * WireCodec::kMaxFrameBytes;
+            for (int k = 0; k < n; ++k)
+              codec.decode(in.bufs[k].data() + at, len, k == 0 ? nullptr : sum.data() + i,
+                           sum.data() + i);
+            for (size_t j = i; j < i + len; ++j) {
+              if (op == RedOpKind::PreMulSum) sum[j] *= 0.375f;
+              if (op == RedOpKind::Avg) sum[j] /= static_cast<float>(n);
+            }
+            codec.encode(sum.data() + i, len, want.data() + at);
+            codec.decode(out.data() + at, len, nullptr, got.data() + i);
+          }
+          ASSERT_EQ(out, want) << wireFormatName(format) << " op " << redOpName(op) << " ranks "
+                               << n << " count " << count;
+          // Two roundings to the format (each input, the sum), the float32 adds.
+          const double u = format == WireFormat::Bf16 ? 0x1p-8 : 0x1p-4;
+          const double floor = format == WireFormat::Bf16 ? 0 : 0x1p-10 / 448;
+          const double post = op == RedOpKind::PreMulSum ? 0.375
+                              : op == RedOpKind::Avg     ? 1.0 / n
+                                                         : 1;
+          // M: the largest magnitude of any input or sum (each frame's scale is
+          // at most that).
+          double most = 0;
+          for (size_t j = 0; j < count; ++j) {
+            double exact = 0;
+            for (const auto& v : values)
+              exact += v[j], most = std::max(most, std::fabs(double(v[j])));
+            most = std::max(most, std::fabs(exact));
+          }
+          for (size_t j = 0; j < count; ++j) {
+            double exact = 0, magnitudes = 0;
+            for (const auto& v : values) exact += v[j], magnitudes += std::fabs(double(v[j]));
+            const double bound =
+                post * ((2 * u + n * 0x1p-24) * magnitudes + (n + 1) * floor * most);
+            ASSERT_LE(std::fabs(got[j] - post * exact), bound)
+                << wireFormatName(format) << " op " << redOpName(op) << " ranks " << n
+                << " element " << j;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

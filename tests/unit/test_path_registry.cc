@@ -334,6 +334,35 @@ TEST(DevicePathChoice, HostSummationWinsWhereTheLinksBoundAndTheHostHasRoom) {
   EXPECT_EQ(pathOf(two, forced), DevicePath::HostSum);
 }
 
+// A compressed wire shrinks what host summation moves over the link and
+// through host memory (not the staged path's, which never compresses), so
+// with two ranks, where host summation loses uncompressed, bf16 frames make
+// it the cheapest; fp8's costlier encoding still leaves it ahead of native.
+// A batch that is not float32 sums has no wire in its facts.
+TEST(DevicePathChoice, AWireFormatPricesHostSummationAtTheFramesBytes) {
+  SelectionConfig box;
+  box.machine.cores = 16;
+  box.machine.memGBs = 40;
+  CallFacts two = deviceCall(CollType::AllReduce, 256 << 20);
+  two.nranks = two.ranksPerGpu = 2;
+  two.staged.hostSumThreads = 8;
+  ASSERT_EQ(pathOf(two, box), DevicePath::Staged);
+  auto hostSum = [&](const CallFacts& f) {
+    for (const DeviceCandidate& c : rankDevicePaths(f, box))
+      if (c.path == DevicePath::HostSum) return c.cost;
+    ADD_FAILURE() << "no host summation candidate";
+    return CostTerms{};
+  };
+  CallFacts bf16 = two, fp8 = two;
+  bf16.wire = WireFormat::Bf16;
+  fp8.wire = WireFormat::Fp8;
+  EXPECT_EQ(pathOf(bf16, box), DevicePath::HostSum);
+  const double native = hostSum(two).total();
+  EXPECT_LT(hostSum(bf16).total(), 0.6 * native);
+  EXPECT_LT(hostSum(fp8).total(), native);
+  EXPECT_GT(hostSum(fp8).reduce, hostSum(bf16).reduce) << "e4m3's encode costs more";
+}
+
 // Where the staging slots are in GPU memory (P2P, or ranks sharing one GPU's
 // context), copies go at device memory's rate and skip host memory; thread
 // ranks enqueue one after another, so their enqueue work adds up with the

@@ -18,6 +18,7 @@
 #include "kernels/cuda/ll_allreduce.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream_flags.h"
+#include "kernels/cuda/wire_codec.h"
 
 namespace lanes {
 namespace {
@@ -76,7 +77,11 @@ CallFacts factsOf(CommView comm, const std::vector<Request>& requests) {
   }
   f.calls = 0;
   bool first = true;
+  bool floatSums = comm.selection().wire != WireFormat::Native;
   for (const Request& r : requests) {
+    const RedOpKind op = r.op.kind;
+    floatSums = floatSums && !r.isP2p && r.args.type == lanesFloat32 &&
+                (op == RedOpKind::Sum || op == RedOpKind::Avg || op == RedOpKind::PreMulSum);
     f.bytes += (r.isP2p ? r.args.count : inputCount(r.args)) * datatypeSize(r.args.type);
     if (r.isP2p) {
       f.p2p = true;
@@ -89,6 +94,7 @@ CallFacts factsOf(CommView comm, const std::vector<Request>& requests) {
     first = false;
     ++f.calls;
   }
+  if (floatSums) f.wire = comm.selection().wire;
   return f;
 }
 
@@ -244,6 +250,7 @@ Status setupProxyPath(lanesComm* handle) {
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadReduceKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadFlagKernels()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadWireKernels()));
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
   return proxy->prewarm();

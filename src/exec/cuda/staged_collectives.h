@@ -147,8 +147,15 @@ class StagedCollectives final : public DeviceContext {
   Status enqueueHostSumAllReduce(const Request& r);
   Status enqueueHostSumReduceScatter(const Request& r);
   // Hands chunk `c`'s sum of `count` elements at `offset` bytes of every
-  // rank's input slot to the reducer, into `offset` of the result slot.
-  Status pushHostSum(const Request& r, const Chunk& c, size_t offset, size_t count);
+  // rank's input slot to the reducer, into `offset` of the result slot; with
+  // a wire format the slots hold its frames.
+  Status pushHostSum(const Request& r, const Chunk& c, size_t offset, size_t count,
+                     WireFormat wire);
+  // The format r's bytes cross PCIe in: the communicator's LANES_WIRE for
+  // float32 sums (Sum, Avg, PreMulSum), else native.
+  WireFormat hostSumWire(const Request& r) const;
+  // Where C uploads a chunk's frames before decoding them.
+  std::byte* upWireScratch() const { return wireScratch_ + wireScratchHalf_; }
 
   CommView comm_;
   bool enabled_ = false;
@@ -167,6 +174,10 @@ class StagedCollectives final : public DeviceContext {
   // Re-recorded per chunk; reduceDone_ per scratch half (chunk parity).
   cudaEvent_t downDone_ = nullptr, uploadDone_ = nullptr, reduceDone_[2] = {nullptr, nullptr};
   void* scratch_ = nullptr;  // 2 halves x scratchSegments_ segments on the GPU
+  // A compressed wire (LANES_WIRE): the GPU memory A encodes a chunk into
+  // (first half) and C uploads its frames into (second half); null without.
+  std::byte* wireScratch_ = nullptr;
+  size_t wireScratchHalf_ = 0;
   size_t scratchStride_ = 0;
   size_t scratchSegments_ = 0;
   uint64_t chunksIssued_ = 0;  // advances identically on every rank

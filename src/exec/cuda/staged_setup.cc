@@ -122,6 +122,8 @@ Status StagedCollectives::shareStreamsIfWanted(bool p2pSlots) {
 
 void StagedCollectives::releaseLocalResources() {
   if (scratch_ != nullptr) cudaFree(scratch_);
+  if (wireScratch_ != nullptr) cudaFree(wireScratch_);
+  wireScratch_ = nullptr;
   for (cudaEvent_t e : {downDone_, uploadDone_, reduceDone_[0], reduceDone_[1]})
     if (e != nullptr) cudaEventDestroy(e);
   ownStreams_.reset();
@@ -168,6 +170,13 @@ Status StagedCollectives::setup() {
       scratchSegments_ = n > cuda::kMaxReduceSources ? n : n - 1;
       local = cudaStatus(cudaMalloc(&scratch_, 2 * scratchStride_ * scratchSegments_),
                          "cudaMalloc (scratch)");
+      // Host summation's frames (staged_host_sum.cc): a slot's worth each way.
+      if (local && comm_.selection().wire != WireFormat::Native) {
+        wireScratchHalf_ = layout.chunkBytes;
+        void* wire = nullptr;
+        local = cudaStatus(cudaMalloc(&wire, 2 * wireScratchHalf_), "cudaMalloc (wire frames)");
+        wireScratch_ = static_cast<std::byte*>(wire);
+      }
     }
     if (!local) why = local.message();
   }
