@@ -26,6 +26,8 @@ const char* algoName(AlgoId a) {
       return "tree";
     case AlgoId::Hierarchical:
       return "hierarchical";
+    case AlgoId::SharedSum:
+      return "shared_sum";
   }
   return "unknown";
 }
@@ -46,6 +48,7 @@ bool parseAlgoName(const char* text, AlgoId* out) {
       {"direct", AlgoId::Direct},
       {"tree", AlgoId::Tree},
       {"hierarchical", AlgoId::Hierarchical},
+      {"shared_sum", AlgoId::SharedSum},
   };
   for (const Alias& a : kAliases) {
     if (strcasecmp(text, a.name) == 0) {
@@ -75,6 +78,8 @@ bool algoSupports(AlgoId algo, CollType coll) {
     case AlgoId::Hierarchical:
       return coll == CollType::AllReduce || coll == CollType::AllGather ||
              coll == CollType::ReduceScatter;
+    case AlgoId::SharedSum:
+      return coll == CollType::AllReduce || coll == CollType::ReduceScatter;
   }
   return false;
 }
@@ -153,6 +158,9 @@ Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
     case AlgoId::Hierarchical:
       st = algo::buildHierarchical(args, hostOf, out);
       break;
+    case AlgoId::SharedSum:
+      st = algo::buildSharedSum(args, out);
+      break;
   }
   // Steps left empty (zero-byte segments, in-place copies) cost a barrier each.
   std::erase_if(out->steps, [](const Step& s) { return s.ops.empty(); });
@@ -165,6 +173,7 @@ void beginSchedule(const CollArgs& args, const char* algoText, Schedule* out) {
   out->name = std::string(collTypeName(args.coll)) + "/" + algoText;
   out->type = args.type;
   out->redop = args.redop;
+  out->nranks = args.nranks;
   out->steps.clear();
   out->scratch.clear();
 }

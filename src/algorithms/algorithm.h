@@ -21,6 +21,7 @@ enum class AlgoId : uint8_t {
   Direct,             // root talks to every rank (gather, scatter)
   Tree,               // double binary tree, pipelined in chunks (algorithms/tree.h)
   Hierarchical,       // all-reduce: within hosts, across hosts per shard, within hosts
+  SharedSum,          // one host: every input in one shared arena, each rank sums its segment
 };
 const char* algoName(AlgoId a);
 bool parseAlgoName(const char* text, AlgoId* out);

@@ -26,6 +26,10 @@ enum class OpKind : uint8_t {
   RecvSend,        // recvPeer -> dst, forwarded to sendPeer as it arrives (dst may be null)
   RecvReduceSend,  // dst = src (op) incoming; dst forwarded to sendPeer as it is produced
   Copy,            // dst = src, local
+  // Host summation through the communicator's shared arena (exec/arena_sum.h),
+  // no peer: src = the rank's input, dst = its output, bytes = the output's.
+  ArenaAllReduce,
+  ArenaReduceScatter,
 };
 
 const char* opKindName(OpKind k);
@@ -52,6 +56,10 @@ struct Schedule {
   // partial sum is rounded to the wire format in place, so that every rank
   // ends with the same bits.
   WireFormat wire = WireFormat::Native;
+  // An Arena* op's first chunk in the communicator's arena, the same on every
+  // rank (transport/shm/sum_arena.h: calls reserve chunks in call order).
+  uint32_t arenaFirstChunk = 0;
+  int nranks = 1;  // the communicator's size: Arena* ops cut their chunks by it
   std::vector<Step> steps;
   // Scratch the schedule's ops point into, uninitialised (every op writes
   // before it reads); lent by `pool` (the communicator's) where set, and

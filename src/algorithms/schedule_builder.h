@@ -77,5 +77,6 @@ Status buildPairwise(const CollArgs& args, Schedule* out);
 Status buildDirect(const CollArgs& args, Schedule* out);
 Status buildTree(const CollArgs& args, Schedule* out);
 Status buildHierarchical(const CollArgs& args, std::span<const int> hostOf, Schedule* out);
+Status buildSharedSum(const CollArgs& args, Schedule* out);
 
 }  // namespace lanes::algo

@@ -24,6 +24,7 @@
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "planner/plan_cache.h"
+#include "transport/shm/sum_arena.h"
 #include "transport/transport.h"
 
 namespace lanes {
@@ -122,6 +123,9 @@ struct lanesComm {
   std::vector<int> ringOrder;
   // Each rank's host, numbered by first appearance (the hierarchical plans).
   std::vector<int> hostOf;
+  // Host summation of host buffers (exec/arena_sum.h): made at the first call
+  // that takes it; null before, or where it could not be made.
+  std::unique_ptr<lanes::SumArena> sumArena;
   uint64_t splitSeq = 0;
   // Held while the host engine drives this communicator's connections (the
   // caller's thread for host buffers, the device proxy for device buffers).

@@ -2,6 +2,7 @@
 #include "core/execute.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "core/mismatch_check.h"
 #include "core/plan_record.h"
 #include "core/watchdog.h"
+#include "exec/arena_sum.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "kernels/cpu/reduce.h"
@@ -42,6 +44,31 @@ struct Prepared {
   std::unique_ptr<std::byte[]> scaledInput;  // PreMulSum's pre-multiplied copy
 };
 
+// Makes the communicator's host-summation arena at the first call that takes
+// it (every rank takes it at the same call: the plan is the same on all).
+// Where it cannot be made, every rank learns so, stops choosing shared_sum
+// (its plans are made again) and says why once; *usable tells the caller.
+Status useSumArena(lanesComm* comm, bool* usable) {
+  *usable = comm->sumArena != nullptr;
+  if (*usable) return Status::ok();
+  char tag[40];
+  std::snprintf(tag, sizeof(tag), "lanes-%016llx",
+                static_cast<unsigned long long>(comm->bootstrap->id().commId));
+  bool fatal = false;
+  Status made =
+      SumArena::create(*comm->bootstrap, tag, Deadline::after(comm->options.timeoutSeconds),
+                       &comm->sumArena, &fatal);
+  if (fatal) return made;
+  *usable = made.isOk();
+  if (!*usable) {
+    LANES_WARN(Init, comm->rank, "host summation of host buffers is off: %s",
+               made.message().c_str());
+    comm->config.selection.sharedSumUsable = false;
+    comm->hostPlans.clear();
+  }
+  return Status::ok();
+}
+
 Status prepareCollective(Request& r, int lane, Prepared* out) {
   CollArgs args = r.args;
   size_t elem = datatypeSize(args.type);
@@ -56,6 +83,17 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   size_t bytes = inputCount(args) * elem;
   const SelectionConfig& selection = r.comm->config.selection;
   AlgoChoice choice = r.comm->hostPlans.choose(args.coll, bytes, args.nranks, selection);
+  if (choice.algo == AlgoId::SharedSum) {
+    // The device proxy's thread keeps to the transports: the arena's set-up is
+    // a collective of the calling threads.
+    bool usable = false;
+    if (!r.viaProxy) LANES_RETURN_IF_ERROR(useSumArena(r.comm, &usable));
+    if (!usable) {
+      SelectionConfig without = selection;
+      without.sharedSumUsable = false;
+      choice = chooseHostAlgorithm(args.coll, bytes, args.nranks, without);
+    }
+  }
   explainPlanOnce(r.comm, collTypeName(args.coll), bytes, [&] {
     CallFacts facts;
     facts.coll = args.coll;
@@ -69,6 +107,11 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   out->schedule->pool = &r.comm->scratchPool;
   LANES_RETURN_IF_ERROR(
       buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder, r.comm->hostOf));
+  if (choice.algo == AlgoId::SharedSum && bytes > 0 && args.nranks > 1) {
+    const size_t count = args.coll == CollType::ReduceScatter ? args.count : bytes / elem;
+    out->schedule->arenaFirstChunk = r.comm->sumArena->reserve(
+        ArenaSum::chunksFor(args.coll == CollType::ReduceScatter, count, elem, args.nranks));
+  }
   // A compressed wire where it keeps every rank's bits alike: float32 sums
   // (an average and a pre-multiplied sum are sums here) on the ring.
   if (selection.wire != WireFormat::Native && choice.algo == AlgoId::Ring &&
@@ -405,6 +448,7 @@ Status executeHostRequests(std::vector<Request>& requests) {
     w.schedule = p.schedule.get();
     w.lane = p.lane;
     w.connections = &p.comm->links.table;
+    w.arena = p.comm->sumArena.get();
     w.rank = p.comm->rank;
     lanesComm* comm = p.comm;
     w.checkAbort = [comm] { return comm->checkAbort(); };

@@ -138,6 +138,9 @@ struct SelectionConfig {
   size_t sharedGpuProxyBytes = size_t{256} << 10;    // LANES_SHARED_GPU_PROXY_BYTES
   bool stagedGatherScatter = true;                   // LANES_STAGED_COLLECTIVES
   WireFormat wire = WireFormat::Native;              // LANES_WIRE: float32 sums on the ring
+  // Host summation of host buffers may be chosen: false once its shared
+  // arena could not be made (core/execute.cc), and for the proxy's calls.
+  bool sharedSumUsable = true;
   // Reads the variables above (exec/comm_config.cc); a bad value warns once
   // and leaves the default.
   static SelectionConfig fromEnv();

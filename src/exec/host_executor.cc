@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "exec/arena_sum.h"
 #include "kernels/cpu/reduce.h"
 #include "transport/common/byte_ring.h"
 
@@ -18,6 +19,7 @@ bool hasSend(OpKind k) {
   return k == OpKind::Send || k == OpKind::RecvSend || k == OpKind::RecvReduceSend;
 }
 bool isForward(OpKind k) { return k == OpKind::RecvSend || k == OpKind::RecvReduceSend; }
+bool isArena(OpKind k) { return k == OpKind::ArenaAllReduce || k == OpKind::ArenaReduceScatter; }
 bool isReduce(OpKind k) { return k == OpKind::RecvReduce || k == OpKind::RecvReduceSend; }
 
 // Progress of one op. Byte counts on the wire are padded to the ring granule.
@@ -54,6 +56,7 @@ struct StepState {
   std::vector<OpState> ops;
   std::vector<PeerQueue> sendQueue;
   std::vector<PeerQueue> recvQueue;
+  std::vector<ArenaSum> arenaSums;  // the step's Arena* ops, not yet done
   size_t remaining = 0;
 };
 
@@ -113,9 +116,20 @@ void loadStep(Schedule& sched, const Step& step, StepState* s) {
     if (st.op->kind == OpKind::Copy && st.op->bytes > 0 && st.op->dst != st.op->src)
       std::memmove(st.op->dst, st.op->src, st.op->bytes);
   }
+  s->arenaSums.clear();
+  const size_t elem = std::max<size_t>(1, datatypeSize(sched.type));
+  uint32_t chunk = sched.arenaFirstChunk;
+  for (const Op& op : step.ops) {
+    if (!isArena(op.kind) || op.bytes == 0) continue;
+    const bool scatter = op.kind == OpKind::ArenaReduceScatter;
+    s->arenaSums.emplace_back(scatter, op.src, op.dst, op.bytes / elem, sched.type, sched.redop,
+                              sched.nranks, chunk);
+    chunk += ArenaSum::chunksFor(scatter, op.bytes / elem, elem, sched.nranks);
+    ++s->remaining;
+  }
   for (size_t i = 0; i < s->ops.size(); ++i) {
     const Op& op = *s->ops[i].op;
-    if (op.kind == OpKind::Copy || op.bytes == 0) continue;
+    if (op.kind == OpKind::Copy || isArena(op.kind) || op.bytes == 0) continue;
     const bool sends = hasSend(op.kind), receives = hasRecv(op.kind);
     if (sends) queueFor(s->sendQueue, op.sendPeer).ops.push_back(i);
     if (receives) queueFor(s->recvQueue, op.recvPeer).ops.push_back(i);
@@ -223,6 +237,13 @@ Status receiveFrames(const WireCodec& codec, RecvPort& port, OpState& st, bool* 
 // Moves as many bytes as the ports allow for one step. Sets *progressed.
 Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
   const Schedule& sched = *w.schedule;
+  if (!s.arenaSums.empty() && w.arena == nullptr)
+    return internalError("a host-summation schedule ran without the communicator's arena");
+  for (ArenaSum& sum : s.arenaSums) {
+    if (sum.done()) continue;
+    sum.progress(*w.arena, w.rank, progressed);
+    if (sum.done()) --s.remaining;
+  }
   const size_t elem = std::max<size_t>(1, datatypeSize(sched.type));
   const bool compressed = sched.wire != WireFormat::Native;
   const WireCodec codec(sched.wire);
@@ -291,9 +312,13 @@ Status progressStep(ExecWork& w, StepState& s, bool* progressed) {
   });
 }
 
-// Names what a stuck step still waits for, for the timeout message.
-std::string pendingDescription(const StepState& s) {
+// Names what a stuck step still waits for, for the timeout message; adds
+// the peers an arena op waits for to *peers.
+std::string pendingDescription(const ExecWork& w, const StepState& s, std::vector<int>* peers) {
   std::string out;
+  for (const ArenaSum& sum : s.arenaSums)
+    if (!sum.done() && w.arena != nullptr)
+      out += (out.empty() ? "" : "; ") + sum.waiting(*w.arena, w.rank, peers);
   for (const PeerQueue& q : s.recvQueue) {
     if (q.head >= q.ops.size()) continue;
     const OpState& st = s.ops[q.ops[q.head]];
@@ -312,7 +337,9 @@ std::string pendingDescription(const StepState& s) {
 }
 
 // Adds the peers a stuck step still waits on (either direction) to *out.
-void pendingPeers(const StepState& s, std::vector<int>* out) {
+void pendingPeers(const ExecWork& w, const StepState& s, std::vector<int>* out) {
+  for (const ArenaSum& sum : s.arenaSums)
+    if (!sum.done() && w.arena != nullptr) (void)sum.waiting(*w.arena, w.rank, out);
   for (const auto* queues : {&s.recvQueue, &s.sendQueue})
     for (const PeerQueue& q : *queues)
       if (q.head < q.ops.size() && std::find(out->begin(), out->end(), q.peer) == out->end())
@@ -389,11 +416,12 @@ Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* wa
             // Every stuck stream of the same communicator (its lanes).
             for (const Track& u : tracks)
               if (!u.done() && u.items[0]->connections == w.connections)
-                pendingPeers(u.state, waitingFor);
+                pendingPeers(*u.items[u.item], u.state, waitingFor);
           }
+          std::vector<int> ignored;
           return timeoutError(describe(w) + " timed out on rank " + std::to_string(w.rank) +
                               " at step " + std::to_string(t.step) + ": still " +
-                              pendingDescription(t.state) +
+                              pendingDescription(w, t.state, &ignored) +
                               ". Check that every rank calls the same collectives in the same "
                               "order with matching counts; LANES_TIMEOUT sets the limit.");
         }
@@ -434,6 +462,10 @@ const char* opKindName(OpKind k) {
       return "recv-reduce-send";
     case OpKind::Copy:
       return "copy";
+    case OpKind::ArenaAllReduce:
+      return "arena-all-reduce";
+    case OpKind::ArenaReduceScatter:
+      return "arena-reduce-scatter";
   }
   return "unknown";
 }

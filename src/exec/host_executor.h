@@ -13,6 +13,7 @@
 #include "algorithms/schedule.h"
 #include "base/deadline.h"
 #include "base/status.h"
+#include "transport/shm/sum_arena.h"
 #include "transport/transport.h"
 
 namespace lanes {
@@ -27,6 +28,8 @@ struct ExecWork {
   Schedule* schedule = nullptr;
   int lane = 0;
   const ConnectionTable* connections = nullptr;
+  // The communicator's host-summation arena, for a schedule with Arena* ops.
+  SumArena* arena = nullptr;
   int rank = 0;
   // Polled while waiting: a non-OK status stops the run (abort, dead peer).
   std::function<Status()> checkAbort;

@@ -146,6 +146,30 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
   return c;
 }
 
+// Host summation of host buffers (exec/arena_sum.h), one host: each rank
+// copies its input into the shared arena, sums its 1/N segment of all N
+// inputs there and copies the result out.
+//  - latency: two hand-offs (its input seen by the others, their sums seen
+//    by it), each waiting for every rank's counter: (1 + log2 N) / 2 hops
+//    apiece, a gather's depth (fitted to 2, 4 and 8 processes, where the
+//    small calls took 1-2, 1.5 and 1.25x recursive doubling's time);
+//  - transfer: a copy of the input in and of the output out, priced as the
+//    ring's steps are (a hop there is a rank's send and its receive at once,
+//    two copies of its bytes), so the two together as one hop;
+//  - reduction: N - 1 binary sums of S/N, as the ring's.
+// A reduce-scatter copies its whole input in and its block out
+// (bench/results/shared_sum_host).
+CostTerms sharedSumCost(const CallFacts& f, const Steps& steps) {
+  const int n = f.nranks;
+  const double s = static_cast<double>(f.bytes);
+  CostTerms c;
+  c.latency = (1 + std::log2(static_cast<double>(n))) * steps.hop();
+  const double out = f.coll == CollType::ReduceScatter ? s / n : s;
+  c.transfer = steps.transfer((s + out) / 2, n);
+  c.reduce = (n - 1) * steps.reduce(s / n);
+  return c;
+}
+
 int log2Floor(int n) {
   int l = 0;
   while ((2 << l) <= n) ++l;
@@ -178,6 +202,8 @@ std::string CostTerms::deciding() const {
 
 bool hostAlgoServes(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   if (!algoSupports(algo, f.coll, f.nranks)) return false;
+  if (algo == AlgoId::SharedSum)
+    return m.hosts == 1 && f.nranks > 1 && f.nranks <= kSharedSumMaxRanks;
   if (algo != AlgoId::Hierarchical) return true;
   return m.hosts > 1 && m.ranksPerHost > 1 && m.hosts * m.ranksPerHost == f.nranks;
 }
@@ -191,6 +217,13 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   const Steps steps(m, n, bufferBytes(f.coll, s, n));
   c.latency = steps.call();
   if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
+  if (algo == AlgoId::SharedSum) {
+    const CostTerms sum = sharedSumCost(f, steps);
+    c.latency += sum.latency;
+    c.transfer = sum.transfer;
+    c.reduce = sum.reduce;
+    return c;
+  }
   if (algo == AlgoId::Tree) {
     const CostTerms tree = treeCost(f, steps);
     c.latency += tree.latency;

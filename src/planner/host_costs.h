@@ -27,9 +27,14 @@ struct CostTerms {
 // interpolated on the log of the size between its points, flat beyond them.
 double rateAt(const double* curve, double bytes);
 
+// Host summation of host buffers takes a shared arena of (N+1) x 4 slots of
+// 1 MiB: up to this many ranks (beyond, its memory outgrows its use).
+inline constexpr int kSharedSumMaxRanks = 16;
+
 // Whether `algo` serves `facts`'s collective on `machine`'s ranks: what it
-// implements (algoSupports), and for the hierarchical collectives ranks on
-// several hosts, the same number (more than one) on each.
+// implements (algoSupports), for the hierarchical collectives ranks on
+// several hosts, the same number (more than one) on each, and for host
+// summation 2 to kSharedSumMaxRanks ranks of one host.
 bool hostAlgoServes(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);
 // The predicted time of `facts`'s collective by `algo` (which must serve it).
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);

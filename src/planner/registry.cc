@@ -136,8 +136,8 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
 // Host algorithms serve what algoSupports says; their measured-input costs
 // (host_costs.h) decide among them.
 constexpr AlgoId kHostAlgos[] = {
-    AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain, AlgoId::Pairwise, AlgoId::Direct,
-    AlgoId::Tree, AlgoId::Hierarchical};
+    AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain,    AlgoId::Pairwise, AlgoId::Direct,
+    AlgoId::Tree, AlgoId::Hierarchical,      AlgoId::SharedSum};
 
 std::string microseconds(double seconds) {
   char buf[32];
@@ -242,6 +242,9 @@ std::vector<HostCandidate> rankHostAlgorithms(const CallFacts& facts,
   std::vector<HostCandidate> out;
   for (AlgoId algo : kHostAlgos) {
     if (!hostAlgoServes(algo, f, config.machine)) continue;
+    // The proxy's calls never take the shared arena (core/execute.cc), nor
+    // does a communicator whose arena could not be made.
+    if (algo == AlgoId::SharedSum && (f.device || !config.sharedSumUsable)) continue;
     out.push_back(
         {algo, hostAlgoCost(algo, f, config.machine), config.algo.allows(algoName(algo), true)});
   }

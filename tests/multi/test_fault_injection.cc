@@ -243,11 +243,11 @@ TEST(FaultInjection, SigkillBeforeCollective) {
       setup);
 }
 
-TEST(FaultInjection, SigkillDuringCollectives) {
-  RunSetup setup = defaultSetup();
+// The victim dies at a random moment while every rank loops over all-reduces.
+void sigkillDuring(const char* name, RunSetup setup) {
   setup.killedRank = kVictim;
   repeatScenario(
-      "sigkill-during", 500,
+      name, 500,
       [](RunState& s) -> RankBody {
         return [&s](int rank, int n, const lanesUniqueId& id) {
           const int fds = countOpenFds();
@@ -271,6 +271,16 @@ TEST(FaultInjection, SigkillDuringCollectives) {
         };
       },
       setup);
+}
+
+TEST(FaultInjection, SigkillDuringCollectives) { sigkillDuring("sigkill-during", defaultSetup()); }
+
+// The same through host summation's shared arena (exec/arena_sum.h): the
+// survivors poll its counters, and the dead rank's never move again.
+TEST(FaultInjection, SigkillDuringSharedSumCollectives) {
+  RunSetup setup = defaultSetup();
+  setup.options.env.push_back({"LANES_ALGO", "shared_sum"});
+  sigkillDuring("sigkill-during-shared-sum", setup);
 }
 
 TEST(FaultInjection, SigkillAfterCollective) {

@@ -21,10 +21,13 @@ CallFacts call(CollType coll, size_t bytes, int nranks) {
   return f;
 }
 
-// A machine with room for every rank: 8 cores.
+// A machine with room for every rank: 8 cores. Host summation's arena is
+// left out: these tests are about the transports' algorithms (its own
+// choice is tested below).
 SelectionConfig roomy() {
   SelectionConfig c;
   c.machine.cores = 8;
+  c.sharedSumUsable = false;
   return c;
 }
 
@@ -108,6 +111,44 @@ TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
   const CallFacts f = call(CollType::AllReduce, 8, 4);
   EXPECT_GT(hostAlgoCost(AlgoId::Ring, f, two.machine).latency,
             hostAlgoCost(AlgoId::Ring, f, roomy().machine).latency * 5);
+}
+
+// Host summation in the shared arena: two hand-offs, whatever the rank
+// count, and half a ring's copies, so it takes the middle and large calls of
+// several ranks of one host; small calls stay recursive doubling's (each
+// hand-off waits for every rank), two ranks' large calls the ring's (it moves
+// half the buffer each way, the arena all of it in and out). Never across
+// hosts, beyond kSharedSumMaxRanks, for the proxy's device calls, or once
+// its arena could not be made.
+TEST(HostAlgorithmChoice, SharedSumTakesMidAndLargeCallsOfSeveralRanks) {
+  SelectionConfig c = roomy();
+  c.sharedSumUsable = true;
+  for (int n : {4, 8}) {
+    EXPECT_EQ(choice(CollType::AllReduce, 8, n, c), AlgoId::RecursiveDoubling) << n;
+    EXPECT_EQ(choice(CollType::AllReduce, 1 << 20, n, c), AlgoId::SharedSum) << n;
+    EXPECT_EQ(choice(CollType::ReduceScatter, 1 << 20, n, c), AlgoId::SharedSum) << n;
+  }
+  const CallFacts eight = call(CollType::AllReduce, 1 << 20, 8);
+  const CostTerms sum = hostAlgoCost(AlgoId::SharedSum, eight, c.machine);
+  const CostTerms ring = hostAlgoCost(AlgoId::Ring, eight, c.machine);
+  EXPECT_LT(sum.latency, ring.latency / 3);
+  EXPECT_NEAR(sum.reduce, ring.reduce, 1e-12);
+  SelectionConfig two = c;
+  EXPECT_EQ(choice(CollType::AllReduce, 256 << 20, 2, two), AlgoId::Ring);
+
+  SelectionConfig hosts = c;
+  hosts.machine.hosts = 2;
+  hosts.machine.ranksPerHost = 4;
+  EXPECT_FALSE(hostAlgoServes(AlgoId::SharedSum, eight, hosts.machine));
+  EXPECT_FALSE(
+      hostAlgoServes(AlgoId::SharedSum, call(CollType::AllReduce, 1 << 20, 17), c.machine));
+  EXPECT_FALSE(hostAlgoServes(AlgoId::SharedSum, call(CollType::AllGather, 1 << 20, 4), c.machine));
+  CallFacts device = eight;
+  device.device = true;
+  for (const HostCandidate& h : rankHostAlgorithms(device, c)) EXPECT_NE(h.algo, AlgoId::SharedSum);
+  SelectionConfig failed = c;
+  failed.sharedSumUsable = false;
+  EXPECT_EQ(choice(CollType::AllReduce, 1 << 20, 8, failed), AlgoId::Ring);
 }
 
 TEST(ExplainHostChoice, NamesTheChoiceTheNextTwoAndTheDecidingTerm) {

@@ -557,16 +557,20 @@ TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {
   EXPECT_EQ(planName(deviceCall(CollType::Reduce, 1 << 20), config), "proxy/chain");
   CallFacts host = deviceCall(CollType::AllReduce, 64 << 20);
   host.device = false;
-  EXPECT_EQ(planName(host, config), "ring");
+  EXPECT_EQ(planName(host, config), "shared_sum");
+  SelectionConfig noArena = config;
+  noArena.sharedSumUsable = false;
+  EXPECT_EQ(planName(host, noArena), "ring");
 }
 
 TEST(SelectionConfig, AlgoListTakesTheAliasesLanesAlgoAlwaysTook) {
-  ::setenv("LANES_ALGO", "^RD, chain, Tree", 1);
+  ::setenv("LANES_ALGO", "^RD, chain, Tree, shared_sum", 1);
   const SelectionConfig c = SelectionConfig::fromEnv();
   ::unsetenv("LANES_ALGO");
   ASSERT_TRUE(c.algo.set());
   EXPECT_FALSE(c.algo.allows("recursive_doubling", true));
   EXPECT_FALSE(c.algo.allows("chain", true));
+  EXPECT_FALSE(c.algo.allows("shared_sum", true));
   EXPECT_TRUE(c.algo.allows("ring", true));
   EXPECT_EQ(chooseHostAlgorithm(CollType::AllReduce, 8, 4, c).algo, AlgoId::Ring);
 }

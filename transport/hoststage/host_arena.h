@@ -1,39 +1,25 @@
 // HostArena: one block of shared host memory that every rank of a host maps
 // and whose GPU reads and writes it through a device pointer: the host-staged
-// transport's arena and the LL kernel's lines both are one. Rank 0 creates
-// the POSIX shm segment (posix_fallocate: a full /dev/shm fails here, not
-// with SIGBUS later), after setting each range's preferred NUMA node on the
-// fresh mapping; every other rank maps it; the name goes once all have mapped
-// it, so nothing is left in /dev/shm even when a rank dies later. Each
-// mapping is registered with CUDA by its own rank (threads of one process
-// hold separate mappings of the same pages). Every step ends in one
-// agreement, so all ranks get the same outcome.
+// transport's arena and the LL kernel's lines both are one. A SharedBlock
+// (transport/shm/shared_block.h: created, placed by NUMA node, mapped and
+// unlinked, each step agreed) that each rank then registers with CUDA for
+// its own mapping (threads of one process hold separate mappings of the same
+// pages); the registration ends in one agreement too.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "base/deadline.h"
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
-#include "transport/common/numa_policy.h"
-#include "transport/shm/shm_segment.h"
+#include "transport/shm/shared_block.h"
 
 namespace lanes {
 
-struct HostArenaSpec {
-  std::string name;  // the shm name, "/lanes-<commId hex>-<use>"
-  std::string what;  // "host-staging arena": the messages' name for it
-  size_t bytes = 0;
-  // Preferred NUMA node per range (pageAlignedRanges); empty: the GPUs'
-  // nodes are unknown and the kernel places the pages.
-  std::vector<NumaRange> placement;
-  std::string placed;  // the INFO line's text once the placement is set
-  // Appended to a failure to create or to register it: what sizes the arena
-  // and what the user can change.
-  std::string createHint;
+struct HostArenaSpec : SharedBlockSpec {
+  // Appended to a failure to register it: what sizes it and what the user can change.
   std::string registerHint;
 };
 
@@ -49,17 +35,20 @@ class HostArena {
   HostArena(const HostArena&) = delete;
   HostArena& operator=(const HostArena&) = delete;
 
-  std::byte* host() const { return static_cast<std::byte*>(segment_->data()); }
+  std::byte* host() const { return block_->data(); }
   void* device() const { return device_; }  // the same bytes as the GPU addresses them
-  size_t bytes() const { return segment_->size(); }
+  size_t bytes() const { return block_->bytes(); }
   // Keeps the pages mapped and registered for the life of the process: a
   // stream or kernel may still touch them after the destroy deadline.
-  void leak() { leaked_ = true; }
+  void leak() {
+    leaked_ = true;
+    block_->leak();
+  }
 
  private:
   HostArena() = default;
 
-  std::unique_ptr<ShmSegment> segment_ = std::make_unique<ShmSegment>();
+  std::unique_ptr<SharedBlock> block_;
   void* device_ = nullptr;
   bool registered_ = false;
   bool leaked_ = false;
