@@ -157,10 +157,21 @@ job_host_sum_wire() {
     --paths $p
   step 230 "staged, host summation native/bf16/fp8, processes" -- "$T" --procs --ranks 2,4,8 \
     --iters 5 --paths $p
-  # What the default takes with the wire set (its cost prices the frames' bytes).
-  for n in 2 4 8; do
-    step 20 "the default plan, $n processes, LANES_WIRE=bf16" -- env LANES_P2P_DISABLE=1 \
-      LANES_WIRE=bf16 @bin@/lanes-topo --plan --ranks $n --collective allreduce
+  job_plan_wire
+}
+
+job plan-wire lanes-topo '^ *(allreduce|[0-9]+ (B|KiB|MiB|GiB)) |device:|^lanes-topo' \
+  "issue 19: the default device plan with LANES_WIRE=bf16/fp8 from this machine's probe"
+# What the default takes with the wire set (its cost prices the frames' bytes),
+# from the figures `lanes-topo --probe` measures here (cached for the plans).
+job_plan_wire() {
+  local n w
+  step 60 "lanes-topo --probe" -- @bin@/lanes-topo --probe
+  for w in bf16 fp8; do
+    for n in 2 4 8; do
+      step 20 "the default plan, $n processes, LANES_WIRE=$w" -- env LANES_P2P_DISABLE=1 \
+        LANES_WIRE=$w @bin@/lanes-topo --plan --ranks $n --collective allreduce
+    done
   done
 }
 
