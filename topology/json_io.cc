@@ -124,6 +124,13 @@ Json probesToJson(const Probes& p) {
     host.set("mem_gbps", p.host.memGBs).set("exchange_gbps", p.host.exchangeGBs);
     if (p.host.tcpGBs > 0)
       host.set("tcp_latency_us", p.host.tcpLatencyUs).set("tcp_gbps", p.host.tcpGBs);
+    if (p.host.wireEncodeNs[0] > 0) {
+      Json wire = Json::object();
+      wire.set("bf16_encode", p.host.wireEncodeNs[0])
+          .set("bf16_decode_add", p.host.wireDecodeNs[0]);
+      wire.set("fp8_encode", p.host.wireEncodeNs[1]).set("fp8_decode_add", p.host.wireDecodeNs[1]);
+      host.set("wire_ns_per_value", std::move(wire));
+    }
     out.set("host", std::move(host));
   }
   return out;
@@ -166,6 +173,11 @@ Probes probesFromJson(const Json& j) {
   p.host.memGBs = host["mem_gbps"].num();
   p.host.tcpLatencyUs = host["tcp_latency_us"].num();
   p.host.tcpGBs = host["tcp_gbps"].num();
+  const Json& wire = host["wire_ns_per_value"];
+  p.host.wireEncodeNs[0] = wire["bf16_encode"].num();
+  p.host.wireDecodeNs[0] = wire["bf16_decode_add"].num();
+  p.host.wireEncodeNs[1] = wire["fp8_encode"].num();
+  p.host.wireDecodeNs[1] = wire["fp8_decode_add"].num();
   return p;
 }
 

@@ -98,6 +98,10 @@ struct HostProbe {
   // The socket transport over loopback: the TCP stack's share of a hop
   // between hosts (half an 8-byte round trip; 16 MiB one way). 0: not measured.
   double tcpLatencyUs = 0, tcpGBs = 0;
+  // The compressed wire formats' CPU codec on one core (kernels/cpu/wire_codec.h),
+  // ns per float32 value: encoding, and decoding added into a sum; [0] bfloat16,
+  // [1] float8 e4m3. 0: not measured.
+  double wireEncodeNs[2] = {0, 0}, wireDecodeNs[2] = {0, 0};
   bool measured() const {
     return hopLatencyUs > 0 && memGBs > 0 && exchangeGBs > 0 && hopGBs.size() == kCurvePoints &&
            reduceGBs.size() == kCurvePoints;

@@ -156,6 +156,12 @@ std::string formatReport(const Topology& t) {
       if (h.tcpGBs > 0)
         out += "  TCP over loopback (the stack's share of a hop between hosts):" +
                printf1(" %.1f us", h.tcpLatencyUs) + printf1(", %.2f GB/s\n", h.tcpGBs);
+      if (h.wireEncodeNs[0] > 0)
+        out += "  wire codec on one core (LANES_WIRE): bf16" +
+               printf1(" encode %.2f", h.wireEncodeNs[0]) +
+               printf1(", decode and add %.2f ns a value; fp8", h.wireDecodeNs[0]) +
+               printf1(" encode %.2f", h.wireEncodeNs[1]) +
+               printf1(", decode and add %.2f ns a value\n", h.wireDecodeNs[1]);
     }
   }
   if (!t.missing.empty()) {

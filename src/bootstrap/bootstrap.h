@@ -88,6 +88,10 @@ class Bootstrap {
   // Latest progress counter each peer reported (watchdog hints); -1 unknown.
   virtual void reportProgress(uint64_t completedSeq) = 0;
   virtual int64_t peerProgress(int peer) const = 0;
+  // Ok while `peer` is alive; otherwise why nothing more will come from it
+  // (it left normally, or died): for waits outside the bootstrap, such as
+  // counters in shared memory, that no closed connection would end.
+  virtual Status peerStatus(int /*peer*/) const { return Status::ok(); }
   // Hang diagnosis: the monitor thread answers a peer's progress query with
   // what `source` returns (set once at init; must be quick, never block).
   using ProgressSource = std::function<std::vector<uint8_t>()>;

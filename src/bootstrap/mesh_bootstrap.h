@@ -58,6 +58,7 @@ class MeshBootstrap final : public Bootstrap {
   void spreadFailure(int deadRank, const std::string& why) override;
   void reportProgress(uint64_t completedSeq) override;
   int64_t peerProgress(int peer) const override;
+  Status peerStatus(int peer) const override { return mailbox_.peerStatus(peer); }
   void setProgressSource(ProgressSource source) override;
   std::vector<std::vector<uint8_t>> queryProgress(const std::vector<int>& peers,
                                                   Deadline deadline) override;

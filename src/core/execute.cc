@@ -2,7 +2,6 @@
 #include "core/execute.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -44,31 +43,6 @@ struct Prepared {
   std::unique_ptr<std::byte[]> scaledInput;  // PreMulSum's pre-multiplied copy
 };
 
-// Makes the communicator's host-summation arena at the first call that takes
-// it (every rank takes it at the same call: the plan is the same on all).
-// Where it cannot be made, every rank learns so, stops choosing shared_sum
-// (its plans are made again) and says why once; *usable tells the caller.
-Status useSumArena(lanesComm* comm, bool* usable) {
-  *usable = comm->sumArena != nullptr;
-  if (*usable) return Status::ok();
-  char tag[40];
-  std::snprintf(tag, sizeof(tag), "lanes-%016llx",
-                static_cast<unsigned long long>(comm->bootstrap->id().commId));
-  bool fatal = false;
-  Status made =
-      SumArena::create(*comm->bootstrap, tag, Deadline::after(comm->options.timeoutSeconds),
-                       &comm->sumArena, &fatal);
-  if (fatal) return made;
-  *usable = made.isOk();
-  if (!*usable) {
-    LANES_WARN(Init, comm->rank, "host summation of host buffers is off: %s",
-               made.message().c_str());
-    comm->config.selection.sharedSumUsable = false;
-    comm->hostPlans.clear();
-  }
-  return Status::ok();
-}
-
 Status prepareCollective(Request& r, int lane, Prepared* out) {
   CollArgs args = r.args;
   size_t elem = datatypeSize(args.type);
@@ -83,16 +57,13 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   size_t bytes = inputCount(args) * elem;
   const SelectionConfig& selection = r.comm->config.selection;
   AlgoChoice choice = r.comm->hostPlans.choose(args.coll, bytes, args.nranks, selection);
-  if (choice.algo == AlgoId::SharedSum) {
-    // The device proxy's thread keeps to the transports: the arena's set-up is
-    // a collective of the calling threads.
-    bool usable = false;
-    if (!r.viaProxy) LANES_RETURN_IF_ERROR(useSumArena(r.comm, &usable));
-    if (!usable) {
-      SelectionConfig without = selection;
-      without.sharedSumUsable = false;
-      choice = chooseHostAlgorithm(args.coll, bytes, args.nranks, without);
-    }
+  if (choice.algo == AlgoId::SharedSum && (r.viaProxy || r.comm->sumArena == nullptr)) {
+    // The proxy's copies take the transports (the planner priced them so);
+    // without an arena (LANES_ALGO names shared_sum alone where none was
+    // made), the cheapest of the others.
+    SelectionConfig without = selection;
+    without.sharedSumUsable = false;
+    choice = chooseHostAlgorithm(args.coll, bytes, args.nranks, without);
   }
   explainPlanOnce(r.comm, collTypeName(args.coll), bytes, [&] {
     CallFacts facts;
@@ -452,6 +423,7 @@ Status executeHostRequests(std::vector<Request>& requests) {
     w.rank = p.comm->rank;
     lanesComm* comm = p.comm;
     w.checkAbort = [comm] { return comm->checkAbort(); };
+    w.peerStatus = [comm](int peer) { return comm->bootstrap->peerStatus(peer); };
     w.label = p.label;
     w.spinLimit = comm->spinLimit;
     work.push_back(std::move(w));

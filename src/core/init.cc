@@ -15,6 +15,7 @@
 #include "core/group.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
+#include "planner/host_costs.h"
 #include "planner/registry.h"
 
 namespace lanes {
@@ -121,6 +122,33 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   return Status::ok();
 }
 
+// Host summation of host buffers (exec/arena_sum.h) needs the ranks' shared
+// arena: made here, collectively, for 2 to kSharedSumMaxRanks ranks of one
+// host unless LANES_ALGO leaves shared_sum out. Made at init because a call
+// may not wait on its peers outside the executor (one thread may drive
+// several ranks in a group). Where it cannot be made, every rank says so and
+// plans without it; only a failed agreement fails the communicator.
+Status setUpSumArena(lanesComm* comm) {
+  SelectionConfig& selection = comm->config.selection;
+  bool oneHost = true;
+  for (const RankPlacement& p : comm->placement)
+    oneHost = oneHost && p.hostHash == comm->placement.front().hostHash;
+  selection.sharedSumUsable = oneHost && comm->nranks > 1 && comm->nranks <= kSharedSumMaxRanks &&
+                              selection.algo.allows(algoName(AlgoId::SharedSum), true);
+  if (!selection.sharedSumUsable) return Status::ok();
+  bool fatal = false;
+  Status made =
+      SumArena::create(*comm->bootstrap, "lanes-" + hexId(comm->bootstrap->id().commId),
+                       Deadline::after(comm->options.timeoutSeconds), &comm->sumArena, &fatal);
+  if (fatal) return made;
+  if (!made) {
+    LANES_WARN(Init, comm->rank, "host summation of host buffers is off: %s",
+               made.message().c_str());
+    selection.sharedSumUsable = false;
+  }
+  return Status::ok();
+}
+
 void logTopology(const lanesComm* comm) {
   if (!logEnabled(LogLevel::Info, LogSubsys::Init)) return;
   const auto& ranks = comm->bootstrap->ranks();
@@ -205,6 +233,7 @@ Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
   // Nobody may use a connection before every rank finished connecting.
   LANES_RETURN_IF_ERROR(comm->bootstrap->barrier(Deadline::after(options.timeoutSeconds)));
   LANES_RETURN_IF_ERROR(exchangePlacement(comm));  // topology: once per process
+  LANES_RETURN_IF_ERROR(setUpSumArena(comm));
   bool allHaveGpus = true;
   for (const RankInfo& r : comm->bootstrap->ranks()) allHaveGpus = allHaveGpus && r.cudaDev >= 0;
   if (allHaveGpus) LANES_RETURN_IF_ERROR(setUpDevicePaths(comm));

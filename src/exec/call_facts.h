@@ -93,6 +93,12 @@ struct MachineFacts {
   // rate of one core (output bytes), at each curve size (GB/s).
   double hopGBs[kCurvePoints] = {2, 5, 8, 10, 10, 8, 6, 6};
   double reduceGBs[kCurvePoints] = {8, 10, 10, 10, 8, 6, 5, 5};
+  // The compressed wire's codec on one core, ns per float32 value, [0]
+  // bfloat16, [1] float8 e4m3: encoding, and decoding into a sum (assumed:
+  // a 2-core x86 VM's, where the e4m3 encoder's frame maximum and scaled
+  // rounding cost 15 times bfloat16's rounding).
+  double wireEncodeNs[2] = {0.1, 1.35};
+  double wireDecodeNs[2] = {0.25, 0.25};
   double memGBs = 12;      // copies on every core at once: the host's memory bandwidth
   double exchangeGBs = 5;  // two hops at once beyond the caches, each (64 MiB both ways)
   int cores = 4;           // online cores of the host
@@ -138,8 +144,8 @@ struct SelectionConfig {
   size_t sharedGpuProxyBytes = size_t{256} << 10;    // LANES_SHARED_GPU_PROXY_BYTES
   bool stagedGatherScatter = true;                   // LANES_STAGED_COLLECTIVES
   WireFormat wire = WireFormat::Native;              // LANES_WIRE: float32 sums on the ring
-  // Host summation of host buffers may be chosen: false once its shared
-  // arena could not be made (core/execute.cc), and for the proxy's calls.
+  // Host summation of host buffers may be chosen: the communicator has its
+  // shared arena (core/init.cc makes it where the ranks share one host).
   bool sharedSumUsable = true;
   // Reads the variables above (exec/comm_config.cc); a bad value warns once
   // and leaves the default.

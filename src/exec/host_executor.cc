@@ -346,6 +346,26 @@ void pendingPeers(const ExecWork& w, const StepState& s, std::vector<int>* out) 
         out->push_back(q.peer);
 }
 
+// The shared arena's waits end only by a peer's counter: a peer that left
+// or died while this rank waits on it fails the op here, naming it (a
+// transport's closed connection does that for the other ops).
+Status arenaPeersAlive(const ExecWork& w, const StepState& s) {
+  if (!w.peerStatus || w.arena == nullptr) return Status::ok();
+  for (const ArenaSum& sum : s.arenaSums) {
+    if (sum.done()) continue;
+    std::vector<int> peers;
+    const std::string what = sum.waiting(*w.arena, w.rank, &peers);
+    for (int p : peers) {
+      if (p == w.rank) continue;
+      Status st = w.peerStatus(p);
+      if (!st)
+        return Status(st.code(), describe(w) + " failed on rank " + std::to_string(w.rank) +
+                                     " in " + what + ": " + st.message());
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* waitingFor) {
@@ -407,6 +427,7 @@ Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* wa
           Status status = w.checkAbort();
           if (!status) return status;
         }
+        if (Status gone = arenaPeersAlive(w, t.state); !gone) return gone;
       }
       if (deadline.expired()) {
         for (Track& t : tracks) {

@@ -33,6 +33,9 @@ struct ExecWork {
   int rank = 0;
   // Polled while waiting: a non-OK status stops the run (abort, dead peer).
   std::function<Status()> checkAbort;
+  // Polled while an Arena* op waits for a peer's counter: a non-OK status
+  // (the peer left or died) stops the run, naming it. Null: not polled.
+  std::function<Status(int peer)> peerStatus;
   // Names the operation in errors, e.g. "allreduce #42".
   std::string label;
   // Busy-wait budget before yielding (see Backoff).

@@ -235,11 +235,6 @@ double wireShare(WireFormat wire) {
          static_cast<double>(codec.frameElems() * sizeof(float));
 }
 
-// A CPU encode of a float32 value in binary sums' time: bfloat16 is a
-// rounding (0.3 ns a value against 0.4 for a decode and add), e4m3 a frame's
-// largest magnitude first and a scaled rounding (1.2 ns; docs/wire_formats.md).
-double encodeInSums(WireFormat wire) { return wire == WireFormat::Fp8 ? 3.0 : 0.75; }
-
 // Host summation (exec/cuda/staged_host_sum.cc): each rank's chunk goes down
 // whole, every rank's reducer threads sum its segment of all of them in host
 // memory, and the sums come up (all of them for an all-reduce, the rank's own
@@ -260,11 +255,16 @@ CostTerms hostSumCost(const CallFacts& f, const GpuLink& link, const MachineFact
   const double up = scatter ? link.up(w * c / n, w * c / n, true) : link.up(w * c, w * c, true);
   // n - 1 binary sums of c / n bytes per rank, over the threads the host has
   // for them (the cores' rate beyond the caches: inputs stream from memory).
-  // Frames: n decodes (adding) and an encode instead.
+  // Frames instead: each value decoded into the sum n times and the sum
+  // encoded once, at the codec's probed cost.
   const double threads =
       std::max(1.0, std::min<double>(n * std::max(1, f.staged.hostSumThreads), m.cores));
-  const double sums = f.wire == WireFormat::Native ? n - 1.0 : n + encodeInSums(f.wire);
-  const double reduce = sums * c / (rateAt(m.reduceGBs, c) * 1e9 * threads);
+  double reduce = (n - 1) * c / (rateAt(m.reduceGBs, c) * 1e9 * threads);
+  if (f.wire != WireFormat::Native) {
+    const int w = f.wire == WireFormat::Fp8 ? 1 : 0;
+    const double values = c / sizeof(float);
+    reduce = values * (n * m.wireDecodeNs[w] + m.wireEncodeNs[w]) * 1e-9 / threads;
+  }
   const double memory = link.hostMemory((2.0 * n + 1) * w * c);
   CostTerms t;
   // user -> down, ready (seen by the reducers' poll: a hop between host

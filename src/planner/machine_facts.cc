@@ -77,6 +77,10 @@ MachineFacts machineFactsOf(const topo::Topology& t, int cudaDev) {
   }
   m.memGBs = h.memGBs;
   m.exchangeGBs = h.exchangeGBs;
+  for (int w = 0; w < 2; ++w) {
+    if (h.wireEncodeNs[w] > 0) m.wireEncodeNs[w] = h.wireEncodeNs[w];
+    if (h.wireDecodeNs[w] > 0) m.wireDecodeNs[w] = h.wireDecodeNs[w];
+  }
   if (h.tcpGBs > 0) {
     // Loopback measures the TCP stack; between hosts the NIC's port speed
     // bounds the rate too (the fastest one the model knows).

@@ -14,11 +14,6 @@ AlgoChoice HostPlanCache::choose(CollType coll, size_t bytes, int nranks,
   return *plan;
 }
 
-void HostPlanCache::clear() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  plans_.fill(std::nullopt);
-}
-
 DevicePath DevicePlanCache::choose(const CallFacts& f, const SelectionConfig& config) {
   // What the costs read beyond the rank set's facts: the collective, the
   // batch's shape and the size class.

@@ -18,8 +18,6 @@ class HostPlanCache {
   // chooseHostAlgorithm for the call, remembered for its size class. The
   // config and rank count must be the communicator's, the same every call.
   AlgoChoice choose(CollType coll, size_t bytes, int nranks, const SelectionConfig& config);
-  // Forgets every choice (the config's candidates changed).
-  void clear();
 
  private:
   static constexpr int kCollectives = 8;

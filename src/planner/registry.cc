@@ -41,8 +41,11 @@ CostTerms hostPartOf(const CallFacts& f, const SelectionConfig& config) {
   one.device = false;
   one.calls = 1;
   one.bytes = f.bytes / static_cast<size_t>(std::max(1, f.calls));
-  // The one chooseHostAlgorithm takes: the first allowed, else the cheapest.
-  const std::vector<HostCandidate> ranked = rankHostAlgorithms(one, config);
+  // The one chooseHostAlgorithm takes: the first allowed, else the cheapest;
+  // never the shared arena (the proxy's copies take the transports).
+  SelectionConfig transports = config;
+  transports.sharedSumUsable = false;
+  const std::vector<HostCandidate> ranked = rankHostAlgorithms(one, transports);
   if (ranked.empty()) return {};
   auto chosen =
       std::find_if(ranked.begin(), ranked.end(), [](const HostCandidate& c) { return c.allowed; });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -12,6 +13,7 @@
 
 #include "base/collective.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/wire_codec.h"
 #include "lanes/lanes.h"
 
 namespace lanes {
@@ -98,21 +100,59 @@ int iterationsFor(double each, double seconds) {
   return static_cast<int>(std::clamp(seconds / std::max(each, 1e-9), 3.0, 5000.0));
 }
 
-// Output bytes per second of a float sum of `bytes` on one core.
-double reduceRate(size_t bytes) {
-  const size_t count = bytes / sizeof(float);
-  std::vector<float> a(count, 1.0f), b(count, 2.0f), dst(count);
+// The best of three timed rounds of `work` (each `iterations` calls, chosen
+// so that a round takes about 20 ms), in seconds per call.
+template <class Work>
+double bestPerCall(Work work) {
   Clock::time_point t0 = Clock::now();
-  cpu::reduce(dst.data(), a.data(), b.data(), count, lanesFloat32, RedOpKind::Sum);
+  work();
   const int iterations = iterationsFor(secondsSince(t0), 0.02);
   double best = 1e30;
   for (int round = 0; round < 3; ++round) {
     t0 = Clock::now();
-    for (int i = 0; i < iterations; ++i)
-      cpu::reduce(dst.data(), a.data(), b.data(), count, lanesFloat32, RedOpKind::Sum);
+    for (int i = 0; i < iterations; ++i) work();
     best = std::min(best, secondsSince(t0) / iterations);
   }
-  return static_cast<double>(bytes) / best;
+  return best;
+}
+
+// Output bytes per second of a float sum of `bytes` on one core.
+double reduceRate(size_t bytes) {
+  const size_t count = bytes / sizeof(float);
+  std::vector<float> a(count, 1.0f), b(count, 2.0f), dst(count);
+  return static_cast<double>(bytes) / bestPerCall([&] {
+           cpu::reduce(dst.data(), a.data(), b.data(), count, lanesFloat32, RedOpKind::Sum);
+         });
+}
+
+// The wire formats' codec on one core, ns per value: frames of 1 MiB of
+// float32 values (a reducer's block stays in cache the same way) over
+// magnitudes of thirteen binary orders, encoded, and decoded into a sum.
+void measureWireCodec(topo::HostProbe* h) {
+  constexpr size_t kValues = size_t{1} << 18;
+  std::vector<float> values(kValues), sum(kValues, 0.0f);
+  for (size_t i = 0; i < kValues; ++i)
+    values[i] =
+        std::ldexp(static_cast<float>(i % 1000) / 1000.0f - 0.5f, static_cast<int>(i % 13) - 6);
+  int index = 0;
+  for (WireFormat format : {WireFormat::Bf16, WireFormat::Fp8}) {
+    const WireCodec codec(format);
+    const size_t frame = codec.frameElems();
+    std::vector<std::byte> wire(codec.wireBytes(kValues));
+    const double encode = bestPerCall([&] {
+      for (size_t i = 0; i < kValues; i += frame)
+        codec.encode(values.data() + i, std::min(frame, kValues - i),
+                     wire.data() + i / frame * WireCodec::kMaxFrameBytes);
+    });
+    const double decode = bestPerCall([&] {
+      for (size_t i = 0; i < kValues; i += frame)
+        codec.decode(wire.data() + i / frame * WireCodec::kMaxFrameBytes,
+                     std::min(frame, kValues - i), sum.data() + i, sum.data() + i);
+    });
+    h->wireEncodeNs[index] = encode / kValues * 1e9;
+    h->wireDecodeNs[index] = decode / kValues * 1e9;
+    ++index;
+  }
 }
 
 // Seconds of an 8-byte all-reduce of the two ranks.
@@ -213,6 +253,7 @@ Status measureHostProbe(topo::HostProbe* out) {
   for (int i = 0; i < topo::HostProbe::kCurvePoints; ++i)
     h.reduceGBs.push_back(reduceRate(size_t{4096} << (2 * i)) / 1e9);
   h.memGBs = memoryRate() / 1e9;
+  measureWireCodec(&h);
   *out = std::move(h);
   return Status::ok();
 }

@@ -533,10 +533,11 @@ TEST(FaultInjection, AbortDuringWait) {
 // Rank 2 destroys its communicator from a second thread while its main
 // thread is inside an all-reduce: no crash, the call and the destroy return,
 // the others learn that rank 2 left.
-TEST(FaultInjection, DestroyWithOperationInFlight) {
-  RunSetup setup = defaultSetup();
+// The victim destroys its communicator (an orderly goodbye, no failure
+// notice) while the others wait in an all-reduce that needs it.
+void destroyInFlight(const char* name, RunSetup setup) {
   repeatScenario(
-      "destroy-in-flight", 500,
+      name, 500,
       [](RunState& s) -> RankBody {
         return [&s](int rank, int n, const lanesUniqueId& id) {
           const int fds = countOpenFds();
@@ -572,6 +573,18 @@ TEST(FaultInjection, DestroyWithOperationInFlight) {
         };
       },
       setup);
+}
+
+TEST(FaultInjection, DestroyWithOperationInFlight) {
+  destroyInFlight("destroy-in-flight", defaultSetup());
+}
+
+// The same in host summation's shared arena: the survivors wait on counters,
+// not a connection, and learn of the departure from the bootstrap.
+TEST(FaultInjection, DestroyWithSharedSumInFlight) {
+  RunSetup setup = defaultSetup();
+  setup.options.env.push_back({"LANES_ALGO", "shared_sum"});
+  destroyInFlight("destroy-in-flight-shared-sum", setup);
 }
 
 // The opposite of a fault: a rank that finishes its last collective and

@@ -114,8 +114,11 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
             (std::vector<std::string>{"reduce", "proxy/direct", "proxy/chain", "proxy/chain",
                                       "proxy/chain"}))
       << out;
+  // Host buffers: recursive doubling's few rounds for tiny calls, then the
+  // shared arena's sum (two hand-offs, half the ring's copies).
   EXPECT_EQ(planRow(out, "# Host buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "recursive_doubling", "ring", "ring", "ring"}))
+            (std::vector<std::string>{"allreduce", "recursive_doubling", "shared_sum", "shared_sum",
+                                      "shared_sum"}))
       << out;
   // Six ranks on four GPUs share GPUs (time slices: these are processes, not
   // under MPS): no LL, the proxy below 256 KiB (running whichever host
@@ -178,10 +181,10 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
             std::string::npos)
       << out;
   EXPECT_NE(out.find("\n8 B\n  host:   recursive_doubling "), std::string::npos) << out;
-  EXPECT_NE(out.find("(latency 100%); next ring "), std::string::npos) << out;
+  EXPECT_NE(out.find("(latency 100%); next shared_sum "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  device: ll 11.5 us (latency 100%); next proxy "), std::string::npos)
       << out;
-  EXPECT_NE(out.find("\n1 GiB\n  host:   ring "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n1 GiB\n  host:   shared_sum "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  device: host_sum "), std::string::npos) << out;
 
   out = run("--plan --json --ranks 4 --collective allreduce --topology " +
@@ -194,7 +197,7 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
                      "\"recursive_doubling\", \"allowed\": true, \"predicted_us\": "),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"ring\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"shared_sum\""), std::string::npos) << out;
   EXPECT_EQ(out.find("\"collective\": \"broadcast\""), std::string::npos) << out;
   // The device rows: every eligible path with its terms, and the choice.
   EXPECT_NE(out.find("], \"device\": [\n  {\"collective\": \"allreduce\", \"size\": 8, "

@@ -104,6 +104,40 @@ TEST(TopoProbeJson, HostFiguresWithTcpRoundTripAndShowInTheReport) {
                         "2.25 GB/s"),
             std::string::npos)
       << report;
+  EXPECT_EQ(report.find("wire codec"), std::string::npos) << "not measured, not shown";
+}
+
+// The wire codec's figures round-trip and show; files without them (older
+// caches) read as not measured.
+TEST(TopoProbeJson, WireCodecFiguresRoundTripAndShowInTheReport) {
+  Probes p;
+  HostProbe& h = p.host;
+  h.hopLatencyUs = h.callUs = 1;
+  h.memGBs = h.exchangeGBs = 5;
+  h.hopGBs.assign(HostProbe::kCurvePoints, 4);
+  h.reduceGBs.assign(HostProbe::kCurvePoints, 8);
+  Json j;
+  std::string error;
+  ASSERT_TRUE(Json::parse(probesToJson(p).dump(), &j, &error)) << error;
+  EXPECT_TRUE(j["host"]["wire_ns_per_value"].isNull());
+  EXPECT_EQ(probesFromJson(j).host.wireEncodeNs[1], 0);
+  h.wireEncodeNs[0] = 0.125;
+  h.wireDecodeNs[0] = 0.25;
+  h.wireEncodeNs[1] = 1.5;
+  h.wireDecodeNs[1] = 0.375;
+  ASSERT_TRUE(Json::parse(probesToJson(p).dump(), &j, &error)) << error;
+  const Probes back = probesFromJson(j);
+  EXPECT_EQ(back.host.wireEncodeNs[0], 0.125);
+  EXPECT_EQ(back.host.wireDecodeNs[0], 0.25);
+  EXPECT_EQ(back.host.wireEncodeNs[1], 1.5);
+  EXPECT_EQ(back.host.wireDecodeNs[1], 0.375);
+  Topology t;
+  t.probes = back;
+  const std::string report = formatReport(t);
+  EXPECT_NE(report.find("wire codec on one core (LANES_WIRE): bf16 encode 0.12, decode and add "
+                        "0.25 ns a value; fp8 encode 1.50, decode and add 0.38 ns a value"),
+            std::string::npos)
+      << report;
 }
 
 TEST(TopoProbeJson, DeviceFiguresRoundTripThroughTheCacheAndShowInTheReport) {

@@ -207,7 +207,12 @@ TEST(MachineFacts, ComeFromTheProbesWhereMeasuredElseAreAssumed) {
   EXPECT_EQ(m.exchangeGBs, 9);
   EXPECT_EQ(m.hopGBs[3], 13);
   EXPECT_EQ(m.reduceGBs[7], 23);
-  EXPECT_EQ(m.socketGBs, MachineFacts().socketGBs);  // no TCP figures: assumed
+  EXPECT_EQ(m.socketGBs, MachineFacts().socketGBs);              // no TCP figures: assumed
+  EXPECT_EQ(m.wireEncodeNs[1], MachineFacts().wireEncodeNs[1]);  // no codec figures: assumed
+  t.probes.host.wireEncodeNs[1] = 2.5;
+  t.probes.host.wireDecodeNs[0] = 0.5;
+  EXPECT_EQ(machineFactsOf(t).wireEncodeNs[1], 2.5);
+  EXPECT_EQ(machineFactsOf(t).wireDecodeNs[0], 0.5);
 
   // TCP over loopback, bounded by the fastest NIC's port speed.
   t.probes.host.tcpLatencyUs = 12;

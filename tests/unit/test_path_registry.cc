@@ -337,7 +337,8 @@ TEST(DevicePathChoice, HostSummationWinsWhereTheLinksBoundAndTheHostHasRoom) {
 // A compressed wire shrinks what host summation moves over the link and
 // through host memory (not the staged path's, which never compresses), so
 // with two ranks, where host summation loses uncompressed, bf16 frames make
-// it the cheapest; fp8's costlier encoding still leaves it ahead of native.
+// it the cheapest; fp8's costlier encoding still leaves it ahead of native
+// with the assumed codec figures.
 // A batch that is not float32 sums has no wire in its facts.
 TEST(DevicePathChoice, AWireFormatPricesHostSummationAtTheFramesBytes) {
   SelectionConfig box;
@@ -361,6 +362,10 @@ TEST(DevicePathChoice, AWireFormatPricesHostSummationAtTheFramesBytes) {
   EXPECT_LT(hostSum(bf16).total(), 0.6 * native);
   EXPECT_LT(hostSum(fp8).total(), native);
   EXPECT_GT(hostSum(fp8).reduce, hostSum(bf16).reduce) << "e4m3's encode costs more";
+  // The codec's probed cost decides: an e4m3 encoder ten times slower than
+  // the assumed one leaves the staged path (which never compresses) cheaper.
+  box.machine.wireEncodeNs[1] = 13.5;
+  EXPECT_EQ(pathOf(fp8, box), DevicePath::Staged);
 }
 
 // Where the staging slots are in GPU memory (P2P, or ranks sharing one GPU's

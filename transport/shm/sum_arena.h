@@ -5,9 +5,9 @@
 // Chunk g (numbered from 1, the same on every rank) uses slot g % kSlots. It
 // also keeps this rank's cursors, the next chunk to put, to sum and to get:
 // calls take their chunks in call order (reserve) and each stage runs them
-// in that order, so every counter only ever steps forward. Made at the first
-// call that takes the plan (every rank takes it alike), not at init: most
-// communicators never pay for its shared memory.
+// in that order, so every counter only ever steps forward. Made at init
+// (core/init.cc) where the plan may be taken: (N+1) x kSlots x kChunkBytes
+// of /dev/shm, 18 MiB for 8 ranks.
 #pragma once
 
 #include <cstddef>
