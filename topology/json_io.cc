@@ -124,6 +124,9 @@ Json probesToJson(const Probes& p) {
     host.set("mem_gbps", p.host.memGBs).set("exchange_gbps", p.host.exchangeGBs);
     if (p.host.tcpGBs > 0)
       host.set("tcp_latency_us", p.host.tcpLatencyUs).set("tcp_gbps", p.host.tcpGBs);
+    if (p.host.crossPackageGBs > 0)
+      host.set("cross_package_latency_us", p.host.crossPackageLatencyUs)
+          .set("cross_package_gbps", p.host.crossPackageGBs);
     if (p.host.wireEncodeNs[0] > 0) {
       Json wire = Json::object();
       wire.set("bf16_encode", p.host.wireEncodeNs[0])
@@ -173,6 +176,8 @@ Probes probesFromJson(const Json& j) {
   p.host.memGBs = host["mem_gbps"].num();
   p.host.tcpLatencyUs = host["tcp_latency_us"].num();
   p.host.tcpGBs = host["tcp_gbps"].num();
+  p.host.crossPackageLatencyUs = host["cross_package_latency_us"].num();
+  p.host.crossPackageGBs = host["cross_package_gbps"].num();
   const Json& wire = host["wire_ns_per_value"];
   p.host.wireEncodeNs[0] = wire["bf16_encode"].num();
   p.host.wireDecodeNs[0] = wire["bf16_decode_add"].num();

@@ -102,6 +102,9 @@ struct HostProbe {
   // ns per float32 value: encoding, and decoding added into a sum; [0] bfloat16,
   // [1] float8 e4m3. 0: not measured.
   double wireEncodeNs[2] = {0, 0}, wireDecodeNs[2] = {0, 0};
+  // A hop between two ranks pinned to different CPU packages (where there
+  // are two): half an 8-byte round trip; 16 MiB one way. 0: not measured.
+  double crossPackageLatencyUs = 0, crossPackageGBs = 0;
   bool measured() const {
     return hopLatencyUs > 0 && memGBs > 0 && exchangeGBs > 0 && hopGBs.size() == kCurvePoints &&
            reduceGBs.size() == kCurvePoints;

@@ -156,6 +156,10 @@ std::string formatReport(const Topology& t) {
       if (h.tcpGBs > 0)
         out += "  TCP over loopback (the stack's share of a hop between hosts):" +
                printf1(" %.1f us", h.tcpLatencyUs) + printf1(", %.2f GB/s\n", h.tcpGBs);
+      if (h.crossPackageGBs > 0)
+        out += "  across CPU packages (a rank pinned to each):" +
+               printf1(" %.2f us", h.crossPackageLatencyUs) +
+               printf1(", %.1f GB/s\n", h.crossPackageGBs);
       if (h.wireEncodeNs[0] > 0)
         out += "  wire codec on one core (LANES_WIRE): bf16" +
                printf1(" encode %.2f", h.wireEncodeNs[0]) +

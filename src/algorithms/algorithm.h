@@ -35,7 +35,8 @@ bool algoSupports(AlgoId algo, CollType coll, int nranks);
 // `ringOrder` (algorithms/ring_order.h) is the order the ring visits the
 // ranks in, the same on every rank; empty: 0, 1, ..., n-1. Only the ring
 // reads it; InvalidArgument if it is not empty and not a permutation of the ranks.
-// `hostOf`: each rank's host index, the same on every rank; empty: one host.
+// `hostOf`: each rank's group for the hierarchical plans (its host, or on one
+// host its CPU package), the same on every rank; empty: one group.
 // Only the hierarchical algorithm reads it (InvalidUsage where hosts hold
 // different numbers of ranks: hostsEven says whether they do).
 Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,

@@ -123,6 +123,9 @@ struct lanesComm {
   std::vector<int> ringOrder;
   // Each rank's host, numbered by first appearance (the hierarchical plans).
   std::vector<int> hostOf;
+  // Each rank's CPU package (of its host), numbered by first appearance: the
+  // hierarchical plans' groups where every rank is on one host.
+  std::vector<int> packageOf;
   // Host summation of host buffers (exec/arena_sum.h): made at the first call
   // that takes it; null before, or where it could not be made.
   std::unique_ptr<lanes::SumArena> sumArena;

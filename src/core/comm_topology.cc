@@ -231,6 +231,21 @@ Status exchangePlacement(lanesComm* comm) {
   std::vector<std::vector<int>> groups;
   machine.ranksPerHost =
       hostGroups(comm->hostOf, comm->nranks, &groups) ? static_cast<int>(groups.front().size()) : 0;
+  // The CPU packages of each host (an unknown package is one more).
+  std::vector<std::pair<uint64_t, int32_t>> packages;
+  comm->packageOf.clear();
+  for (const RankPlacement& p : comm->placement) {
+    const std::pair<uint64_t, int32_t> key{p.hostHash, p.package};
+    auto it = std::find(packages.begin(), packages.end(), key);
+    if (it == packages.end()) it = packages.insert(packages.end(), key);
+    comm->packageOf.push_back(static_cast<int>(it - packages.begin()));
+  }
+  if (machine.hosts == 1) {
+    machine.packages = static_cast<int>(packages.size());
+    machine.ranksPerPackage = hostGroups(comm->packageOf, comm->nranks, &groups)
+                                  ? static_cast<int>(groups.front().size())
+                                  : 0;
+  }
   LANES_INFO(
       Plan, comm->rank,
       "cost model inputs (%s, rank 0's): call %.1f us, hop %.1f us; 1 MiB hop %.1f GB/s, "

@@ -77,7 +77,8 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   out->schedule = std::make_unique<Schedule>();
   out->schedule->pool = &r.comm->scratchPool;
   LANES_RETURN_IF_ERROR(
-      buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder, r.comm->hostOf));
+      buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder,
+                    selection.machine.hosts > 1 ? r.comm->hostOf : r.comm->packageOf));
   if (choice.algo == AlgoId::SharedSum && bytes > 0 && args.nranks > 1) {
     const size_t count = args.coll == CollType::ReduceScatter ? args.count : bytes / elem;
     out->schedule->arenaFirstChunk = r.comm->sumArena->reserve(

@@ -106,8 +106,18 @@ struct MachineFacts {
   // probed (its rate at most the fastest NIC's port speed), else assumed.
   double socketLatencyUs = 40;
   double socketGBs = 1.1;
-  int hosts = 1;          // hosts the communicator spans (socket hops where > 1)
-  int ranksPerHost = 0;   // ranks on each host where every host holds as many, else 0
+  int hosts = 1;         // hosts the communicator spans (socket hops where > 1)
+  int ranksPerHost = 0;  // ranks on each host where every host holds as many, else 0
+  // On one host: the CPU packages its ranks sit on (their GPUs', or their
+  // CPUs'), and the ranks on each where every package holds as many, else 0.
+  int packages = 1;
+  int ranksPerPackage = 0;
+  // A hop between ranks on different packages of one host, where `lanes-topo
+  // --probe` measured one (two packages, a rank pinned to each): half an
+  // 8-byte round trip, and 16 MiB one way. 0: not measured (the costs then
+  // take twice the hop's latency and half its 1 MiB rate, a socket link's).
+  double crossPackageLatencyUs = 0;
+  double crossPackageGBs = 0;
   bool measured = false;  // false: the defaults above
   // Rank 0's GPU as the device paths' cost model sees it (planner/device_costs.h):
   // copies between pinned host memory and the GPU, and within the GPU, back to

@@ -37,10 +37,15 @@ class Steps {
       : m_(m),
         share_(std::min(
             1.0, std::max(1, m.cores) / std::ceil(double(nranks) / double(std::max(1, m.hosts))))),
-        workingSet_(buffers * nranks / std::max(1, m.hosts)) {}
+        workingSet_(buffers * nranks / std::max(1, m.hosts)),
+        crossesPackages_(m.hosts == 1 && m.packages > 1) {}
 
+  // A flat algorithm over ranks of several packages waits, at each step, for
+  // its hops across the packages' link too.
   double hop() const {
-    return (m_.hosts > 1 ? m_.socketLatencyUs : m_.hopLatencyUs) * 1e-6 / share_;
+    if (m_.hosts > 1) return m_.socketLatencyUs * 1e-6 / share_;
+    return std::max(m_.hopLatencyUs, crossesPackages_ ? crossPackageLatencyUs(m_) : 0) * 1e-6 /
+           share_;
   }
   double call() const { return m_.callUs * 1e-6 / share_; }
   // Moving `bytes` through one hop while `busy` hops move theirs.
@@ -50,6 +55,7 @@ class Steps {
     double rate = rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_;
     if (workingSet_ >= MachineFacts::curveBytes(MachineFacts::kCurvePoints - 2))
       rate = std::min(rate, std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9);
+    if (crossesPackages_) rate = std::min(rate, crossPackageGBs(m_) * 1e9 * share_);
     return bytes / rate;
   }
   double reduce(double bytes) const {
@@ -61,6 +67,7 @@ class Steps {
   const MachineFacts& m_;
   double share_;
   double workingSet_;
+  bool crossesPackages_;
 };
 
 // The larger of a rank's two buffers, in bytes, for `s` input bytes per rank.
@@ -113,12 +120,23 @@ CostTerms treeCost(const CallFacts& f, const Steps& steps) {
 //  - reduce-scatter (s: a rank's whole input, N blocks): each rank's H
 //    blocks reduced around the host, then H-1 blocks per flow across.
 CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
-  const int hosts = m.hosts, local = m.ranksPerHost;
+  // The groups: hosts, or the CPU packages of one host, whose link the
+  // across step takes (socket hops, or hops at the cross-package figures).
+  const bool byHost = m.hosts > 1;
+  const int hosts = byHost ? m.hosts : m.packages;
+  const int local = byHost ? m.ranksPerHost : m.ranksPerPackage;
   const double s = static_cast<double>(f.bytes);
   MachineFacts one = m;
   one.hosts = 1;
+  one.packages = 1;
   const Steps within(one, local, s);
-  const Steps across(m, f.nranks, s);
+  MachineFacts link = m;
+  if (!byHost) {
+    link.hopLatencyUs = crossPackageLatencyUs(m);
+    for (double& gbs : link.hopGBs) gbs = std::min(gbs, crossPackageGBs(m));
+    link.packages = 1;
+  }
+  const Steps across(link, f.nranks, s);
   CostTerms c;
   c.latency = within.call();
   switch (f.coll) {
@@ -205,7 +223,16 @@ bool hostAlgoServes(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   if (algo == AlgoId::SharedSum)
     return m.hosts == 1 && f.nranks > 1 && f.nranks <= kSharedSumMaxRanks;
   if (algo != AlgoId::Hierarchical) return true;
-  return m.hosts > 1 && m.ranksPerHost > 1 && m.hosts * m.ranksPerHost == f.nranks;
+  if (m.hosts > 1) return m.ranksPerHost > 1 && m.hosts * m.ranksPerHost == f.nranks;
+  return m.packages > 1 && m.ranksPerPackage > 1 && m.packages * m.ranksPerPackage == f.nranks;
+}
+
+double crossPackageLatencyUs(const MachineFacts& m) {
+  return m.crossPackageLatencyUs > 0 ? m.crossPackageLatencyUs : 2 * m.hopLatencyUs;
+}
+
+double crossPackageGBs(const MachineFacts& m) {
+  return m.crossPackageGBs > 0 ? m.crossPackageGBs : 0.5 * m.hopGBs[4];
 }
 
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {

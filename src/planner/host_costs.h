@@ -33,9 +33,15 @@ inline constexpr int kSharedSumMaxRanks = 16;
 
 // Whether `algo` serves `facts`'s collective on `machine`'s ranks: what it
 // implements (algoSupports), for the hierarchical collectives ranks on
-// several hosts, the same number (more than one) on each, and for host
-// summation 2 to kSharedSumMaxRanks ranks of one host.
+// several hosts, or on several CPU packages of one host, the same number
+// (more than one) on each, and for host summation 2 to kSharedSumMaxRanks
+// ranks of one host.
 bool hostAlgoServes(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);
+// A hop across the CPU packages of one host: as probed, else assumed from
+// the hop figures (twice its latency, half its 1 MiB rate).
+double crossPackageLatencyUs(const MachineFacts& m);
+double crossPackageGBs(const MachineFacts& m);
+
 // The predicted time of `facts`'s collective by `algo` (which must serve it).
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);
 

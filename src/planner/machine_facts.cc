@@ -77,6 +77,8 @@ MachineFacts machineFactsOf(const topo::Topology& t, int cudaDev) {
   }
   m.memGBs = h.memGBs;
   m.exchangeGBs = h.exchangeGBs;
+  m.crossPackageLatencyUs = h.crossPackageLatencyUs;
+  m.crossPackageGBs = h.crossPackageGBs;
   for (int w = 0; w < 2; ++w) {
     if (h.wireEncodeNs[w] > 0) m.wireEncodeNs[w] = h.wireEncodeNs[w];
     if (h.wireDecodeNs[w] > 0) m.wireDecodeNs[w] = h.wireDecodeNs[w];

@@ -1,5 +1,8 @@
 #include "tools/lanes_topo_host_probe.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -7,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,15 +35,32 @@ Status lanesStatus(lanesResult_t r, lanesComm_t comm, const char* what) {
                        (comm != nullptr ? lanesGetLastError(comm) : lanesGetErrorString(r)));
 }
 
+// Where the two ranks' threads run: anywhere, or each on its CPU.
+using Pins = std::optional<std::array<int, 2>>;
+
 // Runs `work(rank)` on the two thread ranks at once, four times; the fastest
 // of the last three (the first warms up), in seconds.
-Status bestOfRounds(const std::function<Status(int)>& work, double* bestSeconds) {
+Status bestOfRounds(const std::function<Status(int)>& work, double* bestSeconds,
+                    const Pins& pins = std::nullopt) {
   double best = 1e30;
   for (int round = 0; round < 4; ++round) {
     Status failed[2];
     Clock::time_point t0 = Clock::now();
     std::array<std::thread, 2> ranks;
-    for (int r = 0; r < 2; ++r) ranks[r] = std::thread([&, r] { failed[r] = work(r); });
+    for (int r = 0; r < 2; ++r)
+      ranks[r] = std::thread([&, r] {
+        if (pins) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          const int cpu = (*pins)[static_cast<size_t>(r)];
+          CPU_SET(cpu, &one);
+          if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) {
+            failed[r] = internalError("could not run on CPU " + std::to_string(cpu));
+            return;
+          }
+        }
+        failed[r] = work(r);
+      });
     for (std::thread& t : ranks) t.join();
     for (const Status& s : failed) LANES_RETURN_IF_ERROR(s);
     if (round > 0) best = std::min(best, secondsSince(t0));
@@ -49,7 +70,8 @@ Status bestOfRounds(const std::function<Status(int)>& work, double* bestSeconds)
 }
 
 // Rank 0 sends `bytes` to rank 1, which sends them back: seconds per round trip.
-Status timeRoundTrips(lanesComm_t comms[2], size_t bytes, int iterations, double* seconds) {
+Status timeRoundTrips(lanesComm_t comms[2], size_t bytes, int iterations, double* seconds,
+                      const Pins& pins = std::nullopt) {
   std::vector<std::byte> buffers[2] = {std::vector<std::byte>(bytes),
                                        std::vector<std::byte>(bytes)};
   Status s = bestOfRounds(
@@ -66,7 +88,7 @@ Status timeRoundTrips(lanesComm_t comms[2], size_t bytes, int iterations, double
                                    "recv");
         return st;
       },
-      seconds);
+      seconds, pins);
   *seconds /= iterations;
   return s;
 }
@@ -218,9 +240,54 @@ Status measureTcp(topo::HostProbe* h) {
   return Status::ok();
 }
 
+// The first CPU of two NUMA nodes of different CPU packages, as the model
+// lists them; none where it knows one package (or no CPU lists), or where
+// this process may not run on those CPUs (a rank that cannot be pinned would
+// leave its peer waiting).
+Pins crossPackageCpus(const topo::Topology& t) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return std::nullopt;
+  std::vector<std::pair<int, int>> firsts;  // (package, first CPU)
+  for (size_t n = 0; n < t.nodes.size(); ++n) {
+    if (t.nodes[n].kind != topo::NodeKind::Numa) continue;
+    const int package = t.packageOf(static_cast<int>(n));
+    const std::string& cpus = t.nodes[n].name;  // a NUMA node's name is its CPU list
+    if (package < 0 || cpus.empty() || cpus[0] < '0' || cpus[0] > '9') continue;
+    const int cpu = std::atoi(cpus.c_str());
+    if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &allowed)) continue;
+    for (const auto& [other, otherCpu] : firsts)
+      if (other != package) return std::array<int, 2>{otherCpu, cpu};
+    firsts.emplace_back(package, cpu);
+  }
+  return std::nullopt;
+}
+
+// A hop between two thread ranks pinned to CPUs of different packages: what
+// a flat ring's link across a socket costs, and the hierarchical plans' step
+// across it (planner/host_costs.h).
+Status measureCrossPackage(const topo::Topology& t, topo::HostProbe* h) {
+  const Pins pins = crossPackageCpus(t);
+  if (!pins) return Status::ok();
+  std::array<lanesComm_t, 2> comms{};
+  const int noGpu[2] = {-1, -1};
+  LANES_RETURN_IF_ERROR(lanesStatus(lanesCommInitAll(comms.data(), 2, noGpu), nullptr,
+                                    "two thread ranks across CPU packages"));
+  double roundTrip = 0, big = 0;
+  constexpr size_t kBigBytes = size_t{16} << 20;
+  Status s = timeRoundTrips(comms.data(), 8, 1000, &roundTrip, pins);
+  if (s) s = timeRoundTrips(comms.data(), kBigBytes, 3, &big, pins);
+  for (lanesComm_t c : comms) lanesCommDestroy(c);
+  LANES_RETURN_IF_ERROR(s);
+  h->crossPackageLatencyUs = roundTrip / 2 * 1e6;
+  h->crossPackageGBs =
+      static_cast<double>(kBigBytes) / std::max(big / 2 - roundTrip / 2, big / 20) / 1e9;
+  return Status::ok();
+}
+
 }  // namespace
 
-Status measureHostProbe(topo::HostProbe* out) {
+Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out) {
   // Host-only thread ranks: the figures are the shared-memory transport's,
   // whatever GPUs the machine has.
   std::array<lanesComm_t, 2> comms{};
@@ -254,6 +321,9 @@ Status measureHostProbe(topo::HostProbe* out) {
     h.reduceGBs.push_back(reduceRate(size_t{4096} << (2 * i)) / 1e9);
   h.memGBs = memoryRate() / 1e9;
   measureWireCodec(&h);
+  // Best effort, as the TCP figures: a machine that will not pin keeps the assumed ones.
+  if (Status cross = measureCrossPackage(t, &h); !cross)
+    std::fprintf(stderr, "lanes-topo: cross-package probe skipped (%s)\n", cross.message().c_str());
   *out = std::move(h);
   return Status::ok();
 }

@@ -11,6 +11,8 @@ namespace lanes {
 
 // Runs in about a second; the hop figures need two free cores to be exact
 // (fewer: the measured latency includes time slices, as it will in use).
-Status measureHostProbe(topo::HostProbe* out);
+// Where `t` has two CPU packages with CPU lists, a hop across them is timed
+// too, a rank pinned to a CPU of each.
+Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out);
 
 }  // namespace lanes

@@ -222,7 +222,7 @@ int main(int argc, char** argv) {
   if (probe) {
     if (!live) return fail(invalidUsage("--probe measures this machine; drop --load/--import"));
     std::fprintf(stderr, "lanes-topo: probing the host path...\n");
-    if (Status s = measureHostProbe(&t.probes.host); !s) return fail(s);
+    if (Status s = measureHostProbe(t, &t.probes.host); !s) return fail(s);
     if (t.gpus.empty()) {
       std::fprintf(stderr, "lanes-topo: no GPU in this machine: the GPU probes are skipped\n");
     } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <vector>
 
 #include "exec/comm_config.h"
@@ -37,6 +38,17 @@ SelectionConfig configFor(const topo::Topology& t, int nranks, PlanLaunch launch
   config.machine = machineFactsOf(t);
   config.machine.hosts = launch.hosts;
   config.machine.ranksPerHost = nranks % launch.hosts == 0 ? nranks / launch.hosts : 0;
+  // On one host rank r sits by GPU r % gpus: its package is that GPU's.
+  if (launch.hosts == 1 && !t.gpus.empty()) {
+    std::map<int, int> perPackage;
+    for (int r = 0; r < nranks; ++r)
+      ++perPackage[t.packageOf(t.gpus[static_cast<size_t>(r) % t.gpus.size()].node)];
+    config.machine.packages = static_cast<int>(perPackage.size());
+    const int first = perPackage.begin()->second;
+    config.machine.ranksPerPackage = first;
+    for (const auto& [package, ranks] : perPackage)
+      if (ranks != first) config.machine.ranksPerPackage = 0;
+  }
   return config;
 }
 

@@ -10,6 +10,7 @@
 // one that runs. tests/multi/test_netns_tcp.cc runs it between network
 // namespaces.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <string>
 #include <vector>
@@ -62,6 +63,29 @@ TEST(Hierarchical, TwoHostsOfThreeRanksInterleaved) {
 TEST(Hierarchical, ThreeHostsOfTwoRanks) {
   runOnHosts(6, [](int r) { return "lanes-hier-" + std::to_string(r / 2); }, "hierarchical",
              {0, 1, 7, 100003});
+}
+
+// One host whose CPUs sit on two packages (a model of two packages of one
+// CPU each, LANES_TOPO_FILE; each rank pinned to its CPU before init): the
+// hierarchical plans group the ranks by package and cross the packages'
+// link once, through shared memory. Needs two CPUs.
+TEST(Hierarchical, TwoPackagesOfTwoRanksOnOneHost) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  if (!CPU_ISSET(0, &allowed) || !CPU_ISSET(1, &allowed))
+    GTEST_SKIP() << "needs CPUs 0 and 1 to pin the ranks to two packages";
+  ScopedEnv algo("LANES_ALGO", "hierarchical");
+  ScopedEnv model("LANES_TOPO_FILE",
+                  std::string(LANES_TOPO_FIXTURES) + "/two_packages_two_cpus.json");
+  runForked(4, [](int rank, int nranks, const lanesUniqueId& id) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(rank / 2, &one);
+    RANK_CHECK(sched_setaffinity(0, sizeof(one), &one) == 0, "cannot run on CPU %d", rank / 2);
+    CommGuard comm(initComm(rank, nranks, id));
+    runReductionMatrix(comm.get(), rank, nranks, {0, 1, 7, 1025, 100003}, planIs("hierarchical"));
+  });
 }
 
 // Two ranks on one host and one on another: LANES_ALGO names nothing that

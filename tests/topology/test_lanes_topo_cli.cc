@@ -13,6 +13,7 @@
 
 #include "fixture_util.h"
 #include "lanes/lanes.h"
+#include "tests/common/scoped_env.h"
 #include "topology/discovery.h"
 
 namespace lanes::topo::testing {
@@ -167,6 +168,30 @@ TEST(LanesTopoCli, PlanAcrossHostsTakesTheHierarchicalAllReduce) {
   EXPECT_EQ(rc, 2) << out;
   out = run("--hosts 2" + model, &rc);
   EXPECT_EQ(rc, 2) << out;
+}
+
+// A dual-socket model: rank r by GPU r % 8, four on each package, so the
+// host algorithms see two packages of four ranks and a hierarchical
+// candidate that crosses the packages' link once; with the shared arena left
+// out it takes the large all-reduces.
+TEST(LanesTopoCli, PlanOnTwoPackagesOffersTheHierarchicalAllReduce) {
+  int rc = -1;
+  const std::string out = run("--plan --json --ranks 8 --collective allreduce --topology " +
+                                  fixture("dual_socket_8x4090.json"),
+                              &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("{\"algo\": \"hierarchical\""), std::string::npos) << out;
+  lanes::test::ScopedEnv noArena("LANES_ALGO", "^shared_sum");
+  const std::string text = run(
+      "--plan --ranks 8 --collective allreduce --topology " + fixture("dual_socket_8x4090.json"),
+      &rc);
+  ASSERT_EQ(rc, 0) << text;
+  EXPECT_NE(text.find("\n128 MiB\n  host:   hierarchical "), std::string::npos) << text;
+  // Six ranks put four on one package and two on the other: no candidate.
+  const std::string six = run("--plan --json --ranks 6 --collective allreduce --topology " +
+                                  fixture("dual_socket_8x4090.json"),
+                              &rc);
+  EXPECT_EQ(six.find("{\"algo\": \"hierarchical\""), std::string::npos) << six;
 }
 
 // --topology reads any of the three formats; --collective explains each size;

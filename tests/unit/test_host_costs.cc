@@ -151,6 +151,36 @@ TEST(HostAlgorithmChoice, SharedSumTakesMidAndLargeCallsOfSeveralRanks) {
   EXPECT_EQ(choice(CollType::AllReduce, 1 << 20, 8, failed), AlgoId::Ring);
 }
 
+// Ranks of one host on two CPU packages: a flat algorithm waits for the
+// packages' link at every step (its latency and rate, probed or assumed:
+// twice the hop's latency, half its rate), and the hierarchical plans group
+// the ranks by package and cross it once, so they take the large calls. No
+// hierarchical candidate on one package or with packages of unequal ranks.
+TEST(HostAlgorithmChoice, HierarchicalAcrossThePackagesOfOneHost) {
+  SelectionConfig two = roomy();
+  two.machine.packages = 2;
+  two.machine.ranksPerPackage = 4;
+  const CallFacts big = call(CollType::AllReduce, 64 << 20, 8);
+  EXPECT_TRUE(hostAlgoServes(AlgoId::Hierarchical, big, two.machine));
+  EXPECT_EQ(choice(CollType::AllReduce, 64 << 20, 8, two), AlgoId::Hierarchical);
+  EXPECT_EQ(choice(CollType::AllReduce, 8, 8, two), AlgoId::RecursiveDoubling);
+  const CostTerms flat = hostAlgoCost(AlgoId::Ring, big, two.machine);
+  const CostTerms one = hostAlgoCost(AlgoId::Ring, big, roomy().machine);
+  EXPECT_GT(flat.transfer, 1.5 * one.transfer) << "the ring runs at the link's half rate";
+  EXPECT_NEAR(crossPackageGBs(two.machine), 0.5 * two.machine.hopGBs[4], 1e-12);
+  EXPECT_NEAR(crossPackageLatencyUs(two.machine), 2 * two.machine.hopLatencyUs, 1e-12);
+  // A probed link as fast as a hop costs the flat ring nothing more.
+  SelectionConfig fastLink = two;
+  fastLink.machine.crossPackageGBs = 1000;
+  fastLink.machine.crossPackageLatencyUs = 0.1;
+  EXPECT_NEAR(hostAlgoCost(AlgoId::Ring, big, fastLink.machine).total(), one.total(), 1e-12);
+
+  SelectionConfig uneven = two;
+  uneven.machine.ranksPerPackage = 0;
+  EXPECT_FALSE(hostAlgoServes(AlgoId::Hierarchical, big, uneven.machine));
+  EXPECT_FALSE(hostAlgoServes(AlgoId::Hierarchical, big, roomy().machine));
+}
+
 TEST(ExplainHostChoice, NamesTheChoiceTheNextTwoAndTheDecidingTerm) {
   EXPECT_EQ(explainHostChoice(call(CollType::AllReduce, 8, 4), roomy()),
             "recursive_doubling 5.0 us (latency 100%); next ring 13.0 us, tree 17.0 us; assumed "
