@@ -24,26 +24,11 @@
 #include "kernels/cpu/reduce.h"
 #include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/gpu/host_sum_env.h"
 #include "tests/multi/harness.h"
 
 namespace lanes::test {
 namespace {
-
-// Before any CUDA call of this process: hardware queues for 8 thread ranks'
-// streams, and 1 MiB slots so the large counts span several chunks and
-// reuse slots (the lead's environment wins where it sets them).
-const bool kEnvSet = [] {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  setenv("LANES_STAGE_CHUNK_BYTES", "1M", 0);
-  return true;
-}();
-
-// Forced onto the path, the slots in host memory, small calls too.
-struct HostSumEnv {
-  ScopedEnv proto{"LANES_PROTO", "host_sum"};
-  ScopedEnv p2p{"LANES_P2P_DISABLE", "1"};
-  ScopedEnv proxy{"LANES_SHARED_GPU_PROXY_BYTES", "0"};
-};
 
 // Rank r's input for one call: bytes from a seed of the call and rank (any
 // bit pattern but large exponents: the reducers and the reference compute

@@ -23,15 +23,10 @@
 #include "kernels/cuda/wire_codec.h"
 #include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
+#include "tests/gpu/host_sum_env.h"
 
 namespace lanes::test {
 namespace {
-
-const bool kEnvSet = [] {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-  setenv("LANES_STAGE_CHUNK_BYTES", "1M", 0);
-  return true;
-}();
 
 // Frames as WireCodec lays them out: frame k at k x kMaxFrameBytes.
 std::vector<std::byte> encodeAll(const WireCodec& codec, const float* values, size_t count) {
@@ -280,12 +275,9 @@ void runMatrix(GpuRank& self, WireFormat format) {
 }
 
 // Forced onto host summation, the slots in host memory, with the format.
-struct WireEnv {
+struct WireEnv : HostSumEnv {
   explicit WireEnv(WireFormat format) : wire("LANES_WIRE", wireFormatName(format)) {}
   ScopedEnv wire;
-  ScopedEnv proto{"LANES_PROTO", "host_sum"};
-  ScopedEnv p2p{"LANES_P2P_DISABLE", "1"};
-  ScopedEnv proxy{"LANES_SHARED_GPU_PROXY_BYTES", "0"};
 };
 
 TEST(HostSumWire, Threads) {

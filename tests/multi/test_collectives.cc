@@ -18,6 +18,7 @@
 
 #include "tests/multi/data.h"
 #include "tests/multi/harness.h"
+#include "tests/multi/red_op.h"
 
 namespace lanes::test {
 namespace {
@@ -148,49 +149,6 @@ std::vector<Combo> planCombos(Collective c, int nranks) {
   return out;
 }
 
-// A reduction op handle for one call; PreMulSum ops are destroyed after it.
-class OpHandle {
- public:
-  OpHandle(Reduction r, lanesDataType_t t, lanesComm_t comm) : comm_(comm) {
-    switch (r) {
-      case Reduction::Sum:
-        op_ = lanesSum;
-        break;
-      case Reduction::Prod:
-        op_ = lanesProd;
-        break;
-      case Reduction::Max:
-        op_ = lanesMax;
-        break;
-      case Reduction::Min:
-        op_ = lanesMin;
-        break;
-      case Reduction::Avg:
-        op_ = lanesAvg;
-        break;
-      case Reduction::PreMulSum: {
-        std::vector<std::byte> scalar = scalarBytes(t, kPreMulScalar);
-        RANK_CHECK_LANES(
-            lanesRedOpCreatePreMulSum(&op_, scalar.data(), t, lanesScalarHostImmediate, comm),
-            comm);
-        created_ = true;
-        break;
-      }
-    }
-  }
-  ~OpHandle() {
-    if (created_) lanesRedOpDestroy(op_, comm_);
-  }
-  OpHandle(const OpHandle&) = delete;
-  OpHandle& operator=(const OpHandle&) = delete;
-  lanesRedOp_t get() const { return op_; }
-
- private:
-  lanesRedOp_t op_ = lanesSum;
-  lanesComm_t comm_;
-  bool created_ = false;
-};
-
 constexpr int kBroadcastDst = 0xffff;  // pattern "destination" for one-to-all data
 
 // Runs one combination on this rank and checks this rank's result. For
@@ -212,7 +170,7 @@ void runCombo(Collective c, const Combo& k, int rank, int n, lanesComm_t comm,
 
   switch (c) {
     case Collective::AllReduce: {
-      OpHandle op(k.op, t, comm);
+      RedOp op(k.op, t, comm);
       GuardedBuffer send(bytes), recv(bytes);
       GuardedBuffer& in = k.inPlace ? recv : send;
       fillReductionInput(t, k.op, rank, n, in.data(), k.count, 0, k.salt);
@@ -226,7 +184,7 @@ void runCombo(Collective c, const Combo& k, int rank, int n, lanesComm_t comm,
       break;
     }
     case Collective::Reduce: {
-      OpHandle op(k.op, t, comm);
+      RedOp op(k.op, t, comm);
       GuardedBuffer send(bytes), recv(bytes);
       GuardedBuffer& in = k.inPlace ? recv : send;
       fillReductionInput(t, k.op, rank, n, in.data(), k.count, 0, k.salt);
@@ -241,7 +199,7 @@ void runCombo(Collective c, const Combo& k, int rank, int n, lanesComm_t comm,
       break;
     }
     case Collective::ReduceScatter: {
-      OpHandle op(k.op, t, comm);
+      RedOp op(k.op, t, comm);
       GuardedBuffer send(bytes * n), recv(bytes);
       fillReductionInput(t, k.op, rank, n, send.data(), k.count * n, 0, k.salt);
       uint64_t sendHash = hashBytes(send.data(), send.bytes());
