@@ -1,5 +1,6 @@
 #include "exec/comm_config.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -167,6 +168,11 @@ CommConfig CommConfig::fromEnv() {
   c.stageSharedStreams = sharedStreamsFromEnv();
   c.hostSumThreads = static_cast<int>(envInt("LANES_HOST_SUM_THREADS", c.hostSumThreads, 0, 64));
   return c;
+}
+
+int hostSumThreadsFor(int configured, int ranks, int cores) {
+  if (configured > 0) return configured;
+  return std::clamp(cores / std::max(1, ranks), 1, 8);
 }
 
 }  // namespace lanes

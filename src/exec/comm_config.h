@@ -30,4 +30,9 @@ struct CommConfig {
   static CommConfig fromEnv();
 };
 
+// Reducer threads per rank of host summation: `configured`
+// (LANES_HOST_SUM_THREADS) where set, else the host's `cores` shared by its
+// `ranks` ranks, 1 to 8 each (the staged path's setup agrees on the fewest).
+int hostSumThreadsFor(int configured, int ranks, int cores);
+
 }  // namespace lanes

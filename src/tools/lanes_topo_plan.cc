@@ -103,6 +103,7 @@ CallFacts defaultFacts(const topo::Topology& t, int nranks, int gpus, PlanLaunch
   f.staged.slotBytes = stage.chunkBytes;
   if (stage.pairChunkBytes > 0) f.staged.pairChunkBytes = stage.pairChunkBytes;
   f.pairs = {stage.pairChunkBytes > 0, false};
+  f.staged.hostSumThreads = hostSumThreadsFor(env.hostSumThreads, local, config.machine.cores);
   f.wire = config.wire;  // the calls planned are float32 sums, as the perf tools run them
   return f;
 }

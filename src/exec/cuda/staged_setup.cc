@@ -41,14 +41,6 @@ struct Proposal {
   int32_t hostSumThreads = 1;  // the fewest of the ranks' applies
 };
 
-// Reducer threads per rank for host summation: LANES_HOST_SUM_THREADS, else
-// this host's cores shared by its `ranks` ranks, at most 8 each.
-int hostSumThreadsFor(int configured, int ranks) {
-  if (configured > 0) return configured;
-  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  return std::clamp(cores / std::max(1, ranks), 1, 8);
-}
-
 // The context's hardware queues (CUDA's default is 8).
 int64_t hardwareQueues() {
   const char* v = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
@@ -194,7 +186,9 @@ Status StagedCollectives::setup() {
   // sharing a GPU", has the table).
   mine.sharedGpuProxyBytes = comm_.selection().sharedGpuProxyBytes;
   mine.gatherScatter = comm_.selection().stagedGatherScatter ? 1 : 0;
-  mine.hostSumThreads = hostSumThreadsFor(comm_.config().hostSumThreads, n);
+  mine.hostSumThreads =
+      hostSumThreadsFor(comm_.config().hostSumThreads, n,
+                        static_cast<int>(std::max(1U, std::thread::hardware_concurrency())));
   std::vector<Proposal> all(static_cast<size_t>(n));
   all[static_cast<size_t>(comm_.rank())] = mine;
   LANES_RETURN_IF_ERROR(comm_.bootstrap().allGather(all.data(), sizeof(Proposal), deadline));
