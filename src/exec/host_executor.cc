@@ -348,19 +348,24 @@ void pendingPeers(const ExecWork& w, const StepState& s, std::vector<int>* out) 
 
 // The shared arena's waits end only by a peer's counter: a peer that left
 // or died while this rank waits on it fails the op here, naming it (a
-// transport's closed connection does that for the other ops).
+// transport's closed connection does that for the other ops). A peer that
+// finished its part and then left is not one: once it is known gone its
+// counters are final, so the wait is read again before it counts.
 Status arenaPeersAlive(const ExecWork& w, const StepState& s) {
   if (!w.peerStatus || w.arena == nullptr) return Status::ok();
   for (const ArenaSum& sum : s.arenaSums) {
     if (sum.done()) continue;
     std::vector<int> peers;
-    const std::string what = sum.waiting(*w.arena, w.rank, &peers);
+    (void)sum.waiting(*w.arena, w.rank, &peers);
     for (int p : peers) {
       if (p == w.rank) continue;
       Status st = w.peerStatus(p);
-      if (!st)
-        return Status(st.code(), describe(w) + " failed on rank " + std::to_string(w.rank) +
-                                     " in " + what + ": " + st.message());
+      if (st) continue;
+      std::vector<int> still;
+      const std::string what = sum.waiting(*w.arena, w.rank, &still);
+      if (std::find(still.begin(), still.end(), p) == still.end()) continue;
+      return Status(st.code(), describe(w) + " failed on rank " + std::to_string(w.rank) + " in " +
+                                   what + ": " + st.message());
     }
   }
   return Status::ok();
