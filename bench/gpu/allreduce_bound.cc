@@ -506,7 +506,6 @@ int runProcs(const Options& o, int n, const std::string& path) {
 
 int main(int argc, char** argv) {
   using namespace lanes::perf;
-  requestDeviceConnections();  // before any CUDA call: up to 8 ranks' streams per GPU
   // The bound is the host-staged transport's: ranks on one GPU would take the
   // P2P slots otherwise (LANES_P2P_DISABLE=0 measures those instead).
   setenv("LANES_P2P_DISABLE", "1", 0);
@@ -516,6 +515,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
+  // Before any CUDA call: up to 8 ranks' streams on one GPU (threads only).
+  int mostRanks = 1;
+  for (int n : o.ranks) mostRanks = std::max(mostRanks, n);
+  requestDeviceConnections(o.procs ? 1 : mostRanks);
   // Threads: check the GPU here. Processes: the parent stays CUDA-free (it
   // forks), so each child reports a missing GPU itself.
   if (!o.procs && o.gpu >= visibleGpus()) {

@@ -254,6 +254,20 @@ job_overlap() {
     @bin@/lanes_overlap_gemm --m 8192 --seconds 2
 }
 
+job mps-clients lanes_allreduce_bound \
+  'clients at once|^ +[0-9]+ +client|^# |time/bound|^ +[0-9]+ +processes' \
+  "issue 20: how many processes share GPU 0 under MPS, by CUDA_DEVICE_MAX_CONNECTIONS; host summation there"
+# Under MPS the clients of a GPU share one pool of hardware queues, and each takes
+# CUDA_DEVICE_MAX_CONNECTIONS of them (batch_init exports 32 for thread ranks).
+job_mps_clients() {
+  one_gpu
+  step 120 "clients at once under MPS, by CUDA_DEVICE_MAX_CONNECTIONS" -- \
+    bash bench/gpu/with_mps.sh bash bench/gpu/mps_clients.sh unset 4 8 32
+  step 150 "host summation and staged, 2/4/8 processes under MPS, 8 queues each" -- \
+    bash bench/gpu/with_mps.sh env CUDA_DEVICE_MAX_CONNECTIONS=8 LANES_P2P_DISABLE=1 \
+    @bin@/lanes_allreduce_bound --procs --ranks 2,4,8 --iters 5
+}
+
 job bound-probe lanes_allreduce_bound '^ +[0-9]+ +(threads|processes)|time/bound' \
   "fig. 2, one knob per row: streams, chunk, slots, hardware queues"
 job_bound_probe() {
@@ -359,6 +373,22 @@ job_shared_gpu() {
   step 30 "2 processes on GPU 0, default" -- "${a[@]}"
   step 40 "2 processes on GPU 0, LANES_SHARED_GPU_PROXY_BYTES=0" -- \
     env LANES_SHARED_GPU_PROXY_BYTES=0 "${a[@]}"
+}
+
+job small-mps "lanes-run $TOOLS5" "$ROW|^=== " \
+  "issue 20: the five collectives, 2 processes on GPU 0 under MPS, 8 B-4 MiB, P2P on and off"
+# Under MPS the two processes' kernels run at once, as on two GPUs: the sizes of
+# issue 20's table, beside NCCL's 2-GPU times there (NCCL refuses two ranks of one GPU).
+job_small_mps() {
+  one_gpu
+  local t p
+  for p in 0 1; do
+    for t in $TOOLS5; do
+      step 40 "$t, 2 processes under MPS, LANES_P2P_DISABLE=$p" -- bash bench/gpu/with_mps.sh \
+        env LANES_P2P_DISABLE=$p @bin@/lanes-run -n 2 @bin@/$t -b 8 -e 4M -f 2 -n 100 -w 10 \
+        --memory device
+    done
+  done
 }
 
 job nccl-layer "$PERF lanes_nccl" "float" \

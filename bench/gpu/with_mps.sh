@@ -10,6 +10,12 @@ command -v nvidia-cuda-mps-control >/dev/null || {
   echo "with_mps.sh: nvidia-cuda-mps-control not found" >&2
   exit 2
 }
+# Under MPS the clients of a GPU share one pool of hardware queues and each takes
+# CUDA_DEVICE_MAX_CONNECTIONS of them: on the H200 at 32 only two clients came up
+# (the third failed cudaSetDevice with "out of memory"), at 8 eight, unset sixteen
+# (bench/gpu/mps_clients.sh). The tools ask for 32 only where a process holds
+# several ranks; a command that wants a value sets it itself (env VAR=N ...).
+unset CUDA_DEVICE_MAX_CONNECTIONS
 dir=$(mktemp -d /tmp/lanes-mps.XXXXXX)
 export CUDA_MPS_PIPE_DIRECTORY=$dir/pipe CUDA_MPS_LOG_DIRECTORY=$dir/log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"

@@ -85,9 +85,6 @@ int runLaunched(const PerfArgs& args, const CollSpec& spec, const RunSetup& setu
 }  // namespace
 
 int perfMain(int argc, char** argv, const CollSpec& spec) {
-  // Before any CUDA call: several ranks' streams on one GPU need more
-  // hardware queues than CUDA's default 8 (docs/gpu_data_path.md).
-  requestDeviceConnections();
   setvbuf(stdout, nullptr, _IOLBF, 0);
   const std::string prog = baseName(argv[0]);
   PerfArgs args;
@@ -100,6 +97,9 @@ int perfMain(int argc, char** argv, const CollSpec& spec) {
     std::printf("USAGE: %s [options]\n%s", prog.c_str(), perfUsage());
     return 0;
   }
+  // Before any CUDA call: several ranks' streams on one GPU need more
+  // hardware queues than CUDA's default 8 (docs/gpu_data_path.md).
+  requestDeviceConnections(args.nThreads * args.nGpus);
   // -T: the library's bound on every wait, read at communicator init.
   if (args.timeoutSeconds > 0)
     setenv("LANES_TIMEOUT", std::to_string(args.timeoutSeconds).c_str(), 1);

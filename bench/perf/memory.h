@@ -25,9 +25,11 @@ Status selectGpu(int gpu);
 // "[0000:1b:00.0] NVIDIA H200", as nccl-tests' "Using devices" lines show a GPU.
 std::string gpuLabel(int gpu);
 // The streams of several ranks of one process share a GPU's hardware queues
-// (docs/gpu_data_path.md): ask for 32 before the first CUDA call. A value the
-// user set is kept.
-void requestDeviceConnections();
+// (docs/gpu_data_path.md): where a process holds several ranks, ask for 32
+// before the first CUDA call. A process of one rank keeps CUDA's default: under
+// MPS the clients of a GPU share one pool of queues, and 32 each leave room for
+// only a few of them. A value the user set is kept.
+void requestDeviceConnections(int ranksInProcess);
 
 class RankMemory {
  public:

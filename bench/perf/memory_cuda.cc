@@ -18,7 +18,9 @@
 
 namespace lanes::perf {
 
-void requestDeviceConnections() { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
+void requestDeviceConnections(int ranksInProcess) {
+  if (ranksInProcess > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+}
 
 #if LANES_PERF_CUDA
 
