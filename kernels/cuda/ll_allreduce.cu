@@ -1,23 +1,26 @@
-// The LL all-reduce kernel (interface and protocol: ll_allreduce.h; host side:
+// The LL collective kernel (interface and protocol: ll_allreduce.h; host side:
 // src/exec/cuda/ll_allreduce.cc; picture: docs/gpu_data_path.md, "Small messages").
 //
 // One block of kThreads threads:
 //  1. thread 0 takes the sequence number and the sticky failure flag from
 //     device memory (no PCIe read); after a failed call the kernel touches
 //     nothing (the ranks are out of step);
-//  2. every thread writes its share of this rank's input as LL lines into
-//     this rank's slot of parity seq & 1;
+//  2. every thread writes its share of this rank's lines into this rank's
+//     slot of parity seq & 1 (a reduce-scatter: every block of its input, in
+//     block order; a broadcast's non-root: one line, no payload);
 //  3. tile by tile (as many lines as fit, for all ranks, in 32 KiB of shared
 //     memory): this rank's lines go to shared memory from the input, every
-//     peer's lines from its slot once both flags equal seq; each thread polls
-//     up to kBatch lines at once so their PCIe reads overlap;
+//     peer's lines (a reduce-scatter: those of this rank's block) from its
+//     slot once both flags equal seq; each thread polls up to kBatch lines at
+//     once so their PCIe reads overlap;
 //  4. each line is reduced over ranks 0..n-1 in order with reduce_ops.cuh's
 //     arithmetic (the same as reduce.cu), Avg divided once, and stored to recv.
-// All-gather is the same call without step 4: every line, own or a peer's, is
-// stored at once into its rank's block of recv.
+// All-gather and a broadcast's non-roots skip step 4: every line read is
+// stored at once where it belongs in recv. A reduce's non-roots and a
+// broadcast's root read no data: they wait for one line of every peer.
 //
 // Slot reuse needs no extra wait: a rank writes slot p for call s+2 only after
-// its call s+1 finished, which needed every peer's lines of call s+1, which a
+// its call s+1 finished, which needed a line of every peer's call s+1, which a
 // peer writes only after its own call s finished reading slot p. Calls of one
 // rank never overlap (one stream, or the host chains them with an event).
 #include <cuda_runtime.h>
@@ -45,7 +48,7 @@ template <class S>
 struct Args {
   const unsigned char* send;
   unsigned char* recv;
-  size_t bytes;
+  size_t bytes;  // one block: what a peer's lines bring (a reduce-scatter's input holds nranks)
   unsigned char* slots;
   size_t slotBytes;
   LlDeviceState* state;
@@ -53,12 +56,27 @@ struct Args {
   unsigned long long timeoutNs;
   int rank;
   int nranks;
+  int root;
+  LlCollective coll;
   Fn fn;        // the combining op (Avg and PreMulSum: Sum)
   bool premul;  // scale this rank's input by `scalar`
   bool avg;     // divide the result by nranks
-  bool gather;  // all-gather: rank r's lines go to recv + r * bytes, nothing is reduced
   S scalar;
 };
+
+// What this rank does in the call. Reducing: it combines every rank's lines
+// into recv. Gathering: it stores peers' lines into recv as they arrive.
+// Otherwise it reads one line of every peer and nothing more.
+template <class S>
+__device__ __forceinline__ bool reduces(const Args<S>& a) {
+  return a.coll == LlCollective::AllReduce || a.coll == LlCollective::ReduceScatter ||
+         (a.coll == LlCollective::Reduce && a.rank == a.root);
+}
+template <class S>
+__device__ __forceinline__ bool gathers(const Args<S>& a) {
+  return a.coll == LlCollective::AllGather ||
+         (a.coll == LlCollective::Broadcast && a.rank != a.root);
+}
 
 template <class S>
 union Line {
@@ -89,13 +107,14 @@ __device__ __forceinline__ uint4 loadLine(const uint4* p) {
   return v;
 }
 
-// Payload line i of this rank's contribution (PreMulSum: already scaled).
-// Bytes past the end read as zero; any pointer alignment.
+// Payload line i of the input block at `block` (PreMulSum: already scaled).
+// Bytes past the block's end read as zero; any pointer alignment.
 template <class S>
-__device__ __forceinline__ uint64_t inputLine(const Args<S>& a, size_t i) {
+__device__ __forceinline__ uint64_t inputLine(const Args<S>& a, const unsigned char* block,
+                                              size_t i) {
   const size_t b0 = i * kLlLinePayload;
   const size_t len = a.bytes - b0 < kLlLinePayload ? a.bytes - b0 : kLlLinePayload;
-  const unsigned char* p = a.send + b0;
+  const unsigned char* p = block + b0;
   Line<S> l;
   if (len == kLlLinePayload && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
     l.u = *reinterpret_cast<const uint64_t*>(p);
@@ -129,10 +148,11 @@ __device__ __forceinline__ void storeOutput(const Args<S>& a, size_t i, uint64_t
   storeBytes(a.recv, a.bytes, i, v);
 }
 
-// Where rank r's block of an all-gather's output starts.
+// Where rank r's lines go in a gathering rank's output: its block of an
+// all-gather's, or the whole of a broadcast's.
 template <class S>
-__device__ __forceinline__ unsigned char* blockOf(const Args<S>& a, int r) {
-  return a.recv + static_cast<size_t>(r) * a.bytes;
+__device__ __forceinline__ unsigned char* gatheredBlock(const Args<S>& a, int r) {
+  return a.coll == LlCollective::AllGather ? a.recv + static_cast<size_t>(r) * a.bytes : a.recv;
 }
 
 // Ranks 0..n-1 of tile column j, combined left to right with F.
@@ -193,6 +213,24 @@ __device__ void recordFailure(LlDeviceState* state, LlControl* c, int* failed, u
   __threadfence_system();
 }
 
+// A wait for a peer's line that has not come: whether to give up (the call
+// failed elsewhere, ran past its deadline, or the host set the abort word).
+__device__ __forceinline__ bool giveUp(LlDeviceState* state, LlControl* c, int* failed,
+                                       unsigned long long deadline, unsigned* polls, int peer,
+                                       unsigned long long seq) {
+  if (*static_cast<volatile int*>(failed)) return true;
+  if (nowNs() > deadline) {
+    recordFailure(state, c, failed, kLlTimedOut, peer, seq);
+    return true;
+  }
+  // The abort word lives in host memory: read at the first miss, then rarely.
+  if ((++*polls & (kAbortEvery - 1)) == 1 && static_cast<volatile LlControl*>(c)->abort != 0) {
+    recordFailure(state, c, failed, kLlAborted, peer, seq);
+    return true;
+  }
+  return false;
+}
+
 template <class S>
 __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a) {
   __shared__ uint64_t tile[kTileWords];
@@ -213,9 +251,14 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   const unsigned long long seq = sSeq;
   const uint32_t flag = static_cast<uint32_t>(seq);
   const size_t nlines = (a.bytes + kLlLinePayload - 1) / kLlLinePayload;
+  const bool scatter = a.coll == LlCollective::ReduceScatter;
+  const bool reducing = reduces(a);
+  const bool gathering = gathers(a);
+  // This rank's own block of the input (a reduce-scatter's: block `rank`).
+  const unsigned char* own = a.send + (scatter ? static_cast<size_t>(a.rank) * a.bytes : 0);
 
   if (!sFailed && a.nranks == 1) {
-    for (size_t i = tid; i < nlines; i += nthreads) storeOutput(a, i, inputLine(a, i));
+    for (size_t i = tid; i < nlines; i += nthreads) storeOutput(a, i, inputLine(a, own, i));
   } else if (!sFailed) {
     const int parity = static_cast<int>(seq & 1);
     auto slotOf = [&](int r) {
@@ -223,26 +266,40 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
                                       (2 * static_cast<size_t>(r) + parity) * a.slotBytes);
     };
     // 2. Post my lines (and, on a refresh call, the rest of the slot too).
+    const bool silent = a.coll == LlCollective::Broadcast && a.rank != a.root;
+    const size_t postLines = silent ? 1 : scatter ? nlines * a.nranks : nlines;
     uint4* mine = slotOf(a.rank);
     const size_t slotLines = a.slotBytes / kLlLineBytes;
-    const size_t writeLines = (seq & kRefreshMask) < 2 ? slotLines : nlines;
-    for (size_t i = tid; i < writeLines; i += nthreads)
-      storeLine(mine + i, i < nlines ? inputLine(a, i) : 0, flag);
+    const size_t writeLines = (seq & kRefreshMask) < 2 ? slotLines : postLines;
+    for (size_t i = tid; i < writeLines; i += nthreads) {
+      uint64_t v = 0;
+      if (i < postLines && !silent)
+        v = scatter ? inputLine(a, a.send + i / nlines * a.bytes, i % nlines)
+                    : inputLine(a, a.send, i);
+      storeLine(mine + i, v, flag);
+    }
+    if (a.coll == LlCollective::Broadcast && a.rank == a.root)
+      for (size_t i = tid; i < nlines; i += nthreads) storeOutput(a, i, inputLine(a, own, i));
 
-    // 3-4. Tile by tile: gather every rank's lines, then reduce them. An
-    // all-gather stores each line where it belongs at once: one tile, no
-    // shared memory.
-    const int tileLines = a.gather ? static_cast<int>(nlines) : kTileWords / a.nranks;
-    for (size_t t0 = 0; t0 < nlines; t0 += static_cast<size_t>(tileLines)) {
+    // 3-4. Tile by tile: gather the lines read, then reduce them. A gathering
+    // rank stores each line where it belongs at once: one tile, no shared
+    // memory. The lines read: every peer's (a reduce-scatter: of my block), or
+    // a broadcast's root's alone.
+    const bool fromRoot = a.coll == LlCollective::Broadcast;
+    const int readPeers = fromRoot ? 1 : a.nranks - 1;
+    const size_t readFrom = scatter ? static_cast<size_t>(a.rank) * nlines : 0;
+    const int tileLines = gathering ? static_cast<int>(nlines) : kTileWords / a.nranks;
+    for (size_t t0 = 0; (reducing || gathering) && t0 < nlines;
+         t0 += static_cast<size_t>(tileLines)) {
       const size_t left = nlines - t0;
       const int tl = left < static_cast<size_t>(tileLines) ? static_cast<int>(left) : tileLines;
-      for (int j = tid; j < tl; j += nthreads) {
-        if (a.gather)
-          storeBytes(blockOf(a, a.rank), a.bytes, t0 + j, inputLine(a, t0 + j));
+      for (int j = tid; j < tl && !fromRoot; j += nthreads) {
+        if (gathering)
+          storeBytes(gatheredBlock(a, a.rank), a.bytes, t0 + j, inputLine(a, own, t0 + j));
         else
-          tile[a.rank * tileLines + j] = inputLine(a, t0 + j);
+          tile[a.rank * tileLines + j] = inputLine(a, own, t0 + j);
       }
-      const int pairs = (a.nranks - 1) * tl;  // (peer, line) pairs of this tile
+      const int pairs = readPeers * tl;  // (peer, line) pairs of this tile
       for (int base = tid; base < pairs; base += nthreads * kBatch) {
         const uint4* src[kBatch];
         int col[kBatch];
@@ -254,8 +311,8 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
           need[k] = p < pairs;
           const int other = need[k] ? p / tl : 0;
           const int j = need[k] ? p % tl : 0;
-          peer[k] = other < a.rank ? other : other + 1;
-          src[k] = slotOf(peer[k]) + t0 + j;
+          peer[k] = fromRoot ? a.root : other < a.rank ? other : other + 1;
+          src[k] = slotOf(peer[k]) + readFrom + t0 + j;
           col[k] = j;
         }
         unsigned polls = 0;
@@ -272,8 +329,8 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
             if (v[k].y == flag && v[k].w == flag) {
               const uint64_t got =
                   static_cast<uint64_t>(v[k].x) | (static_cast<uint64_t>(v[k].z) << 32);
-              if (a.gather)
-                storeBytes(blockOf(a, peer[k]), a.bytes, t0 + col[k], got);
+              if (gathering)
+                storeBytes(gatheredBlock(a, peer[k]), a.bytes, t0 + col[k], got);
               else
                 tile[peer[k] * tileLines + col[k]] = got;
               need[k] = false;
@@ -282,18 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
             }
           }
           if (waitingFor < 0) break;
-          if (*static_cast<volatile int*>(&sFailed)) {
-            gaveUp = true;
-            break;
-          }
-          if (nowNs() > sDeadline) {
-            recordFailure(a.state, a.control, &sFailed, kLlTimedOut, waitingFor, seq);
-            gaveUp = true;
-            break;
-          }
-          // The abort word lives in host memory: read at the first miss, then rarely.
-          if ((++polls & (kAbortEvery - 1)) == 1 && vc->abort != 0) {
-            recordFailure(a.state, a.control, &sFailed, kLlAborted, waitingFor, seq);
+          if (giveUp(a.state, a.control, &sFailed, sDeadline, &polls, waitingFor, seq)) {
             gaveUp = true;
             break;
           }
@@ -302,11 +348,26 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
       }
       __syncthreads();
       if (sFailed) break;  // read after the barrier: every thread leaves together
-      if (!a.gather) {
+      if (reducing) {
         for (int j = tid; j < tl; j += nthreads)
           storeOutput(a, t0 + j, reduceColumn<S>(a, tile, tileLines, j));
       }
       __syncthreads();  // the tile is refilled next
+    }
+
+    // Every rank reads a line of every peer in every call (slot reuse rests on
+    // it): here those of the peers whose data it did not read above.
+    const bool readAll = reducing || a.coll == LlCollective::AllGather;
+    const int peer = tid;
+    const bool readRoot = gathering && fromRoot && peer == a.root;  // a broadcast's non-root
+    if (!sFailed && !readAll && !readRoot && peer < a.nranks && peer != a.rank) {
+      const uint4* line = slotOf(peer);
+      unsigned polls = 0;
+      for (;;) {
+        const uint4 v = loadLine(line);
+        if (v.y == flag && v.w == flag) break;
+        if (giveUp(a.state, a.control, &sFailed, sDeadline, &polls, peer, seq)) break;
+      }
     }
   }
 
@@ -330,10 +391,11 @@ int launchTyped(const LlAllReduceArgs& in, Fn fn, bool premul, bool avg, cudaStr
   a.timeoutNs = in.timeoutNs;
   a.rank = in.rank;
   a.nranks = in.nranks;
+  a.root = in.root;
+  a.coll = in.coll;
   a.fn = fn;
   a.premul = premul;
   a.avg = avg;
-  a.gather = in.allGather;
   if (premul) a.scalar = Num<S>::fromScalar(in.premulScalar);
   llAllReduceKernel<S><<<1, kThreads, 0, stream>>>(a);
   return cudaGetLastError();
@@ -341,8 +403,10 @@ int launchTyped(const LlAllReduceArgs& in, Fn fn, bool premul, bool avg, cudaStr
 
 template <class S>
 int dispatchOp(const LlAllReduceArgs& a, cudaStream_t stream) {
-  if (a.nranks > 1 && a.count * sizeof(S) > a.slotBytes / kLlLineBytes * kLlLinePayload)
-    return cudaErrorInvalidValue;
+  // The lines this rank posts must fit its slot.
+  const size_t lines = (a.count * sizeof(S) + kLlLinePayload - 1) / kLlLinePayload;
+  const size_t posted = a.coll == LlCollective::ReduceScatter ? lines * a.nranks : lines;
+  if (a.nranks > 1 && posted > a.slotBytes / kLlLineBytes) return cudaErrorInvalidValue;
   switch (a.op) {
     case RedOpKind::Sum:
       return launchTyped<S>(a, Fn::Sum, false, false, stream);
@@ -375,7 +439,8 @@ int preloadLlKernels() {
 int launchLlAllReduce(const LlAllReduceArgs& in, cudaStream_t stream) {
   if (in.count == 0) return cudaSuccess;
   LlAllReduceArgs a = in;
-  if (a.allGather) {  // bytes move unchanged: one byte-wise kernel serves every type
+  const bool moves = a.coll == LlCollective::AllGather || a.coll == LlCollective::Broadcast;
+  if (moves) {  // bytes move unchanged: one byte-wise kernel serves every type
     if (datatypeSize(a.type) == 0) return cudaErrorInvalidValue;
     a.count *= datatypeSize(a.type);
     a.type = lanesUint8;
@@ -383,7 +448,12 @@ int launchLlAllReduce(const LlAllReduceArgs& in, cudaStream_t stream) {
   }
   if (a.nranks < 1 || a.nranks > kLlMaxRanks || a.rank < 0 || a.rank >= a.nranks)
     return cudaErrorInvalidValue;
-  if (a.send == nullptr || a.recv == nullptr || a.state == nullptr || a.control == nullptr)
+  const bool rooted = a.coll == LlCollective::Broadcast || a.coll == LlCollective::Reduce;
+  if (rooted && (a.root < 0 || a.root >= a.nranks)) return cudaErrorInvalidValue;
+  const bool readsSend = a.coll != LlCollective::Broadcast || a.rank == a.root;
+  const bool writesRecv = a.coll != LlCollective::Reduce || a.rank == a.root;
+  if ((readsSend && a.send == nullptr) || (writesRecv && a.recv == nullptr) || a.state == nullptr ||
+      a.control == nullptr)
     return cudaErrorInvalidValue;
   if (a.nranks > 1 && (a.slots == nullptr || a.slotBytes % kLlLineBytes != 0))
     return cudaErrorInvalidValue;

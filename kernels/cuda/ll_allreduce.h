@@ -1,6 +1,7 @@
-// The small-message ("LL", low-latency) all-reduce kernel: one block on the
+// The small-message ("LL", low-latency) collective kernel: one block on the
 // caller's stream does the whole collective through mapped host memory, so a
-// call costs one kernel launch plus a PCIe write and a PCIe read.
+// call costs one kernel launch plus a PCIe write and a PCIe read. It serves
+// all-reduce, all-gather, reduce-scatter, broadcast and reduce.
 //
 // Protocol (NCCL's LL idea, through host memory because GPU peer-to-peer is
 // off on PCIe boxes). Every rank owns two slots (picked by the call's
@@ -12,11 +13,15 @@
 // the "ready" signal cross PCIe in the same transaction.
 //
 // One call: read the sequence number from device memory (so a CUDA Graph
-// replay takes a fresh one), write my input (PreMulSum: times my scalar) into
-// my slot, poll every peer's lines, reduce all ranks' values in rank order
-// (identical bits on every rank), Avg divides by nranks, write recv. Waits are
-// bounded: a host-set abort word and a timeout end them, leaving an error in
-// the host-mapped control block.
+// replay takes a fresh one), write my lines into my slot (my input; for a
+// reduce-scatter every block of it; for a broadcast's non-roots one line
+// that only says "I am in this call"), read the peers' lines the collective
+// needs, reduce them in rank order (identical bits on every rank; Avg
+// divides by nranks) or store them, write recv. Every rank reads at least
+// one line of every peer in every call: that is what makes slot reuse safe
+// whatever the collectives and roots of consecutive calls (ll_allreduce.cu).
+// Waits are bounded: a host-set abort word and a timeout end them, leaving an
+// error in the host-mapped control block.
 //
 // Plain C++ interface (no CUDA headers needed by callers).
 #pragma once
@@ -65,17 +70,24 @@ struct LlDeviceState {
   unsigned int pad;
 };
 
+// Which collective a call is. Counts and buffers as in lanes.h: `count` is
+// the per-rank block of an all-gather or reduce-scatter.
+enum class LlCollective : uint8_t { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce };
+
 struct LlAllReduceArgs {
-  const void* send = nullptr;  // device memory
-  void* recv = nullptr;        // device memory; may equal send
-  size_t count = 0;            // elements; count * size <= the slot's payload
+  LlCollective coll = LlCollective::AllReduce;
+  const void* send = nullptr;  // device memory; unused (may be null) on a broadcast's non-roots
+  // Device memory; may equal send (an all-gather's send may be recv's block
+  // of this rank, a reduce-scatter's recv send's). Unused (may be null) on a
+  // reduce's non-roots.
+  void* recv = nullptr;
+  // Elements; this rank's input (count, or nranks * count for a
+  // reduce-scatter) must fit the slot's payload.
+  size_t count = 0;
   lanesDataType_t type = lanesFloat32;
-  RedOpKind op = RedOpKind::Sum;
-  double premulScalar = 1.0;  // PreMulSum: this rank's scalar (scales this rank's input)
-  // All-gather instead: count elements per rank, recv holds nranks blocks and
-  // rank r's send lands in block r (send may be recv's block of this rank);
-  // op and scalar are ignored.
-  bool allGather = false;
+  RedOpKind op = RedOpKind::Sum;  // the reductions' (all-gather and broadcast: ignored)
+  double premulScalar = 1.0;      // PreMulSum: this rank's scalar (scales this rank's input)
+  int root = 0;                   // broadcast and reduce
   int rank = 0;
   int nranks = 1;
   // Device pointer of the slots: rank r's slot of parity p starts at
@@ -87,7 +99,7 @@ struct LlAllReduceArgs {
   unsigned long long timeoutNs = 0;  // per wait; 0 = the kernel's default (300 s)
 };
 
-// Enqueues one LL all-reduce (or all-gather) on `stream`. Returns a cudaError_t as int: 0
+// Enqueues one LL collective on `stream`. Returns a cudaError_t as int: 0
 // when launched, cudaErrorInvalidValue (1) for bad arguments, else the launch
 // error. count == 0 enqueues nothing.
 int launchLlAllReduce(const LlAllReduceArgs& args, cudaStream_t stream);

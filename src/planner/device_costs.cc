@@ -299,10 +299,14 @@ CostTerms pairsCost(const CallFacts& f, const GpuLink& link) {
 }
 
 // LL: each rank writes its lines (8 payload bytes in 16) into host memory and
-// reads every peer's; the kernel is one block, so reads go at the rate of
-// copies of that size at best.
+// reads the peers' it needs; the kernel is one block, so reads go at the rate
+// of copies of that size at best.
 CostTerms llCost(const CallFacts& f, const GpuLink& link) {
-  const double lines = 2.0 * static_cast<double>(f.bytes);
+  const double lines = 2.0 * static_cast<double>(f.bytes);  // the rank's input, posted
+  const double n = f.nranks;
+  double read = (n - 1) * lines;  // every peer's (a reduce: at the root)
+  if (f.coll == CollType::ReduceScatter) read = (n - 1) * lines / n;  // my block of each
+  if (f.coll == CollType::Broadcast) read = lines;                    // the root's
   CostTerms t;
   // The first peer's lines take a flag's latency; the others' polls overlap
   // it half-way (measured with 2 and 4 ranks on the H200).
@@ -310,7 +314,7 @@ CostTerms llCost(const CallFacts& f, const GpuLink& link) {
   // Lines are loads and stores of one block, not copies: no per-copy fixed
   // cost, so they move at the link's streaming rate (that of 1 MiB copies).
   const double at = std::max(lines, MachineFacts::curveBytes(4));
-  t.transfer = link.down(lines, at, false) + link.up((f.nranks - 1) * lines, at, false);
+  t.transfer = link.down(lines, at, false) + link.up(read, at, false);
   return t;
 }
 

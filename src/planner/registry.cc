@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "kernels/cuda/ll_allreduce.h"
 #include "planner/device_costs.h"
 #include "planner/host_costs.h"
 
@@ -15,6 +16,29 @@ bool isGatherScatter(CollType c) {
 
 // One collective that moves bytes: what the single-call device paths take.
 bool oneCollective(const CallFacts& f) { return !f.p2p && f.calls == 1 && f.bytes > 0; }
+
+// One collective the LL kernel serves, ranks of one host, its lines within
+// the slot: a reduce-scatter posts each block in whole lines.
+bool llServes(const CallFacts& f) {
+  if (!f.device || !oneCollective(f) || !f.oneHost || !f.ll.ready) return false;
+  switch (f.coll) {
+    case CollType::AllReduce:
+    case CollType::AllGather:
+    case CollType::ReduceScatter:
+    case CollType::Broadcast:
+    case CollType::Reduce:
+      break;
+    default:
+      return false;  // all-to-all, gather, scatter
+  }
+  size_t posted = f.bytes;
+  if (f.coll == CollType::ReduceScatter) {
+    const size_t n = static_cast<size_t>(std::max(1, f.nranks));
+    const size_t line = cuda::kLlLinePayload;
+    posted = n * ((f.bytes / n + line - 1) / line * line);
+  }
+  return posted <= f.ll.maxBytes;
+}
 
 // One send or receive to another rank of this host, larger than what the
 // proxy keeps where processes share a GPU: what the pair slots carry.
@@ -93,21 +117,14 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
      },
      costOf<DevicePath::SharedContext>, setupSharedContextPath},
     {DevicePath::Ll, "ll",
-     "one all-reduce or all-gather up to LANES_LL_MAX_BYTES, ranks of one host, no thread ranks",
-     [](const CallFacts& f) {
-       return f.device && oneCollective(f) && !f.threadRanks && f.oneHost &&
-              (f.coll == CollType::AllReduce || f.coll == CollType::AllGather) && f.ll.ready &&
-              f.bytes <= f.ll.maxBytes;
-     },
-     costOf<DevicePath::Ll>, setupLlPath},
+     "one all-reduce, all-gather, reduce-scatter, broadcast or reduce of up to "
+     "LANES_LL_MAX_BYTES input per rank, ranks of one host, no thread ranks",
+     [](const CallFacts& f) { return !f.threadRanks && llServes(f); }, costOf<DevicePath::Ll>,
+     setupLlPath},
     {DevicePath::LlThreads, "ll_threads",
      "as ll, where ranks are threads of one process (off unless LANES_PROTO names it)",
-     [](const CallFacts& f) {
-       return f.device && oneCollective(f) && f.threadRanks && f.oneHost &&
-              (f.coll == CollType::AllReduce || f.coll == CollType::AllGather) && f.ll.ready &&
-              f.bytes <= f.ll.maxBytes;
-     },
-     costOf<DevicePath::LlThreads>, nullptr},
+     [](const CallFacts& f) { return f.threadRanks && llServes(f); }, costOf<DevicePath::LlThreads>,
+     nullptr},
     {DevicePath::Staged, "staged",
      "all-reduces (any batch), one all-gather, broadcast or reduce-scatter, ranks of one host",
      stagedServes, costOf<DevicePath::Staged>, setupStagedPath},

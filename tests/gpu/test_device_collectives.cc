@@ -22,9 +22,12 @@
 #include <tuple>
 #include <vector>
 
+#include "core/comm.h"
+#include "exec/cuda/ll_allreduce.h"
 #include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/gpu/gpu_kernels.h"
+#include "tests/gpu/mps_daemon.h"
 #include "tests/multi/data.h"
 
 namespace lanes::test {
@@ -446,6 +449,25 @@ TEST(DeviceMatrix, Procs2Ranks) {
 TEST(DeviceMatrix, Procs4Ranks) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
   runGpuProcesses(4, [](GpuRank& self) { runMatrix(self, Sample::Processes); });
+}
+
+// Eight processes of one GPU under MPS, the whole matrix on the paths chosen
+// there. The H200's pool of hardware queues holds eight clients only with
+// CUDA_DEVICE_MAX_CONNECTIONS at 8 or unset, which the daemon's scope sees to.
+TEST(DeviceMatrix, Procs8RanksUnderMps) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  if (!test::MpsDaemon::available()) GTEST_SKIP() << "nvidia-cuda-mps-control is not on PATH";
+  test::MpsDaemon mps;
+  ASSERT_TRUE(mps.running()) << mps.error();
+  runGpuProcesses(8, [](GpuRank& self) {
+    runMatrix(self, Sample::Processes);
+    // The small calls of every collective the LL kernel serves took it.
+    const auto* ll = dynamic_cast<const LlAllReduce*>(self.comm->devicePaths.ll.get());
+    for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter,
+                       CollType::Broadcast, CollType::Reduce})
+      GPU_CHECK(ll != nullptr && ll->callsOf(c) > 0, "no %s took the LL kernel under MPS",
+                collTypeName(c));
+  });
 }
 
 // All-gather, broadcast and reduce-scatter on the host-staged path

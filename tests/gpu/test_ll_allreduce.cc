@@ -34,6 +34,7 @@
 #include "tests/common/scoped_env.h"
 #include "tests/gpu/gpu_harness.h"
 #include "tests/gpu/gpu_kernels.h"
+#include "tests/gpu/mps_daemon.h"
 #include "tests/multi/data.h"
 
 namespace lanes {
@@ -557,7 +558,8 @@ TEST(LlProcesses, RefusedWhereProcessesShareAGpu) {
               "calls of at most 256 KiB went to the staged path (%llu chunks)",
               static_cast<unsigned long long>(staged->chunksIssued() - before));
     runCase(self, {lanesFloat32, Reduction::Sum}, large, kAligned, send, recv, &results);
-    GPU_CHECK(staged->chunksIssued() > before, "an all-reduce of 4 MiB did not take the staged path");
+    GPU_CHECK(staged->chunksIssued() > before,
+              "an all-reduce of 4 MiB did not take the staged path");
   });
 }
 
@@ -568,6 +570,145 @@ TEST(LlProcesses, Matrix2RanksWithSharedGpuOverride) {
   test::runGpuProcesses(2, [](GpuRank& self) {
     std::vector<std::vector<std::byte>> results;
     runRankMatrix(self, &results);
+  });
+}
+
+// Under MPS the processes' kernels run at once, as on separate GPUs: LL is the
+// default for small all-reduces between them, with no override, and nothing goes
+// to the proxy for fear of time slices.
+TEST(LlProcesses, DefaultUnderMps) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  if (!test::MpsDaemon::available()) GTEST_SKIP() << "nvidia-cuda-mps-control is not on PATH";
+  test::ScopedEnv proto("LANES_PROTO", std::nullopt), max("LANES_LL_MAX_BYTES", std::nullopt);
+  test::ScopedEnv shared("LANES_LL_SHARED_GPU", std::nullopt),
+      proxy("LANES_SHARED_GPU_PROXY_BYTES", std::nullopt);
+  test::MpsDaemon mps;
+  ASSERT_TRUE(mps.running()) << mps.error();
+  test::runGpuProcesses(4, [](GpuRank& self) {
+    int runsMps = 0;
+    cudaDeviceGetAttribute(&runsMps, cudaDevAttrMpsEnabled, test::rankGpu(self.rank));
+    GPU_CHECK(runsMps == 1, "rank %d's context does not run under the test's MPS daemon",
+              self.rank);
+    const auto* staged =
+        dynamic_cast<const StagedCollectives*>(self.comm->devicePaths.staged.get());
+    GPU_CHECK(staged != nullptr && staged->proxyUpToBytes() == 0,
+              "all-reduces up to %zu bytes take the proxy under MPS",
+              staged != nullptr ? staged->proxyUpToBytes() : size_t{0});
+    std::vector<std::vector<std::byte>> results;
+    runRankMatrix(self, &results);
+  });
+}
+
+// One reduce-scatter, broadcast or reduce on the LL kernel (LANES_PROTO=ll),
+// checked against the test's arithmetic and byte patterns: output where it
+// belongs, nothing else written. A broadcast's non-roots pass no send buffer
+// and a reduce's no recv buffer, as the API allows.
+void runLlCase(GpuRank& self, CollType coll, const Case& c, size_t count, int root, bool inPlace,
+               DeviceBuffer& send, DeviceBuffer& recv) {
+  const int n = self.nranks;
+  const bool isRoot = self.rank == root;
+  const size_t elem = test::typeSize(c.type);
+  const size_t bytes = count * elem;
+  const size_t inBytes = coll == CollType::ReduceScatter ? bytes * static_cast<size_t>(n) : bytes;
+  const uint32_t salt =
+      static_cast<uint32_t>(count * 131 + static_cast<size_t>(coll) * 17 +
+                            static_cast<size_t>(c.red) * 7 + static_cast<size_t>(c.type));
+  const std::string what =
+      strprintf("%s %s %s count %zu root %d%s", collTypeName(coll), test::typeName(c.type),
+                test::reductionName(c.red), count, root, inPlace ? " in place" : "");
+  std::vector<std::byte> input(inBytes);
+  if (coll == CollType::Broadcast)
+    test::fillPattern(input.data(), bytes, root, 0, salt);
+  else
+    test::fillReductionInput(c.type, c.red, self.rank, n, input.data(), inBytes / elem, 0, salt);
+  send.fill(kUntouched);
+  recv.fill(kUntouched);
+  send.upload(input.data(), inBytes, 0);
+  // In place: a reduce-scatter's output is its own block of the input.
+  const size_t recvAt =
+      inPlace && coll == CollType::ReduceScatter ? static_cast<size_t>(self.rank) * bytes : 0;
+  DeviceBuffer& out = inPlace ? send : recv;
+  const bool sends = coll != CollType::Broadcast || isRoot;
+  const bool receives = coll != CollType::Reduce || isRoot;
+  const std::byte* sendPtr = sends ? send.data() : nullptr;
+  std::byte* recvPtr = receives ? out.data() + recvAt : nullptr;
+
+  const LlAllReduce* ll = llOf(self.comm);
+  const uint64_t before = ll != nullptr ? ll->callsOf(coll) : 0;
+  Op op(self.comm, c.type, c.red);
+  switch (coll) {
+    case CollType::ReduceScatter:
+      GPU_CHECK_LANES(
+          lanesReduceScatter(sendPtr, recvPtr, count, c.type, op.get(), self.comm, self.stream),
+          self.comm);
+      break;
+    case CollType::Broadcast:
+      GPU_CHECK_LANES(lanesBroadcast(sendPtr, recvPtr, count, c.type, root, self.comm, self.stream),
+                      self.comm);
+      break;
+    default:
+      GPU_CHECK_LANES(
+          lanesReduce(sendPtr, recvPtr, count, c.type, op.get(), root, self.comm, self.stream),
+          self.comm);
+      break;
+  }
+  GPU_CHECK(ll != nullptr && ll->callsOf(coll) == before + 1, "%s did not take the LL kernel",
+            what.c_str());
+  std::string guards;
+  std::vector<std::byte> got = out.download(&guards);
+  GPU_CHECK(guards.empty(), "%s: %s", what.c_str(), guards.c_str());
+  if (!receives) {  // a reduce's non-root: nothing of recv written
+    for (size_t i = 0; i < got.size() && !inPlace; ++i)
+      GPU_CHECK(got[i] == std::byte{kUntouched}, "%s: recv byte %zu was written", what.c_str(), i);
+    return;
+  }
+  std::string problem =
+      coll == CollType::Broadcast
+          ? test::checkPattern(got.data() + recvAt, bytes, root, 0, salt)
+          : test::checkReductionOutput(
+                c.type, c.red, n, got.data() + recvAt, count,
+                coll == CollType::ReduceScatter ? static_cast<size_t>(self.rank) * count : 0, salt);
+  GPU_CHECK(problem.empty(), "%s: %s", what.c_str(), problem.c_str());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i >= recvAt && i < recvAt + bytes) continue;
+    if (inPlace && i < inBytes) continue;  // the rest of the input
+    GPU_CHECK(got[i] == std::byte{kUntouched}, "%s: byte %zu outside the output was written",
+              what.c_str(), i);
+  }
+}
+
+// Reduce-scatter, broadcast and reduce on the LL kernel between processes of
+// one GPU under MPS: a type per width and the reductions that differ, counts
+// from 1 to the slot's limit (a reduce-scatter's blocks post in whole lines),
+// both roots at the ends, in place and not.
+TEST(LlProcesses, ScatterBroadcastReduceUnderMps) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  if (!test::MpsDaemon::available()) GTEST_SKIP() << "nvidia-cuda-mps-control is not on PATH";
+  test::ScopedEnv proto("LANES_PROTO", "ll"), max("LANES_LL_MAX_BYTES", std::nullopt);
+  test::MpsDaemon mps;
+  ASSERT_TRUE(mps.running()) << mps.error();
+  test::runGpuProcesses(3, [](GpuRank& self) {
+    const int n = self.nranks;
+    DeviceBuffer send(kLlBytes + 64, self.stream), recv(kLlBytes + 64, self.stream);
+    const std::vector<Case> cases = {
+        {lanesFloat32, Reduction::Sum}, {lanesBfloat16, Reduction::Avg},
+        {lanesInt8, Reduction::Max},    {lanesFloat64, Reduction::PreMulSum},
+        {lanesUint32, Reduction::Prod}, {lanesFloat16, Reduction::Min}};
+    for (const Case& c : cases) {
+      const size_t elem = test::typeSize(c.type);
+      const size_t blockLimit =
+          kLlBytes / static_cast<size_t>(n) / cuda::kLlLinePayload * cuda::kLlLinePayload / elem;
+      for (CollType coll : {CollType::ReduceScatter, CollType::Broadcast, CollType::Reduce}) {
+        const size_t limit = coll == CollType::ReduceScatter ? blockLimit : kLlBytes / elem;
+        for (size_t count : {size_t{1}, size_t{3}, size_t{1001} / elem, limit}) {
+          for (int root : {0, n - 1}) {
+            if (coll == CollType::ReduceScatter && root != 0) continue;  // rootless
+            runLlCase(self, coll, c, count, root, false, send, recv);
+            runLlCase(self, coll, c, count, root, true, send, recv);
+          }
+        }
+      }
+    }
   });
 }
 

@@ -111,9 +111,9 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
             (std::vector<std::string>{"allreduce", "ll", "host_sum", "host_sum", "host_sum"}))
       << out;
+  // A small reduce takes the LL kernel (one launch, a PCIe write and read).
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
-            (std::vector<std::string>{"reduce", "proxy/direct", "proxy/chain", "proxy/chain",
-                                      "proxy/chain"}))
+            (std::vector<std::string>{"reduce", "ll", "proxy/chain", "proxy/chain", "proxy/chain"}))
       << out;
   // Host buffers: recursive doubling's few rounds for tiny calls, then the
   // shared arena's sum (two hand-offs, half the ring's copies).

@@ -160,8 +160,10 @@ SelectionConfig withoutHostSum(SelectionConfig config = SelectionConfig()) {
 // summation left out where the test is about the staged path).
 TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
   const SelectionConfig staged = withoutHostSum();
-  EXPECT_EQ(pathOf(deviceCall(CollType::Reduce, 1024)), DevicePath::Proxy);
+  EXPECT_EQ(pathOf(deviceCall(CollType::Reduce, 64 << 10)), DevicePath::Proxy);
   EXPECT_EQ(pathOf(deviceCall(CollType::AlltoAll, 64 << 20)), DevicePath::Proxy);
+  for (CollType c : {CollType::AlltoAll, CollType::Gather, CollType::Scatter})  // never LL
+    EXPECT_EQ(pathOf(deviceCall(c, 64)), DevicePath::Proxy) << collTypeName(c);
   EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 1 << 30), staged), DevicePath::Staged);
   EXPECT_NE(pathOf(deviceCall(CollType::AllReduce, (16 << 10) + 4)), DevicePath::Ll);
 
@@ -193,6 +195,29 @@ TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
   CallFacts mixed = deviceCall(CollType::AllReduce, 1 << 30);
   mixed.threadRanks = mixed.threadsBesideProcesses = true;
   EXPECT_EQ(pathOf(mixed), DevicePath::Proxy);
+}
+
+// LL serves one call of each collective but all-to-all whose input per rank
+// fits the slot (LANES_PROTO=ll: eligibility alone decides), and is the
+// cheapest at 8 bytes. A reduce-scatter's blocks each post in whole 8-byte
+// lines: 3 blocks of 5461 bytes (16383 in all) take 3 x 5464, over 16 KiB.
+TEST(DevicePathChoice, LlServesEveryCollectiveThatFitsItsSlot) {
+  SelectionConfig llOnly;
+  ASSERT_TRUE(NameList::parse("ll", names(), &llOnly.proto));
+  for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter,
+                     CollType::Broadcast, CollType::Reduce}) {
+    EXPECT_EQ(pathOf(deviceCall(c, 8)), DevicePath::Ll) << collTypeName(c);
+    EXPECT_EQ(pathOf(deviceCall(c, 16 << 10), llOnly), DevicePath::Ll) << collTypeName(c);
+    EXPECT_NE(pathOf(deviceCall(c, (16 << 10) + 8), llOnly), DevicePath::Ll) << collTypeName(c);
+  }
+  CallFacts scatter = deviceCall(CollType::ReduceScatter, 3 * 5461);
+  scatter.nranks = 3;
+  EXPECT_NE(pathOf(scatter, llOnly), DevicePath::Ll);
+  scatter.bytes = 3 * 5456;
+  EXPECT_EQ(pathOf(scatter, llOnly), DevicePath::Ll);
+  CallFacts batch = deviceCall(CollType::Broadcast, 64);
+  batch.calls = 2;
+  EXPECT_NE(pathOf(batch, llOnly), DevicePath::Ll);  // one request per call
 }
 
 // Among the eligible, the cheapest: LL while latency decides, a pipeline
@@ -511,7 +536,7 @@ TEST(DevicePathChoice, ProtoListExcludesPathsAndEnablesLlThreadsOnlyByName) {
             DevicePath::Proxy);
   // The proxy serves what nothing allowed does, even left out.
   ASSERT_TRUE(NameList::parse("ll", names(), &config.proto));
-  EXPECT_EQ(chooseDevicePath(deviceCall(CollType::Reduce, 1024), config).path, DevicePath::Proxy);
+  EXPECT_EQ(chooseDevicePath(deviceCall(CollType::AlltoAll, 1024), config).path, DevicePath::Proxy);
 
   CallFacts threads = deviceCall(CollType::AllReduce, 1024);
   threads.threadRanks = true;

@@ -172,7 +172,7 @@ Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
       "capturing this Lanes call on device buffers into a CUDA Graph is refused: the "
       "host-staged proxy path orders each call by a sequence number written into the stream, "
       "and a graph replay would repeat the captured number instead of taking a new one. Issue "
-      "the call outside the capture (small all-reduces and all-gathers, which take the LL "
+      "the call outside the capture (small collectives, which take the LL "
       "kernel, can be captured)."));
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));

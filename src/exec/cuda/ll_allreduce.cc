@@ -37,6 +37,22 @@ struct Proposal {
   uint64_t maxBytes = 0;
 };
 
+// The kernel's name for a collective the registry gives LL (planner/registry.cc).
+cuda::LlCollective llCollective(CollType c) {
+  switch (c) {
+    case CollType::AllGather:
+      return cuda::LlCollective::AllGather;
+    case CollType::ReduceScatter:
+      return cuda::LlCollective::ReduceScatter;
+    case CollType::Broadcast:
+      return cuda::LlCollective::Broadcast;
+    case CollType::Reduce:
+      return cuda::LlCollective::Reduce;
+    default:
+      return cuda::LlCollective::AllReduce;
+  }
+}
+
 uint32_t loadWord(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 uint64_t loadWord(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
@@ -176,10 +192,10 @@ Status LlAllReduce::setup() {
     releaseLocalResources();
     arena_.reset();
     if (expected)
-      LANES_INFO(Init, comm_.rank(), "small device all-reduces: LL kernel path off (%s)",
+      LANES_INFO(Init, comm_.rank(), "small device collectives: LL kernel path off (%s)",
                  why.c_str());
     else
-      LANES_WARN(Init, comm_.rank(), "small device all-reduces: the LL kernel path is off (%s)",
+      LANES_WARN(Init, comm_.rank(), "small device collectives: the LL kernel path is off (%s)",
                  why.c_str());
     return Status::ok();
   }
@@ -191,7 +207,7 @@ Status LlAllReduce::setup() {
   if (n > 1) monitor_ = std::thread([this] { monitor(); });
   enabled_ = true;
   LANES_INFO(Init, comm_.rank(),
-             "small device all-reduces: one LL kernel through mapped host memory, up to %zu bytes",
+             "small device collectives: one LL kernel through mapped host memory, up to %zu bytes",
              maxBytes_);
   return Status::ok();
 }
@@ -211,16 +227,15 @@ Status LlAllReduce::checkKernels() {
   if (error == cuda::kLlTimedOut) {
     char text[512];
     snprintf(text, sizeof(text),
-             "small device all-reduce/all-gather #%llu (LL kernel) on %s waited %.0f s for rank "
-             "%d's data "
+             "small device collective #%llu (LL kernel) on %s waited %.0f s for rank %d's data "
              "and gave up: rank %d did not make the same call (check that every rank issues the "
              "same collectives in the same order) or its GPU stream is stuck; destroy the "
              "communicator",
              seq, comm_.describe().c_str(), comm_.timeoutSeconds(), peer, peer);
     s = timeoutError(text);
   } else {
-    s = Status(lanesInternalError, "small device all-reduce/all-gather #" + std::to_string(seq) +
-                                       " on " + comm_.describe() +
+    s = Status(lanesInternalError, "small device collective #" + std::to_string(seq) + " on " +
+                                       comm_.describe() +
                                        " was stopped by an abort; destroy the communicator");
   }
   comm_.fail(s.code(), s.message());
@@ -254,13 +269,14 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
     LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, last_, 0));
 
   cuda::LlAllReduceArgs a;
+  a.coll = llCollective(r.args.coll);
+  a.root = r.args.root;
   a.send = r.args.send;
   a.recv = r.args.recv;
   a.count = r.args.count;
   a.type = r.args.type;
   a.op = r.op.kind;
   a.premulScalar = r.op.scalar;
-  a.allGather = r.args.coll == CollType::AllGather;
   a.rank = comm_.rank();
   a.nranks = comm_.nranks();
   a.slots = arena_ ? arena_->device() : nullptr;
@@ -282,6 +298,7 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
     LANES_CUDA_RETURN(cudaEventRecord(last_, stream));
     lastStream_ = stream;
   }
+  ++calls_[static_cast<size_t>(r.args.coll) % calls_.size()];
   return Status::ok();
 }
 
@@ -315,7 +332,7 @@ LlAllReduce::~LlAllReduce() {
   bool idle = waitIdle(comm_.deadline());
   if (!idle && !failed) {
     LANES_WARN(Init, comm_.rank(),
-               "destroying the communicator while a small device all-reduce still waits for "
+               "destroying the communicator while a small device collective still waits for "
                "peers after %.0f s; stopping it (its result is undefined)",
                comm_.timeoutSeconds());
     setAbort();

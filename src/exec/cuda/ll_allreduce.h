@@ -1,4 +1,5 @@
-// Small-message device all-reduce and all-gather: one LL kernel
+// Small-message device collectives (all-reduce, all-gather, reduce-scatter,
+// broadcast, reduce): one LL kernel
 // (kernels/cuda/ll_allreduce.h) on the caller's stream, data and flags in
 // mapped host memory (a HostArena), for calls of at most LANES_LL_MAX_BYTES per
 // rank (default 16 KiB) when every rank of the communicator is on this host
@@ -15,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -49,6 +51,8 @@ class LlAllReduce final : public DeviceContext {
   Status enqueue(const Request& r, cudaStream_t stream);
   bool enabled() const { return enabled_; }
   size_t maxBytes() const { return maxBytes_; }
+  // Calls of collective `c` enqueued on this rank (for tests: which path ran).
+  uint64_t callsOf(CollType c) const { return calls_[static_cast<size_t>(c)]; }
 
  private:
   explicit LlAllReduce(CommView comm) : comm_(comm) {}
@@ -75,6 +79,7 @@ class LlAllReduce final : public DeviceContext {
   cudaEvent_t last_ = nullptr;                // after the last eager launch
   cudaStream_t lastStream_ = nullptr;         // where last_ was recorded
   size_t hookIndex_ = SIZE_MAX;               // our failure hook (CommView::addFailureHook)
+  std::array<uint64_t, 8> calls_{};           // by CollType
 
   std::mutex monitorMutex_;
   std::condition_variable monitorWake_;
