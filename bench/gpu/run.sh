@@ -376,17 +376,19 @@ job_shared_gpu() {
 }
 
 job small-mps "lanes-run $TOOLS5" "$ROW|^=== " \
-  "issue 20: the five collectives, 2 processes on GPU 0 under MPS, 8 B-4 MiB, P2P on and off"
+  "issue 20: the five collectives, 2 processes on GPU 0 under MPS, 8 B-4 MiB, P2P on/off, LL to 256 KiB"
 # Under MPS the two processes' kernels run at once, as on two GPUs: the sizes of
-# issue 20's table, beside NCCL's 2-GPU times there (NCCL refuses two ranks of one GPU).
+# issue 20's table, beside NCCL's 2-GPU times there (NCCL refuses two ranks of one
+# GPU). P2P on, P2P off (a GeForce box), and P2P off with LL up to its 256 KiB limit.
 job_small_mps() {
   one_gpu
-  local t p
-  for p in 0 1; do
+  local t mode
+  for mode in "LANES_P2P_DISABLE=0" "LANES_P2P_DISABLE=1" \
+    "LANES_P2P_DISABLE=1 LANES_LL_MAX_BYTES=256K"; do
     for t in $TOOLS5; do
-      step 40 "$t, 2 processes under MPS, LANES_P2P_DISABLE=$p" -- bash bench/gpu/with_mps.sh \
-        env LANES_P2P_DISABLE=$p @bin@/lanes-run -n 2 @bin@/$t -b 8 -e 4M -f 2 -n 100 -w 10 \
-        --memory device
+      # shellcheck disable=SC2086 # the mode is several variables
+      step 40 "$t, 2 processes under MPS, $mode" -- bash bench/gpu/with_mps.sh \
+        env $mode @bin@/lanes-run -n 2 @bin@/$t -b 8 -e 4M -f 2 -n 100 -w 10 --memory device
     done
   done
 }
