@@ -307,10 +307,13 @@ CostTerms llCost(const CallFacts& f, const GpuLink& link) {
   double read = (n - 1) * lines;  // every peer's (a reduce: at the root)
   if (f.coll == CollType::ReduceScatter) read = (n - 1) * lines / n;  // my block of each
   if (f.coll == CollType::Broadcast) read = lines;                    // the root's
+  // The peers whose data a rank waits for: the first one's lines take a
+  // flag's latency, the others' polls overlap it half-way (measured with 2
+  // and 4 ranks on the H200). A broadcast's non-root waits for the root's
+  // data and one line of each other peer, read at once: as for two peers.
+  const double waitedFor = f.coll == CollType::Broadcast ? std::min(n - 1, 2.0) : n - 1;
   CostTerms t;
-  // The first peer's lines take a flag's latency; the others' polls overlap
-  // it half-way (measured with 2 and 4 ranks on the H200).
-  t.latency = link.launch() + link.flag() * (f.nranks + 1) / 2.0;
+  t.latency = link.launch() + link.flag() * (waitedFor + 2) / 2.0;
   // Lines are loads and stores of one block, not copies: no per-copy fixed
   // cost, so they move at the link's streaming rate (that of 1 MiB copies).
   const double at = std::max(lines, MachineFacts::curveBytes(4));
