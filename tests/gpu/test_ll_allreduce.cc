@@ -79,11 +79,14 @@ class LlTest : public ::testing::Test {
     if (!pathAllowed(SelectionConfig::fromEnv(), DevicePath::LlThreads))
       GTEST_SKIP() << "LL is not used for thread ranks; set LANES_PROTO=ll_threads,staged,proxy "
                       "to test it";
-    for (const char* name : {"LANES_LL_MAX_BYTES"}) {
+    for (const char* name : {"LANES_LL_MAX_BYTES", "LANES_PROTO"}) {
       const char* v = std::getenv(name);
       saved_.push_back({name, v ? std::string(v) : std::string(), v != nullptr});
-      unsetenv(name);
+      if (std::string(name) != "LANES_PROTO") unsetenv(name);
     }
+    // A communicator of one rank is no thread rank: it takes the `ll` entry.
+    if (!pathAllowed(SelectionConfig::fromEnv(), DevicePath::Ll))
+      setenv("LANES_PROTO", (saved_.back().value + ",ll").c_str(), 1);
   }
   void TearDown() override {
     for (const Saved& s : saved_) {
