@@ -624,15 +624,16 @@ void runLlCase(GpuRank& self, CollType coll, const Case& c, size_t count, int ro
     test::fillPattern(input.data(), bytes, root, 0, salt);
   else
     test::fillReductionInput(c.type, c.red, self.rank, n, input.data(), inBytes / elem, 0, salt);
+  const bool sends = coll != CollType::Broadcast || isRoot;
+  const bool receives = coll != CollType::Reduce || isRoot;
   send.fill(kUntouched);
   recv.fill(kUntouched);
-  send.upload(input.data(), inBytes, 0);
+  // A broadcast's non-root has no input: in place, its output starts untouched.
+  if (sends) send.upload(input.data(), inBytes, 0);
   // In place: a reduce-scatter's output is its own block of the input.
   const size_t recvAt =
       inPlace && coll == CollType::ReduceScatter ? static_cast<size_t>(self.rank) * bytes : 0;
   DeviceBuffer& out = inPlace ? send : recv;
-  const bool sends = coll != CollType::Broadcast || isRoot;
-  const bool receives = coll != CollType::Reduce || isRoot;
   const std::byte* sendPtr = sends ? send.data() : nullptr;
   std::byte* recvPtr = receives ? out.data() + recvAt : nullptr;
 
@@ -658,13 +659,14 @@ void runLlCase(GpuRank& self, CollType coll, const Case& c, size_t count, int ro
   GPU_CHECK(ll != nullptr && ll->callsOf(coll) == before + 1, "%s did not take the LL kernel",
             what.c_str());
   std::string guards;
+  if (!inPlace && sends) {  // the input stays as it was
+    std::vector<std::byte> in = send.download(&guards);
+    GPU_CHECK(guards.empty() && std::memcmp(in.data(), input.data(), inBytes) == 0,
+              "%s: the send buffer changed %s", what.c_str(), guards.c_str());
+  }
+  if (!receives) return;  // a reduce's non-root passes no recv buffer
   std::vector<std::byte> got = out.download(&guards);
   GPU_CHECK(guards.empty(), "%s: %s", what.c_str(), guards.c_str());
-  if (!receives) {  // a reduce's non-root: nothing of recv written
-    for (size_t i = 0; i < got.size() && !inPlace; ++i)
-      GPU_CHECK(got[i] == std::byte{kUntouched}, "%s: recv byte %zu was written", what.c_str(), i);
-    return;
-  }
   std::string problem =
       coll == CollType::Broadcast
           ? test::checkPattern(got.data() + recvAt, bytes, root, 0, salt)
@@ -680,10 +682,81 @@ void runLlCase(GpuRank& self, CollType coll, const Case& c, size_t count, int ro
   }
 }
 
+// 60 broadcasts, reduces and reduce-scatters in turn, the roots rotating, all
+// enqueued before any result is read: slot reuse holds only if every rank
+// reads a line of every peer in every call (a broadcast's root reads no data;
+// without that, it could overwrite a slot a slow reader still polls).
+void runRootedBackToBack(GpuRank& self) {
+  constexpr int kCalls = 60;
+  constexpr size_t kCount = 5;  // int32 per block
+  const int n = self.nranks;
+  const size_t stride = kCount * static_cast<size_t>(n);  // a call's room, in elements
+  std::vector<int32_t> inputs(stride * kCalls);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    inputs[i] = static_cast<int32_t>(i * 7 + static_cast<size_t>(self.rank) * 1000 + 1);
+  DeviceBuffer send(inputs.size() * sizeof(int32_t), self.stream),
+      recv(inputs.size() * sizeof(int32_t), self.stream);
+  send.upload(inputs.data(), inputs.size() * sizeof(int32_t), 0);
+  recv.fill(kUntouched);
+  auto* in = reinterpret_cast<int32_t*>(send.data());
+  auto* out = reinterpret_cast<int32_t*>(recv.data());
+  for (int k = 0; k < kCalls; ++k) {
+    const size_t at = static_cast<size_t>(k) * stride;
+    const int root = (k / 3) % n;
+    switch (k % 3) {
+      case 0:
+        GPU_CHECK_LANES(
+            lanesBroadcast(in + at, out + at, kCount, lanesInt32, root, self.comm, self.stream),
+            self.comm);
+        break;
+      case 1:
+        GPU_CHECK_LANES(lanesReduce(in + at, out + at, kCount, lanesInt32, lanesSum, root,
+                                    self.comm, self.stream),
+                        self.comm);
+        break;
+      default:
+        GPU_CHECK_LANES(lanesReduceScatter(in + at, out + at, kCount, lanesInt32, lanesSum,
+                                           self.comm, self.stream),
+                        self.comm);
+        break;
+    }
+  }
+  std::string guards;
+  std::vector<std::byte> raw = recv.download(&guards);
+  GPU_CHECK(guards.empty(), "back to back: %s", guards.c_str());
+  std::vector<int32_t> got(raw.size() / sizeof(int32_t));
+  std::memcpy(got.data(), raw.data(), got.size() * sizeof(int32_t));
+  // Element i of rank r's input of call k: inputs as filled on rank r.
+  auto inputOf = [&](int r, size_t i) {
+    return static_cast<int32_t>(i * 7 + static_cast<size_t>(r) * 1000 + 1);
+  };
+  for (int k = 0; k < kCalls; ++k) {
+    const size_t at = static_cast<size_t>(k) * stride;
+    const int root = (k / 3) % n;
+    const int kind = k % 3;
+    if (kind == 1 && self.rank != root) continue;  // a reduce's non-root gets nothing
+    for (size_t e = 0; e < kCount; ++e) {
+      int64_t want = 0;
+      if (kind == 0) {
+        want = inputOf(root, at + e);
+      } else {
+        const size_t i = at + (kind == 2 ? static_cast<size_t>(self.rank) * kCount : 0) + e;
+        for (int r = 0; r < n; ++r) want += inputOf(r, i);
+      }
+      GPU_CHECK(got[at + e] == static_cast<int32_t>(want),
+                "back to back: call %d (%s, root %d) element %zu is %d, expected %lld", k,
+                kind == 0   ? "broadcast"
+                : kind == 1 ? "reduce"
+                            : "reduce-scatter",
+                root, e, got[at + e], static_cast<long long>(want));
+    }
+  }
+}
+
 // Reduce-scatter, broadcast and reduce on the LL kernel between processes of
 // one GPU under MPS: a type per width and the reductions that differ, counts
 // from 1 to the slot's limit (a reduce-scatter's blocks post in whole lines),
-// both roots at the ends, in place and not.
+// every root of 3 ranks, in place and not; then back to back.
 TEST(LlProcesses, ScatterBroadcastReduceUnderMps) {
   GPU_SKIP_UNLESS_GPU_FOR_FORK();
   if (!test::MpsDaemon::available()) GTEST_SKIP() << "nvidia-cuda-mps-control is not on PATH";
@@ -704,7 +777,7 @@ TEST(LlProcesses, ScatterBroadcastReduceUnderMps) {
       for (CollType coll : {CollType::ReduceScatter, CollType::Broadcast, CollType::Reduce}) {
         const size_t limit = coll == CollType::ReduceScatter ? blockLimit : kLlBytes / elem;
         for (size_t count : {size_t{1}, size_t{3}, size_t{1001} / elem, limit}) {
-          for (int root : {0, n - 1}) {
+          for (int root : {0, 1, n - 1}) {
             if (coll == CollType::ReduceScatter && root != 0) continue;  // rootless
             runLlCase(self, coll, c, count, root, false, send, recv);
             runLlCase(self, coll, c, count, root, true, send, recv);
@@ -712,6 +785,7 @@ TEST(LlProcesses, ScatterBroadcastReduceUnderMps) {
         }
       }
     }
+    runRootedBackToBack(self);
   });
 }
 
