@@ -1,5 +1,6 @@
 #include "base/log.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -64,6 +65,15 @@ std::string expandPath(const char* pattern, const char* host) {
 
 std::mutex gLogMutex;  // C API logging state: process-wide by nature
 LogConfig gConfig;     // under gLogMutex
+
+// A child forked while another thread logs (a bootstrap root dropping a
+// stranger, say) would inherit the lock held and hang at its first log line:
+// fork waits for the lock and the child starts with it released.
+[[maybe_unused]] const bool gForkSafe = [] {
+  ::pthread_atfork([] { gLogMutex.lock(); }, [] { gLogMutex.unlock(); },
+                   [] { gLogMutex.unlock(); });
+  return true;
+}();
 // What logEnabled reads without the lock (a reload may run meanwhile).
 std::atomic<int> gLevel{0};
 std::atomic<unsigned> gMask{0};

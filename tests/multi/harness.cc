@@ -270,6 +270,7 @@ void ForkedRanks::startWith(int nranks, const lanesUniqueId* givenId, RankBody b
     haveId = res == lanesSuccess;
     if (!haveId) ADD_FAILURE() << describeFailure("lanesGetUniqueId(&id)", res, nullptr);
   }
+  if (haveId && options.beforeRanksStart) options.beforeRanksStart(id);
   if (!go.send(haveId ? &id : nullptr, children_.size()))
     ADD_FAILURE() << "write to the ranks' start pipe: " << std::strerror(errno);
   for (int fd : writeEnds) ::close(fd);

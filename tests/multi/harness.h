@@ -68,6 +68,12 @@ struct RunOptions {
   // Fail the test if /dev/shm/lanes-* entries created during the run are
   // still there afterwards and mapped by no process.
   bool checkShmLeaks = true;
+  // ForkedRanks: runs in this process after the forks, with the ranks' id,
+  // before the ranks receive it. Work that keeps threads of this process busy
+  // (strangers keeping the bootstrap root logging) belongs here, not before
+  // start(): a child forked while such a thread holds a lock (the
+  // allocator's, under ASan) hangs.
+  std::function<void(const lanesUniqueId&)> beforeRanksStart;
 };
 
 // What became of one forked rank.

@@ -177,25 +177,31 @@ void expectAllExitedZero(const std::vector<RankOutcome>& outcomes) {
     EXPECT_TRUE(o.finished && o.exited && o.exitCode == 0) << o.describe();
 }
 
+// The ranks are forked before the id exists (and so before the root's thread
+// starts logging the strangers' drops); they join once the strangers are in.
 TEST(BootstrapSecurity, RootDropsStrangersWhileRanksJoin) {
   constexpr int kRanks = 3;
   LogCapture log;
-  lanesUniqueId id;
-  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
-  UniqueIdData data;
-  ASSERT_TRUE(decodeUniqueId(id, &data).isOk());
-  const SocketAddress root = wire::rootAddress(data);
-
-  // The strangers arrive first; one of them claims rank 0 with a wrong secret.
-  auto strangers = openStrangers(root, data, kRanks, /*claimRank=*/0, /*toRoot=*/true);
-  Stranger silent = Stranger::open("silent", root, {});
+  std::vector<Stranger> strangers;
+  std::optional<Stranger> silent;
+  RunOptions options;
+  options.beforeRanksStart = [&](const lanesUniqueId& id) {
+    UniqueIdData data;
+    ASSERT_TRUE(decodeUniqueId(id, &data).isOk());
+    const SocketAddress root = wire::rootAddress(data);
+    // One of them claims rank 0 with a wrong secret.
+    strangers = openStrangers(root, data, kRanks, /*claimRank=*/0, /*toRoot=*/true);
+    silent = Stranger::open("silent", root, {});
+  };
   ForkedRanks ranks;
-  ranks.start(kRanks, id, allReduceBody);
+  ranks.start(kRanks, allReduceBody, options);
   expectAllExitedZero(ranks.wait());
 
+  ASSERT_EQ(strangers.size(), 6u);
   for (const auto& s : strangers) EXPECT_TRUE(s.closedWithin(10)) << s.kind << " was not dropped";
   // The root closes the silent one at its hello deadline or when it exits.
-  EXPECT_TRUE(silent.closedWithin(wire::kHelloTimeoutSeconds + 10));
+  ASSERT_TRUE(silent.has_value());
+  EXPECT_TRUE(silent->closedWithin(wire::kHelloTimeoutSeconds + 10));
   const std::string text = log.text();
   // (The silent one is logged too if the ranks took longer than its deadline.)
   EXPECT_GE(log.count("dropped connection from"), static_cast<int>(strangers.size())) << text;
@@ -206,15 +212,16 @@ TEST(BootstrapSecurity, RootDropsStrangersWhileRanksJoin) {
 
 TEST(BootstrapSecurity, RootDropsSilentConnectionAndServesRanksAfter) {
   LogCapture log;
-  lanesUniqueId id;
-  ASSERT_EQ(lanesGetUniqueId(&id), lanesSuccess);
-  UniqueIdData data;
-  ASSERT_TRUE(decodeUniqueId(id, &data).isOk());
-  Stranger silent = Stranger::open("silent", wire::rootAddress(data), {});
-  EXPECT_TRUE(silent.closedWithin(wire::kHelloTimeoutSeconds + 10));
-  EXPECT_EQ(log.count("sent no hello within"), 1) << log.text();
+  RunOptions options;
+  options.beforeRanksStart = [&](const lanesUniqueId& id) {
+    UniqueIdData data;
+    ASSERT_TRUE(decodeUniqueId(id, &data).isOk());
+    Stranger silent = Stranger::open("silent", wire::rootAddress(data), {});
+    EXPECT_TRUE(silent.closedWithin(wire::kHelloTimeoutSeconds + 10));
+    EXPECT_EQ(log.count("sent no hello within"), 1) << log.text();
+  };
   ForkedRanks ranks;
-  ranks.start(2, id, allReduceBody);
+  ranks.start(2, allReduceBody, options);
   expectAllExitedZero(ranks.wait());
 }
 
