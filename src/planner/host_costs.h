@@ -41,6 +41,12 @@ bool hostAlgoServes(AlgoId algo, const CallFacts& facts, const MachineFacts& mac
 // the hop figures (twice its latency, half its 1 MiB rate).
 double crossPackageLatencyUs(const MachineFacts& m);
 double crossPackageGBs(const MachineFacts& m);
+// A hop whose peer is not running, where a host's ranks outnumber its cores:
+// it waits for the peer's turn on a core. Fitted to this 2-core VM's
+// calibration (3 and 4 ranks: 3-4.5 us a hop, a rank running half the time
+// or two thirds); a pair of thread ranks pinned to one CPU measures no such
+// thing (about 180 us a hop there: each waits out the other's backoff).
+inline constexpr double kUnscheduledPeerHopUs = 8.0;
 
 // The predicted time of `facts`'s collective by `algo` (which must serve it).
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& facts, const MachineFacts& machine);

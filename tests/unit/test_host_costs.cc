@@ -97,12 +97,43 @@ TEST(HostAlgorithmChoice, TheCrossoverFollowsTheMeasuredHopLatency) {
   EXPECT_LT(early, late);
 }
 
+// 8 ranks on 2 cores: a rank runs a quarter of the time, so its call costs
+// four times as much, and three hops in four wait for the peer's turn on a
+// core.
 TEST(HostAlgorithmChoice, TimeSharedCoresMakeHopsDearer) {
   SelectionConfig crowded = roomy();
   crowded.machine.cores = 2;
+  const MachineFacts& m = crowded.machine;
   const CallFacts f = call(CollType::AllReduce, 8, 8);
-  EXPECT_NEAR(hostAlgoCost(AlgoId::Ring, f, crowded.machine).latency,
-              4 * hostAlgoCost(AlgoId::Ring, f, roomy().machine).latency, 1e-12);
+  const double hops = 2 * 7;  // the ring's
+  EXPECT_NEAR(hostAlgoCost(AlgoId::Ring, f, m).latency,
+              (4 * m.callUs + hops * (0.25 * m.hopLatencyUs + 0.75 * kUnscheduledPeerHopUs)) * 1e-6,
+              1e-12);
+  // With a core per rank a hop costs the hop latency.
+  EXPECT_NEAR(hostAlgoCost(AlgoId::Ring, f, roomy().machine).latency,
+              (m.callUs + hops * m.hopLatencyUs) * 1e-6, 1e-12);
+  // A hop slower than a peer's wake-up (between hosts) is never made cheaper.
+  SelectionConfig slowHops = crowded;
+  slowHops.machine.hopLatencyUs = 2 * kUnscheduledPeerHopUs;
+  EXPECT_NEAR(hostAlgoCost(AlgoId::Ring, f, slowHops.machine).latency,
+              (4 * m.callUs + hops * slowHops.machine.hopLatencyUs) * 1e-6, 1e-12);
+}
+
+// A loop of rooted calls runs at its busiest rank's pace, and the others,
+// waiting most of the time, leave it a core: no time-sharing price.
+TEST(HostAlgorithmChoice, RootedCallsAreNotTimeShared) {
+  SelectionConfig crowded = roomy();
+  crowded.machine.cores = 2;
+  for (CollType coll : {CollType::Broadcast, CollType::Reduce, CollType::Gather}) {
+    const CallFacts f = call(coll, 1 << 20, 4);
+    EXPECT_NEAR(hostAlgoCost(AlgoId::Direct, f, crowded.machine).total(),
+                hostAlgoCost(AlgoId::Direct, f, roomy().machine).total(), 1e-15)
+        << collTypeName(coll);
+  }
+  // An all-gather's ranks wait for each other at every step: time-shared.
+  const CallFacts all = call(CollType::AllGather, 8, 4);
+  EXPECT_GT(hostAlgoCost(AlgoId::Ring, all, crowded.machine).total(),
+            1.5 * hostAlgoCost(AlgoId::Ring, all, roomy().machine).total());
 }
 
 TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
