@@ -92,15 +92,6 @@ bool algoSupports(AlgoId algo, CollType coll, int nranks) {
   return true;
 }
 
-namespace {
-
-bool rooted(CollType t) {
-  return t == CollType::Broadcast || t == CollType::Reduce || t == CollType::Gather ||
-         t == CollType::Scatter;
-}
-
-}  // namespace
-
 Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
                      std::span<const int> ringOrder, std::span<const int> hostOf) {
   const std::string what = std::string(collTypeName(args.coll)) + "/" + algoName(algo);
@@ -109,7 +100,7 @@ Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
                            " is outside a communicator of " + std::to_string(args.nranks) +
                            " ranks; pass the communicator's own rank and size.");
   }
-  if (rooted(args.coll) && (args.root < 0 || args.root >= args.nranks)) {
+  if (isRooted(args.coll) && (args.root < 0 || args.root >= args.nranks)) {
     return invalidArgument(what + ": root " + std::to_string(args.root) + " is not a rank of a " +
                            std::to_string(args.nranks) +
                            "-rank communicator; pick a root in [0, nranks).");

@@ -25,6 +25,17 @@ const char* collTypeName(CollType t);
 // between words ("all_reduce", "AllReduce"); false for anything else.
 bool parseCollTypeName(std::string_view name, CollType* out);
 
+// Collectives with a root rank: their argument is checked, and their data flows
+// to or from that one rank.
+constexpr bool isRooted(CollType t) {
+  return t == CollType::Broadcast || t == CollType::Reduce || t == CollType::Gather ||
+         t == CollType::Scatter;
+}
+// Collectives that combine the ranks' inputs with a reduction operator.
+constexpr bool isReduction(CollType t) {
+  return t == CollType::AllReduce || t == CollType::Reduce || t == CollType::ReduceScatter;
+}
+
 // One collective as this rank sees it. Buffers are already validated; for
 // PreMulSum the input has been pre-multiplied into `send` and redop is Sum;
 // Avg arrives as Sum (the caller divides afterwards).

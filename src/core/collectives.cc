@@ -112,9 +112,7 @@ lanesResult_t collective(const CollCall& c, lanesComm_t comm, cudaStream_t strea
     LANES_RETURN_IF_ERROR(checkDatatype(c.type));
     RedOp op;
     LANES_RETURN_IF_ERROR(resolveRedOp(comm, c.op, &op));
-    bool rooted = c.coll == CollType::Broadcast || c.coll == CollType::Reduce ||
-                  c.coll == CollType::Gather || c.coll == CollType::Scatter;
-    if (rooted) LANES_RETURN_IF_ERROR(checkRank("root", c.root, comm->nranks));
+    if (isRooted(c.coll)) LANES_RETURN_IF_ERROR(checkRank("root", c.root, comm->nranks));
     Layout l;
     LANES_RETURN_IF_ERROR(layoutOf(c, comm->rank, comm->nranks, &l));
     LANES_RETURN_IF_ERROR(checkBuffer(c.fn, "sendbuff", c.send, l.sendBytes));
@@ -136,7 +134,7 @@ lanesResult_t collective(const CollCall& c, lanesComm_t comm, cudaStream_t strea
     r.args.count = c.count;
     r.args.type = c.type;
     r.args.redop = op.kind;
-    r.args.root = rooted ? c.root : 0;
+    r.args.root = isRooted(c.coll) ? c.root : 0;
     r.args.rank = comm->rank;
     r.args.nranks = comm->nranks;
     r.op = op;

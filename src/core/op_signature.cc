@@ -13,14 +13,8 @@ constexpr uint8_t kSendWireKind = 16;
 constexpr uint8_t kRecvWireKind = 17;
 static_assert(static_cast<uint8_t>(CollType::Scatter) < kSendWireKind);
 
-bool hasRedOp(const OpSignature& s) {
-  return !s.isPointToPoint() && (s.coll == CollType::AllReduce || s.coll == CollType::Reduce ||
-                                 s.coll == CollType::ReduceScatter);
-}
-bool hasRoot(const OpSignature& s) {
-  return !s.isPointToPoint() && (s.coll == CollType::Broadcast || s.coll == CollType::Reduce ||
-                                 s.coll == CollType::Gather || s.coll == CollType::Scatter);
-}
+bool hasRedOp(const OpSignature& s) { return !s.isPointToPoint() && isReduction(s.coll); }
+bool hasRoot(const OpSignature& s) { return !s.isPointToPoint() && isRooted(s.coll); }
 
 const char* callName(const OpSignature& s) {
   switch (s.p2p) {

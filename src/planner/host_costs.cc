@@ -249,9 +249,7 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   if (n <= 1 || f.bytes == 0) return c;
   const double s = static_cast<double>(f.bytes);
   const int k = n - 1;
-  const bool rooted = f.coll == CollType::Broadcast || f.coll == CollType::Reduce ||
-                      f.coll == CollType::Gather || f.coll == CollType::Scatter;
-  const Steps steps(m, n, bufferBytes(f.coll, s, n), rooted);
+  const Steps steps(m, n, bufferBytes(f.coll, s, n), isRooted(f.coll));
   c.latency = steps.call();
   if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
   if (algo == AlgoId::SharedSum) {

@@ -36,10 +36,6 @@ constexpr CollType kColls[] = {CollType::AllReduce, CollType::Broadcast,     Col
 constexpr int kRankCounts[] = {1, 2, 3, 4, 5, 7, 8};
 constexpr size_t kCounts[] = {0, 1, 7, 1023, 1025, 300000};
 
-bool isReduction(CollType c) {
-  return c == CollType::AllReduce || c == CollType::Reduce || c == CollType::ReduceScatter;
-}
-
 // ---------------------------------------------------------------------------
 // Buffers of one rank laid out per NCCL semantics. Buffers a rank must not
 // touch (a non-root's recvbuff in reduce, ...) are null, so an algorithm that

@@ -27,9 +27,7 @@ namespace {
 // scales it, aside), so nothing goes on the stream; NCCL returns at once too.
 bool singleRankNoOp(const Request& r) {
   if (r.isP2p || r.args.nranks != 1 || r.args.send != r.args.recv) return false;
-  const bool reduces = r.args.coll == CollType::AllReduce || r.args.coll == CollType::Reduce ||
-                       r.args.coll == CollType::ReduceScatter;
-  return !(reduces && r.op.kind == RedOpKind::PreMulSum);
+  return !(isReduction(r.args.coll) && r.op.kind == RedOpKind::PreMulSum);
 }
 
 bool holdsP2p(const std::vector<Request>& requests) {
