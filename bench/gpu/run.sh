@@ -393,6 +393,26 @@ job_small_mps() {
   done
 }
 
+job ll-grid "lanes-run $TOOLS5 lanes_reduce_perf" "$ROW|^=== " \
+  "issue 20: LL on grids of blocks vs the staged path, 2 and 8 processes under MPS, 4 KiB-256 KiB"
+# Forced each way (LANES_PROTO), P2P off: what the planner's LL and staged costs are
+# fitted to. Send/recv is not an LL collective.
+job_ll_grid() {
+  one_gpu
+  local t np mode
+  for np in 2 8; do
+    for mode in "LANES_PROTO=ll LANES_LL_MAX_BYTES=256K" "LANES_PROTO=^ll"; do
+      for t in lanes_all_reduce_perf lanes_all_gather_perf lanes_reduce_scatter_perf \
+        lanes_broadcast_perf lanes_reduce_perf; do
+        # shellcheck disable=SC2086 # the mode is several variables
+        step 30 "$t, $np processes under MPS, $mode" -- bash bench/gpu/with_mps.sh \
+          env LANES_P2P_DISABLE=1 $mode @bin@/lanes-run -n $np @bin@/$t -b 4K -e 256K -f 2 \
+          -n 50 -w 10 --memory device
+      done
+    done
+  done
+}
+
 job nccl-layer "$PERF lanes_nccl" "float" \
   "ncclAllReduce via libnccl.so.2 vs lanesAllReduce, 8 B and 256 MiB"
 job_nccl_layer() {

@@ -1,28 +1,39 @@
 // The LL collective kernel (interface and protocol: ll_allreduce.h; host side:
 // src/exec/cuda/ll_allreduce.cc; picture: docs/gpu_data_path.md, "Small messages").
 //
-// One block of kThreads threads:
-//  1. thread 0 takes the sequence number and the sticky failure flag from
-//     device memory (no PCIe read); after a failed call the kernel touches
-//     nothing (the ranks are out of step);
-//  2. every thread writes its share of this rank's lines into this rank's
-//     slot of parity seq & 1 (a reduce-scatter: every block of its input, in
-//     block order; a broadcast's non-root: one line, no payload);
-//  3. tile by tile (as many lines as fit, for all ranks, in 32 KiB of shared
-//     memory): this rank's lines go to shared memory from the input, every
+// A grid of up to LlAllReduceArgs::maxBlocks blocks of kThreads threads,
+// sized to the call (llGridBlocks: kLlLinesPerBlock lines a block; one block for the
+// smallest calls). Zero-copy reads of host memory are latency bound: more
+// blocks keep more of them in flight.
+//  1. thread 0 of each block takes the sequence number and the sticky failure
+//     flag from device memory (no PCIe read); after a failed call the kernel
+//     touches nothing (the ranks are out of step);
+//  2. the grid writes this rank's lines into this rank's slot of parity
+//     seq & 1, each thread a grid-strided share (a reduce-scatter: every
+//     block of its input, in block order; a broadcast's non-root: one line,
+//     no payload);
+//  3. tile by tile, tiles dealt to the blocks in turn (a tile: as many lines
+//     as fit, for all ranks, in 32 KiB of shared memory, or a block's share
+//     if less): this rank's lines go to shared memory from the input, every
 //     peer's lines (a reduce-scatter: those of this rank's block) from its
 //     slot once both flags equal seq; each thread polls up to kBatch lines at
 //     once so their PCIe reads overlap;
 //  4. each line is reduced over ranks 0..n-1 in order with reduce_ops.cuh's
-//     arithmetic (the same as reduce.cu), Avg divided once, and stored to recv.
+//     arithmetic (the same as reduce.cu), Avg divided once, and stored to recv;
+//  5. the last block to finish advances the sequence number for the next call.
 // All-gather and a broadcast's non-roots skip step 4: every line read is
 // stored at once where it belongs in recv. A reduce's non-roots and a
 // broadcast's root read no data: they wait for one line of every peer.
 //
 // Slot reuse needs no extra wait: a rank writes slot p for call s+2 only after
 // its call s+1 finished, which needed a line of every peer's call s+1, which a
-// peer writes only after its own call s finished reading slot p. Calls of one
-// rank never overlap (one stream, or the host chains them with an event).
+// peer writes only after its own call s finished reading slot p (every block
+// of it: the grid ends before the next call starts). Calls of one rank never
+// overlap (one stream, or the host chains them with an event).
+//
+// Every block of every rank sharing a GPU must be resident at once (a block
+// spins until its peers' lines come): the host caps the grid at the GPU's
+// multiprocessors over the ranks sharing it (one block always fits on one).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -199,11 +210,12 @@ __device__ __forceinline__ uint64_t reduceColumn(const Args<S>& a, const uint64_
   return acc.u;
 }
 
-// First failure of this call: the block stops, the host learns code, peer and seq.
+// First failure of this call: the block stops (the others see state->failed
+// at their next miss), and the first block to fail tells the host code, peer and seq.
 __device__ void recordFailure(LlDeviceState* state, LlControl* c, int* failed, uint32_t code,
                               int peer, unsigned long long seq) {
   if (atomicCAS(failed, 0, 1) != 0) return;
-  state->failed = 1;
+  if (atomicExch(&state->failed, 1u) != 0) return;
   volatile LlControl* vc = c;
   if (vc->error != kLlOk) return;  // sticky: the first failed call is the one to report
   vc->peer = static_cast<uint32_t>(peer);
@@ -219,6 +231,10 @@ __device__ __forceinline__ bool giveUp(LlDeviceState* state, LlControl* c, int* 
                                        unsigned long long deadline, unsigned* polls, int peer,
                                        unsigned long long seq) {
   if (*static_cast<volatile int*>(failed)) return true;
+  if (*static_cast<volatile unsigned*>(&state->failed) != 0) {  // another block gave up
+    atomicExch(failed, 1);
+    return true;
+  }
   if (nowNs() > deadline) {
     recordFailure(state, c, failed, kLlTimedOut, peer, seq);
     return true;
@@ -239,13 +255,19 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   volatile LlControl* vc = a.control;
   const int tid = static_cast<int>(threadIdx.x);
   const int nthreads = static_cast<int>(blockDim.x);
+  const int block = static_cast<int>(blockIdx.x);
+  const int nblocks = static_cast<int>(gridDim.x);
+  // This thread's place in grid-strided loops.
+  const size_t gtid = static_cast<size_t>(block) * nthreads + tid;
+  const size_t gthreads = static_cast<size_t>(nblocks) * nthreads;
 
   if (tid == 0) {
     // Device memory only: the common path crosses PCIe just for the data.
+    // No block writes seq before every block has read it (step 5).
     sSeq = a.state->seq + 1;
     sFailed = a.state->failed != 0 ? 1 : 0;
     sDeadline = nowNs() + (a.timeoutNs != 0 ? a.timeoutNs : kDefaultTimeoutNs);
-    vc->entered = sSeq;  // posted write
+    if (block == 0) vc->entered = sSeq;  // posted write
   }
   __syncthreads();
   const unsigned long long seq = sSeq;
@@ -258,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   const unsigned char* own = a.send + (scatter ? static_cast<size_t>(a.rank) * a.bytes : 0);
 
   if (!sFailed && a.nranks == 1) {
-    for (size_t i = tid; i < nlines; i += nthreads) storeOutput(a, i, inputLine(a, own, i));
+    for (size_t i = gtid; i < nlines; i += gthreads) storeOutput(a, i, inputLine(a, own, i));
   } else if (!sFailed) {
     const int parity = static_cast<int>(seq & 1);
     auto slotOf = [&](int r) {
@@ -271,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
     uint4* mine = slotOf(a.rank);
     const size_t slotLines = a.slotBytes / kLlLineBytes;
     const size_t writeLines = (seq & kRefreshMask) < 2 ? slotLines : postLines;
-    for (size_t i = tid; i < writeLines; i += nthreads) {
+    for (size_t i = gtid; i < writeLines; i += gthreads) {
       uint64_t v = 0;
       if (i < postLines && !silent)
         v = scatter ? inputLine(a, a.send + i / nlines * a.bytes, i % nlines)
@@ -279,18 +301,23 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
       storeLine(mine + i, v, flag);
     }
     if (a.coll == LlCollective::Broadcast && a.rank == a.root)
-      for (size_t i = tid; i < nlines; i += nthreads) storeOutput(a, i, inputLine(a, own, i));
+      for (size_t i = gtid; i < nlines; i += gthreads) storeOutput(a, i, inputLine(a, own, i));
 
     // 3-4. Tile by tile: gather the lines read, then reduce them. A gathering
-    // rank stores each line where it belongs at once: one tile, no shared
-    // memory. The lines read: every peer's (a reduce-scatter: of my block), or
-    // a broadcast's root's alone.
+    // rank stores each line where it belongs at once: no shared memory, a
+    // tile is a block's share. The lines read: every peer's (a reduce-scatter:
+    // of my block), or a broadcast's root's alone.
     const bool fromRoot = a.coll == LlCollective::Broadcast;
     const int readPeers = fromRoot ? 1 : a.nranks - 1;
     const size_t readFrom = scatter ? static_cast<size_t>(a.rank) * nlines : 0;
-    const int tileLines = gathering ? static_cast<int>(nlines) : kTileWords / a.nranks;
-    for (size_t t0 = 0; (reducing || gathering) && t0 < nlines;
-         t0 += static_cast<size_t>(tileLines)) {
+    const size_t share = (nlines + nblocks - 1) / nblocks;
+    const int tileLines = gathering
+                              ? static_cast<int>(share)
+                              : static_cast<int>(share < static_cast<size_t>(kTileWords / a.nranks)
+                                                     ? share
+                                                     : static_cast<size_t>(kTileWords / a.nranks));
+    for (size_t t0 = static_cast<size_t>(block) * tileLines; (reducing || gathering) && t0 < nlines;
+         t0 += static_cast<size_t>(nblocks) * tileLines) {
       const size_t left = nlines - t0;
       const int tl = left < static_cast<size_t>(tileLines) ? static_cast<int>(left) : tileLines;
       for (int j = tid; j < tl && !fromRoot; j += nthreads) {
@@ -360,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
     const bool readAll = reducing || a.coll == LlCollective::AllGather;
     const int peer = tid;
     const bool readRoot = gathering && fromRoot && peer == a.root;  // a broadcast's non-root
-    if (!sFailed && !readAll && !readRoot && peer < a.nranks && peer != a.rank) {
+    if (!sFailed && block == 0 && !readAll && !readRoot && peer < a.nranks && peer != a.rank) {
       const uint4* line = slotOf(peer);
       unsigned polls = 0;
       for (;;) {
@@ -371,10 +398,17 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
     }
   }
 
+  // 5. The last block out advances the sequence number: the next call (or
+  // graph replay) takes seq + 1.
   __syncthreads();
   if (tid == 0) {
-    a.state->seq = seq;  // the next call (or graph replay) takes seq + 1
-    vc->exited = seq;    // for destroy: this rank's kernels are done with the arena
+    __threadfence();
+    if (atomicAdd(&a.state->blocksDone, 1u) == static_cast<unsigned>(nblocks) - 1) {
+      a.state->blocksDone = 0;
+      a.state->seq = seq;
+      __threadfence_system();
+      vc->exited = seq;  // for destroy: this rank's kernels are done with the arena
+    }
   }
 }
 
@@ -397,16 +431,17 @@ int launchTyped(const LlAllReduceArgs& in, Fn fn, bool premul, bool avg, cudaStr
   a.premul = premul;
   a.avg = avg;
   if (premul) a.scalar = Num<S>::fromScalar(in.premulScalar);
-  llAllReduceKernel<S><<<1, kThreads, 0, stream>>>(a);
+  const int blocks = llGridBlocks(in.coll, a.bytes, in.nranks, in.maxBlocks);
+  llAllReduceKernel<S><<<blocks, kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
 template <class S>
 int dispatchOp(const LlAllReduceArgs& a, cudaStream_t stream) {
   // The lines this rank posts must fit its slot.
-  const size_t lines = (a.count * sizeof(S) + kLlLinePayload - 1) / kLlLinePayload;
-  const size_t posted = a.coll == LlCollective::ReduceScatter ? lines * a.nranks : lines;
+  const size_t posted = llPostedLines(a.coll, a.count * sizeof(S), a.nranks);
   if (a.nranks > 1 && posted > a.slotBytes / kLlLineBytes) return cudaErrorInvalidValue;
+  if (a.maxBlocks < 1) return cudaErrorInvalidValue;
   switch (a.op) {
     case RedOpKind::Sum:
       return launchTyped<S>(a, Fn::Sum, false, false, stream);

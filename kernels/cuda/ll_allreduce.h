@@ -65,9 +65,9 @@ struct alignas(64) LlControl {
 
 // One rank's state in device memory (read at every call without crossing PCIe).
 struct LlDeviceState {
-  unsigned long long seq;  // the last sequence number used
-  unsigned int failed;     // a call of this rank gave up: later calls do nothing
-  unsigned int pad;
+  unsigned long long seq;   // the last sequence number used
+  unsigned int failed;      // a call of this rank gave up: later calls do nothing
+  unsigned int blocksDone;  // blocks of the running call that finished
 };
 
 // Which collective a call is. Counts and buffers as in lanes.h: `count` is
@@ -97,7 +97,35 @@ struct LlAllReduceArgs {
   LlDeviceState* state = nullptr;    // device memory, zeroed before the first call
   LlControl* control = nullptr;      // device pointer of this rank's control block
   unsigned long long timeoutNs = 0;  // per wait; 0 = the kernel's default (300 s)
+  // The most blocks the call may use: every block of every rank sharing this
+  // GPU must be resident at once (its multiprocessors over those ranks).
+  int maxBlocks = 1;
 };
+
+inline constexpr size_t kLlLinesPerBlock = 512;  // lines read or posted per block, at least
+inline constexpr int kLlMaxBlocks = 32;
+
+// Lines a rank posts in one call (its payload in whole lines; a
+// reduce-scatter posts every rank's block).
+inline size_t llPostedLines(LlCollective coll, size_t bytes, int nranks) {
+  const size_t lines = (bytes + kLlLinePayload - 1) / kLlLinePayload;
+  return coll == LlCollective::ReduceScatter ? lines * static_cast<size_t>(nranks) : lines;
+}
+
+// The grid of one call: enough blocks that each has about kLlLinesPerBlock
+// lines to post or read, within maxBlocks and kLlMaxBlocks. `bytes` is a
+// peer's payload (a reduce-scatter's block).
+inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, int maxBlocks) {
+  const size_t lines = (bytes + kLlLinePayload - 1) / kLlLinePayload;
+  const size_t peers = coll == LlCollective::Broadcast ? 1 : static_cast<size_t>(nranks - 1);
+  size_t work = lines * (peers > 0 ? peers : 1);
+  const size_t posted = llPostedLines(coll, bytes, nranks);
+  if (posted > work) work = posted;
+  size_t blocks = (work + kLlLinesPerBlock - 1) / kLlLinesPerBlock;
+  const int cap = maxBlocks < kLlMaxBlocks ? maxBlocks : kLlMaxBlocks;
+  if (blocks > static_cast<size_t>(cap)) blocks = static_cast<size_t>(cap);
+  return blocks < 1 ? 1 : static_cast<int>(blocks);
+}
 
 // Enqueues one LL collective on `stream`. Returns a cudaError_t as int: 0
 // when launched, cudaErrorInvalidValue (1) for bad arguments, else the launch

@@ -20,6 +20,7 @@ enum class CollType : uint8_t {
   Gather,
   Scatter,
 };
+inline constexpr size_t kCollTypeCount = static_cast<size_t>(CollType::Scatter) + 1;
 const char* collTypeName(CollType t);
 // The collective collTypeName names, in any case, with or without '_' or '-'
 // between words ("all_reduce", "AllReduce"); false for anything else.

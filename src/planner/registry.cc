@@ -31,13 +31,12 @@ bool llServes(const CallFacts& f) {
     default:
       return false;  // all-to-all, gather, scatter
   }
-  size_t posted = f.bytes;
-  if (f.coll == CollType::ReduceScatter) {
-    const size_t n = static_cast<size_t>(std::max(1, f.nranks));
-    const size_t line = cuda::kLlLinePayload;
-    posted = n * ((f.bytes / n + line - 1) / line * line);
-  }
-  return posted <= f.ll.maxBytes;
+  const int n = std::max(1, f.nranks);
+  const bool scatter = f.coll == CollType::ReduceScatter;
+  const size_t lines = cuda::llPostedLines(
+      scatter ? cuda::LlCollective::ReduceScatter : cuda::LlCollective::AllReduce,
+      scatter ? f.bytes / static_cast<size_t>(n) : f.bytes, n);
+  return lines * cuda::kLlLinePayload <= f.ll.maxBytes;
 }
 
 // One send or receive to another rank of this host, larger than what the

@@ -789,6 +789,66 @@ TEST(LlProcesses, ScatterBroadcastReduceUnderMps) {
   });
 }
 
+// Every collective at LL's largest slot (LANES_LL_MAX_BYTES at its hard
+// limit), so calls run on grids of many blocks, and at 8 ranks each block
+// reduces several tiles: counts at one block's edge (kLlLinesPerBlock lines)
+// and just past it, an odd count and the limit; in place and not.
+void runGridCases(GpuRank& self) {
+  constexpr size_t kMax = LlAllReduce::kHardMaxBytes;
+  const int n = self.nranks;
+  const size_t gathered = kMax * static_cast<size_t>(n) + 64;
+  DeviceBuffer send(kMax + 64, self.stream), recv(gathered, self.stream);
+  GPU_CHECK(llActive(self.comm) && llOf(self.comm)->maxBytes() == kMax,
+            "LL is not set up for %zu bytes", kMax);
+  const size_t edgeBytes = cuda::kLlLinesPerBlock * cuda::kLlLinePayload;
+  std::vector<std::vector<std::byte>> results;
+  for (const Case& c : std::vector<Case>{{lanesFloat32, Reduction::Sum},
+                                         {lanesBfloat16, Reduction::Avg},
+                                         {lanesInt8, Reduction::Max}}) {
+    const size_t elem = test::typeSize(c.type);
+    for (CollType coll : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter,
+                          CollType::Broadcast, CollType::Reduce}) {
+      const size_t limit =
+          coll == CollType::ReduceScatter
+              ? kMax / static_cast<size_t>(n) / cuda::kLlLinePayload * cuda::kLlLinePayload / elem
+              : kMax / elem;
+      for (size_t count : {edgeBytes / elem, edgeBytes / elem + 1, (limit / 3) | 1, limit}) {
+        for (bool inPlace : {false, true}) {
+          const uint64_t before = llOf(self.comm)->callsOf(coll);
+          if (coll == CollType::AllReduce)
+            runCase(self, c, count, inPlace ? kInPlace : kAligned, send, recv, &results);
+          else if (coll == CollType::AllGather)
+            allGatherCase(self, c.type, count, inPlace, send, recv);
+          else
+            runLlCase(self, coll, c, count, n - 1, inPlace, send, recv);
+          GPU_CHECK(llOf(self.comm)->callsOf(coll) == before + 1,
+                    "%s of %zu %s did not take the LL kernel", collTypeName(coll), count,
+                    test::typeName(c.type));
+        }
+      }
+    }
+  }
+}
+
+void runGridUnderMps(int nranks) {
+  test::ScopedEnv proto("LANES_PROTO", "ll"),
+      max("LANES_LL_MAX_BYTES", std::to_string(LlAllReduce::kHardMaxBytes));
+  test::MpsDaemon mps;
+  ASSERT_TRUE(mps.running()) << mps.error();
+  test::runGpuProcesses(nranks, runGridCases);
+}
+
+TEST(LlProcesses, GridsOfBlocksUnderMps3Ranks) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  if (!test::MpsDaemon::available()) GTEST_SKIP() << "nvidia-cuda-mps-control is not on PATH";
+  runGridUnderMps(3);
+}
+TEST(LlProcesses, GridsOfBlocksUnderMps8Ranks) {
+  GPU_SKIP_UNLESS_GPU_FOR_FORK();
+  if (!test::MpsDaemon::available()) GTEST_SKIP() << "nvidia-cuda-mps-control is not on PATH";
+  runGridUnderMps(8);
+}
+
 TEST_F(LlTest, DisabledByEnvironmentStillCorrect) {
   setenv("LANES_PROTO", "^ll", 1);
   test::runGpuThreads(2, [](GpuRank& self) {

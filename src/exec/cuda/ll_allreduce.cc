@@ -95,6 +95,11 @@ Status LlAllReduce::createLocalResources() {
   LANES_CUDA_RETURN(cudaHostGetDevicePointer(&controlDevice, control, 0));
   controlDevice_ = static_cast<cuda::LlControl*>(controlDevice);
   LANES_CUDA_RETURN(cudaEventCreateWithFlags(&last_, cudaEventDisableTiming));
+  // Every block of every rank on this GPU must be resident at once (the
+  // kernel's blocks spin for their peers): one block per multiprocessor each.
+  int sms = 1;
+  LANES_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm_.cudaDev()));
+  maxBlocks_ = std::max(1, sms / std::max(1, comm_.ranksPerGpu()));
   return Status::ok();
 }
 
@@ -286,6 +291,7 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   const double ns = comm_.timeoutSeconds() * 1e9;
   // Saturated well below 2^64 - %globaltimer (ns since 1970, ~2^61 today).
   a.timeoutNs = static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
+  a.maxBlocks = maxBlocks_;
   const int rc = cuda::launchLlAllReduce(a, stream);
   if (rc != cudaSuccess) {
     Status s = kernelStatus(rc, "launching the LL kernel");
@@ -298,7 +304,7 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
     LANES_CUDA_RETURN(cudaEventRecord(last_, stream));
     lastStream_ = stream;
   }
-  ++calls_[static_cast<size_t>(r.args.coll) % calls_.size()];
+  ++calls_[static_cast<size_t>(r.args.coll)];
   return Status::ok();
 }
 

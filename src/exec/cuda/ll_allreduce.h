@@ -72,6 +72,7 @@ class LlAllReduce final : public DeviceContext {
   bool enabled_ = false;
   size_t maxBytes_ = 0;
   size_t slotBytes_ = 0;
+  int maxBlocks_ = 1;                         // the grid's cap (cuda::LlAllReduceArgs::maxBlocks)
   std::unique_ptr<HostArena> arena_;          // null with one rank
   cuda::LlControl* control_ = nullptr;        // host pointer (cudaHostAlloc, mapped)
   cuda::LlControl* controlDevice_ = nullptr;  // the same, as the GPU addresses it
@@ -79,7 +80,7 @@ class LlAllReduce final : public DeviceContext {
   cudaEvent_t last_ = nullptr;                // after the last eager launch
   cudaStream_t lastStream_ = nullptr;         // where last_ was recorded
   size_t hookIndex_ = SIZE_MAX;               // our failure hook (CommView::addFailureHook)
-  std::array<uint64_t, 8> calls_{};           // by CollType
+  std::array<uint64_t, kCollTypeCount> calls_{};  // by CollType
 
   std::mutex monitorMutex_;
   std::condition_variable monitorWake_;
