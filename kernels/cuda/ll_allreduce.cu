@@ -9,9 +9,10 @@
 //     flag from device memory (no PCIe read); after a failed call the kernel
 //     touches nothing (the ranks are out of step);
 //  2. the grid writes this rank's lines into this rank's slot of parity
-//     seq & 1, each thread a grid-strided share (a reduce-scatter: every
-//     block of its input, in block order; a broadcast's non-root: one line,
-//     no payload);
+//     seq & 1 (a reduce-scatter: every block of its input, in block order; a
+//     broadcast's non-root: one line, no payload); a reducing rank's block
+//     posts the lines of its own tiles (in place, it overwrites them with
+//     results), the others a grid-strided share;
 //  3. tile by tile, tiles dealt to the blocks in turn (a tile: as many lines
 //     as fit, for all ranks, in 32 KiB of shared memory, or a block's share
 //     if less): this rank's lines go to shared memory from the input, every
@@ -36,6 +37,7 @@
 // multiprocessors over the ranks sharing it (one block always fits on one).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "base/datatype.h"
@@ -267,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
     sSeq = a.state->seq + 1;
     sFailed = a.state->failed != 0 ? 1 : 0;
     sDeadline = nowNs() + (a.timeoutNs != 0 ? a.timeoutNs : kDefaultTimeoutNs);
-    if (block == 0) vc->entered = sSeq;  // posted write
+    vc->entered = sSeq;  // posted write; every block, so none touches the slots unannounced
   }
   __syncthreads();
   const unsigned long long seq = sSeq;
@@ -287,37 +289,51 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
       return reinterpret_cast<uint4*>(a.slots +
                                       (2 * static_cast<size_t>(r) + parity) * a.slotBytes);
     };
-    // 2. Post my lines (and, on a refresh call, the rest of the slot too).
+    // Tiles: dealt to the blocks in turn; a gathering rank needs no shared
+    // memory, so its tile is a block's share.
+    const size_t share = (nlines + nblocks - 1) / nblocks;
+    const size_t tileCap = static_cast<size_t>(kTileWords / a.nranks);
+    const int tileLines = static_cast<int>(gathering || share < tileCap ? share : tileCap);
+    const size_t firstTile = static_cast<size_t>(block) * tileLines;
+    const size_t tileStride = static_cast<size_t>(nblocks) * tileLines;
+
+    // 2. Post my lines (and, on a refresh call, the rest of the slot too). A
+    // reducing block posts the lines of its own tiles: in place, it writes
+    // their results over the input after its barrier below, and no other
+    // block may read an input line that one has overwritten.
     const bool silent = a.coll == LlCollective::Broadcast && a.rank != a.root;
     const size_t postLines = silent ? 1 : scatter ? nlines * a.nranks : nlines;
     uint4* mine = slotOf(a.rank);
-    const size_t slotLines = a.slotBytes / kLlLineBytes;
-    const size_t writeLines = (seq & kRefreshMask) < 2 ? slotLines : postLines;
-    for (size_t i = gtid; i < writeLines; i += gthreads) {
-      uint64_t v = 0;
-      if (i < postLines && !silent)
-        v = scatter ? inputLine(a, a.send + i / nlines * a.bytes, i % nlines)
-                    : inputLine(a, a.send, i);
+    auto post = [&](size_t i) {
+      const uint64_t v = silent    ? 0
+                         : scatter ? inputLine(a, a.send + i / nlines * a.bytes, i % nlines)
+                                   : inputLine(a, a.send, i);
       storeLine(mine + i, v, flag);
+    };
+    if (reducing) {
+      const size_t copies = scatter ? static_cast<size_t>(a.nranks) : 1;  // blocks of the input
+      for (size_t t0 = firstTile; t0 < nlines; t0 += tileStride) {
+        const size_t left = nlines - t0;
+        const size_t tl = left < static_cast<size_t>(tileLines) ? left : tileLines;
+        for (size_t k = tid; k < copies * tl; k += nthreads) post(k / tl * nlines + t0 + k % tl);
+      }
+    } else {
+      for (size_t i = gtid; i < postLines; i += gthreads) post(i);
+    }
+    if ((seq & kRefreshMask) < 2) {
+      const size_t slotLines = a.slotBytes / kLlLineBytes;
+      for (size_t i = postLines + gtid; i < slotLines; i += gthreads) storeLine(mine + i, 0, flag);
     }
     if (a.coll == LlCollective::Broadcast && a.rank == a.root)
       for (size_t i = gtid; i < nlines; i += gthreads) storeOutput(a, i, inputLine(a, own, i));
 
     // 3-4. Tile by tile: gather the lines read, then reduce them. A gathering
-    // rank stores each line where it belongs at once: no shared memory, a
-    // tile is a block's share. The lines read: every peer's (a reduce-scatter:
-    // of my block), or a broadcast's root's alone.
+    // rank stores each line where it belongs at once. The lines read: every
+    // peer's (a reduce-scatter: of my block), or a broadcast's root's alone.
     const bool fromRoot = a.coll == LlCollective::Broadcast;
     const int readPeers = fromRoot ? 1 : a.nranks - 1;
     const size_t readFrom = scatter ? static_cast<size_t>(a.rank) * nlines : 0;
-    const size_t share = (nlines + nblocks - 1) / nblocks;
-    const int tileLines = gathering
-                              ? static_cast<int>(share)
-                              : static_cast<int>(share < static_cast<size_t>(kTileWords / a.nranks)
-                                                     ? share
-                                                     : static_cast<size_t>(kTileWords / a.nranks));
-    for (size_t t0 = static_cast<size_t>(block) * tileLines; (reducing || gathering) && t0 < nlines;
-         t0 += static_cast<size_t>(nblocks) * tileLines) {
+    for (size_t t0 = firstTile; (reducing || gathering) && t0 < nlines; t0 += tileStride) {
       const size_t left = nlines - t0;
       const int tl = left < static_cast<size_t>(tileLines) ? static_cast<int>(left) : tileLines;
       for (int j = tid; j < tl && !fromRoot; j += nthreads) {
@@ -402,8 +418,9 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   // graph replay) takes seq + 1.
   __syncthreads();
   if (tid == 0) {
-    __threadfence();
+    __threadfence_system();  // this block's slot writes before `exited` can say the arena is free
     if (atomicAdd(&a.state->blocksDone, 1u) == static_cast<unsigned>(nblocks) - 1) {
+      __threadfence();  // every block's count (and reads of seq) before the stores below
       a.state->blocksDone = 0;
       a.state->seq = seq;
       __threadfence_system();
@@ -431,7 +448,9 @@ int launchTyped(const LlAllReduceArgs& in, Fn fn, bool premul, bool avg, cudaStr
   a.premul = premul;
   a.avg = avg;
   if (premul) a.scalar = Num<S>::fromScalar(in.premulScalar);
-  const int blocks = llGridBlocks(in.coll, a.bytes, in.nranks, in.maxBlocks);
+  const bool readsPeers = !(in.coll == LlCollective::Reduce && in.rank != in.root) &&
+                          !(in.coll == LlCollective::Broadcast && in.rank == in.root);
+  const int blocks = llGridBlocks(in.coll, a.bytes, in.nranks, readsPeers, in.maxBlocks);
   llAllReduceKernel<S><<<blocks, kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
@@ -460,6 +479,15 @@ int dispatchOp(const LlAllReduceArgs& a, cudaStream_t stream) {
 }
 
 template <class S>
+int residentTyped(int* perSm) {
+  int n = 0;
+  const int rc =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, llAllReduceKernel<S>, kThreads, 0);
+  if (rc == cudaSuccess) *perSm = std::min(*perSm, n);
+  return rc;
+}
+
+template <class S>
 int preloadTyped() {
   cudaFuncAttributes attr{};
   return cudaFuncGetAttributes(&attr, llAllReduceKernel<S>);
@@ -469,6 +497,14 @@ int preloadTyped() {
 
 int preloadLlKernels() {
   return forEachElementType([](auto tag) { return preloadTyped<typename decltype(tag)::type>(); });
+}
+
+int llResidentBlocksPerSm(int* out) {
+  int perSm = 1 << 20;
+  const int rc = forEachElementType(
+      [&](auto tag) { return residentTyped<typename decltype(tag)::type>(&perSm); });
+  *out = rc == cudaSuccess ? perSm : 1;
+  return rc;
 }
 
 int launchLlAllReduce(const LlAllReduceArgs& in, cudaStream_t stream) {

@@ -98,7 +98,7 @@ struct LlAllReduceArgs {
   LlControl* control = nullptr;      // device pointer of this rank's control block
   unsigned long long timeoutNs = 0;  // per wait; 0 = the kernel's default (300 s)
   // The most blocks the call may use: every block of every rank sharing this
-  // GPU must be resident at once (its multiprocessors over those ranks).
+  // GPU must be resident at once (src/exec/cuda/ll_allreduce.cc sets it).
   int maxBlocks = 1;
 };
 
@@ -114,11 +114,14 @@ inline size_t llPostedLines(LlCollective coll, size_t bytes, int nranks) {
 
 // The grid of one call: enough blocks that each has about kLlLinesPerBlock
 // lines to post or read, within maxBlocks and kLlMaxBlocks. `bytes` is a
-// peer's payload (a reduce-scatter's block).
-inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, int maxBlocks) {
+// peer's payload (a reduce-scatter's block); `readsPeers`: whether this rank
+// reads its peers' data (a reduce's non-roots and a broadcast's root read
+// one line of each, and only post).
+inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, bool readsPeers,
+                        int maxBlocks) {
   const size_t lines = (bytes + kLlLinePayload - 1) / kLlLinePayload;
   const size_t peers = coll == LlCollective::Broadcast ? 1 : static_cast<size_t>(nranks - 1);
-  size_t work = lines * (peers > 0 ? peers : 1);
+  size_t work = readsPeers ? lines * (peers > 0 ? peers : 1) : 0;
   const size_t posted = llPostedLines(coll, bytes, nranks);
   if (posted > work) work = posted;
   size_t blocks = (work + kLlLinesPerBlock - 1) / kLlLinesPerBlock;
@@ -126,6 +129,10 @@ inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, int maxBloc
   if (blocks > static_cast<size_t>(cap)) blocks = static_cast<size_t>(cap);
   return blocks < 1 ? 1 : static_cast<int>(blocks);
 }
+
+// Blocks of the LL kernel one multiprocessor holds at once (the fewest over
+// the kernel's element types). Returns a cudaError_t as int; *out is 1 on error.
+int llResidentBlocksPerSm(int* out);
 
 // Enqueues one LL collective on `stream`. Returns a cudaError_t as int: 0
 // when launched, cudaErrorInvalidValue (1) for bad arguments, else the launch

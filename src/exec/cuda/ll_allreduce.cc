@@ -96,10 +96,12 @@ Status LlAllReduce::createLocalResources() {
   controlDevice_ = static_cast<cuda::LlControl*>(controlDevice);
   LANES_CUDA_RETURN(cudaEventCreateWithFlags(&last_, cudaEventDisableTiming));
   // Every block of every rank on this GPU must be resident at once (the
-  // kernel's blocks spin for their peers): one block per multiprocessor each.
-  int sms = 1;
+  // kernel's blocks spin for their peers): this rank takes its share of what
+  // the GPU holds, halved to leave room for other kernels and communicators.
+  int sms = 1, perSm = 1;
   LANES_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm_.cudaDev()));
-  maxBlocks_ = std::max(1, sms / std::max(1, comm_.ranksPerGpu()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::llResidentBlocksPerSm(&perSm)));
+  maxBlocks_ = std::max(1, sms * perSm / std::max(1, comm_.ranksPerGpu()) / 2);
   return Status::ok();
 }
 
