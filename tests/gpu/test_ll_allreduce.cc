@@ -790,9 +790,10 @@ TEST(LlProcesses, ScatterBroadcastReduceUnderMps) {
 }
 
 // Every collective at LL's largest slot (LANES_LL_MAX_BYTES at its hard
-// limit), so calls run on grids of many blocks, and at 8 ranks each block
-// reduces several tiles: counts at one block's edge (kLlLinesPerBlock lines)
-// and just past it, an odd count and the limit; in place and not.
+// limit), so calls run on grids of several blocks where the GPU's polling share
+// allows (3 ranks: 2 blocks each; 8 ranks: a reduce's root on up to 8, the
+// others on one): counts at one block's edge (kLlLinesPerBlock lines) and just
+// past it, an odd count and the limit; in place and not.
 void runGridCases(GpuRank& self) {
   constexpr size_t kMax = LlAllReduce::kHardMaxBytes;
   const int n = self.nranks;
