@@ -399,8 +399,9 @@ job ll-grid "lanes-run $TOOLS5 lanes_reduce_perf" "$ROW|^=== " \
 # fitted to. Send/recv is not an LL collective.
 job_ll_grid() {
   one_gpu
-  local t np mode
-  for np in 2 8; do
+  local t np mode nps
+  read -r -a nps <<<"${LL_GRID_NPS:-2 8}"
+  for np in "${nps[@]}"; do
     for mode in "LANES_PROTO=ll LANES_LL_MAX_BYTES=256K" "LANES_PROTO=^ll"; do
       for t in lanes_all_reduce_perf lanes_all_gather_perf lanes_reduce_scatter_perf \
         lanes_broadcast_perf lanes_reduce_perf; do
@@ -588,7 +589,8 @@ EOF
   cat <<EOF
 
 environment: CTEST_ARGS, CTEST_ENV, CTEST_S (ctest-gpu), CTEST_R (ctest-spread),
-  P2P_MODES (p2p_off p2p_on), PERF_TOOLS, TOOL_S (multi-gpu-perf, multi-gpu-1g).
+  P2P_MODES (p2p_off p2p_on), PERF_TOOLS, TOOL_S (multi-gpu-perf, multi-gpu-1g),
+  LL_GRID_NPS (ll-grid's process counts, default "2 8").
 EOF
 }
 
