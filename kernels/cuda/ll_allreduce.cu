@@ -454,8 +454,7 @@ int launchTyped(const LlAllReduceArgs& in, Fn fn, bool premul, bool avg, cudaStr
   if (premul) a.scalar = Num<S>::fromScalar(in.premulScalar);
   const bool readsPeers = !(in.coll == LlCollective::Reduce && in.rank != in.root) &&
                           !(in.coll == LlCollective::Broadcast && in.rank == in.root);
-  const int blocks =
-      llGridBlocks(in.coll, a.bytes, in.nranks, readsPeers, in.maxBlocks, in.ranksOnGpu);
+  const int blocks = llGridBlocks(in.coll, a.bytes, in.nranks, readsPeers, in.maxBlocks);
   llAllReduceKernel<S><<<blocks, kThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }

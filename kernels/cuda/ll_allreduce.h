@@ -100,17 +100,18 @@ struct LlAllReduceArgs {
   // The most blocks the call may use: every block of every rank sharing this
   // GPU must be resident at once (src/exec/cuda/ll_allreduce.cc sets it).
   int maxBlocks = 1;
-  int ranksOnGpu = 1;  // ranks of this communicator sharing this GPU (they poll through one link)
 };
 
 // Lines a block posts or reads, at least: below this one block's zero-copy
 // reads keep up (H200, 2 and 8 processes under MPS: bench/results/ll_grid_h200).
 inline constexpr size_t kLlLinesPerBlock = 4096;
-// Blocks polling host memory at once through one GPU's link, over all the ranks
-// on it: more made every call slower there (2 processes: an all-reduce of 128 KiB
-// took 31 us on 4 blocks each, 79 on 8, 418 on 32; 8 processes: a broadcast's
-// readers were fastest on one block each).
-inline constexpr int kLlPollingBlocksPerGpu = 8;
+// Blocks polling host memory at once, over all the ranks (LL runs on one
+// host): more made every call slower on one GPU (2 processes: an all-reduce of
+// 128 KiB took 31 us on 4 blocks each, 79 on 8, 418 on 32; 8 processes: a
+// broadcast's readers were fastest on one block each). Whether the bound is each
+// GPU's link or the host's is not measured: the share is per host, so a box of
+// 8 GPUs, a rank on each, runs one block a rank, as before the grid.
+inline constexpr int kLlPollingBlocksPerHost = 8;
 
 // Lines a rank posts in one call (its payload in whole lines; a
 // reduce-scatter posts every rank's block).
@@ -121,21 +122,21 @@ inline size_t llPostedLines(LlCollective coll, size_t bytes, int nranks) {
 
 // The grid of one call: enough blocks that each has about kLlLinesPerBlock
 // lines to post or read, within maxBlocks and this rank's share of
-// kLlPollingBlocksPerGpu (a reduce's root is its GPU's only reader; in the
-// other collectives every rank on the GPU reads). `bytes` is a peer's payload
+// kLlPollingBlocksPerHost (a reduce's root is the only reader; in the other
+// collectives every rank reads). `bytes` is a peer's payload
 // (a reduce-scatter's block); `readsPeers`: whether this rank reads its peers'
 // data (a reduce's non-roots and a broadcast's root read one line of each, and
 // only post).
-inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, bool readsPeers, int maxBlocks,
-                        int ranksOnGpu) {
+inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, bool readsPeers,
+                        int maxBlocks) {
   const size_t lines = (bytes + kLlLinePayload - 1) / kLlLinePayload;
   const size_t peers = coll == LlCollective::Broadcast ? 1 : static_cast<size_t>(nranks - 1);
   size_t work = readsPeers ? lines * (peers > 0 ? peers : 1) : 0;
   const size_t posted = llPostedLines(coll, bytes, nranks);
   if (posted > work) work = posted;
   size_t blocks = (work + kLlLinesPerBlock - 1) / kLlLinesPerBlock;
-  const int pollers = coll == LlCollective::Reduce || ranksOnGpu < 1 ? 1 : ranksOnGpu;
-  const int pollShare = kLlPollingBlocksPerGpu / pollers;
+  const int pollers = coll == LlCollective::Reduce || nranks < 1 ? 1 : nranks;
+  const int pollShare = kLlPollingBlocksPerHost / pollers;
   const int cap = maxBlocks < pollShare ? maxBlocks : pollShare;
   if (blocks > static_cast<size_t>(cap)) blocks = static_cast<size_t>(cap);
   return blocks < 1 ? 1 : static_cast<int>(blocks);

@@ -294,7 +294,6 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   // Saturated well below 2^64 - %globaltimer (ns since 1970, ~2^61 today).
   a.timeoutNs = static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
   a.maxBlocks = maxBlocks_;
-  a.ranksOnGpu = comm_.ranksPerGpu();
   const int rc = cuda::launchLlAllReduce(a, stream);
   if (rc != cudaSuccess) {
     Status s = kernelStatus(rc, "launching the LL kernel");
