@@ -148,7 +148,7 @@ struct SelectionConfig {
   MachineFacts machine;
   // LANES_LL_MAX_BYTES, at most kLlHardMaxBytes (LL rounds it to whole lines).
   static constexpr size_t kLlHardMaxBytes = size_t{256} << 10;
-  size_t llMaxBytes = size_t{16} << 10;
+  size_t llMaxBytes = kLlHardMaxBytes;
   bool llSharedGpu = false;  // LANES_LL_SHARED_GPU: LL between processes on one GPU (MPS)
   size_t sharedContextMaxBytes = size_t{256} << 10;  // LANES_SHARED_CONTEXT_MAX_BYTES
   size_t sharedGpuProxyBytes = size_t{256} << 10;    // LANES_SHARED_GPU_PROXY_BYTES

@@ -298,15 +298,33 @@ CostTerms pairsCost(const CallFacts& f, const GpuLink& link) {
   return t;
 }
 
-// LL: each rank writes its lines (8 payload bytes in 16) into host memory and
-// reads the peers' it needs; the kernel is one block, so reads go at the rate
-// of copies of that size at best.
+// LL: ranks write their lines (8 payload bytes in 16) into host memory and
+// read the peers' they need. The grid's blocks are loads and stores, not
+// copies: no per-copy fixed cost, so lines move at the link's streaming rate
+// (that of 1 MiB copies). A GPU's link carries the writes and reads of its
+// ranks only: a broadcast's root alone writes, a reduce's root alone reads.
 CostTerms llCost(const CallFacts& f, const GpuLink& link) {
   const double lines = 2.0 * static_cast<double>(f.bytes);  // the rank's input, posted
   const double n = f.nranks;
-  double read = (n - 1) * lines;  // every peer's (a reduce: at the root)
-  if (f.coll == CollType::ReduceScatter) read = (n - 1) * lines / n;  // my block of each
-  if (f.coll == CollType::Broadcast) read = lines;                    // the root's
+  const int perGpu = link.ranksPerGpu();
+  int writers = perGpu;
+  int readers = perGpu;
+  double read = (n - 1) * lines;  // a reader's: every peer's
+  switch (f.coll) {
+    case CollType::ReduceScatter:
+      read = (n - 1) * lines / n;  // my block of each
+      break;
+    case CollType::Broadcast:
+      writers = 1;
+      readers = std::min(perGpu, f.nranks - 1);
+      read = lines;  // the root's
+      break;
+    case CollType::Reduce:
+      readers = 1;
+      break;
+    default:
+      break;
+  }
   // The peers whose data a rank waits for: the first one's lines take a
   // flag's latency, the others' polls overlap it half-way (measured with 2
   // and 4 ranks on the H200). A broadcast's non-root waits for the root's
@@ -314,10 +332,8 @@ CostTerms llCost(const CallFacts& f, const GpuLink& link) {
   const double waitedFor = f.coll == CollType::Broadcast ? std::min(n - 1, 2.0) : n - 1;
   CostTerms t;
   t.latency = link.launch() + link.flag() * (waitedFor + 2) / 2.0;
-  // Lines are loads and stores of one block, not copies: no per-copy fixed
-  // cost, so they move at the link's streaming rate (that of 1 MiB copies).
   const double at = std::max(lines, MachineFacts::curveBytes(4));
-  t.transfer = link.down(lines, at, false) + link.up(read, at, false);
+  t.transfer = link.down(lines, at, false, writers) + link.up(read, at, false, readers);
   return t;
 }
 

@@ -141,7 +141,7 @@ CallFacts deviceCall(CollType coll, size_t bytes) {
   f.bytes = bytes;
   f.nranks = 4;
   f.device = true;
-  f.ll = {true, 16 << 10};
+  f.ll = {true, SelectionConfig().llMaxBytes};
   f.staged = {true, true, 0};
   return f;
 }
@@ -160,12 +160,13 @@ SelectionConfig withoutHostSum(SelectionConfig config = SelectionConfig()) {
 // summation left out where the test is about the staged path).
 TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
   const SelectionConfig staged = withoutHostSum();
-  EXPECT_EQ(pathOf(deviceCall(CollType::Reduce, 64 << 10)), DevicePath::Proxy);
+  EXPECT_EQ(pathOf(deviceCall(CollType::Reduce, 1 << 20)), DevicePath::Proxy);  // past LL
   EXPECT_EQ(pathOf(deviceCall(CollType::AlltoAll, 64 << 20)), DevicePath::Proxy);
   for (CollType c : {CollType::AlltoAll, CollType::Gather, CollType::Scatter})  // never LL
     EXPECT_EQ(pathOf(deviceCall(c, 64)), DevicePath::Proxy) << collTypeName(c);
   EXPECT_EQ(pathOf(deviceCall(CollType::AllReduce, 1 << 30), staged), DevicePath::Staged);
-  EXPECT_NE(pathOf(deviceCall(CollType::AllReduce, (16 << 10) + 4)), DevicePath::Ll);
+  EXPECT_NE(pathOf(deviceCall(CollType::AllReduce, SelectionConfig::kLlHardMaxBytes + 4)),
+            DevicePath::Ll);
 
   CallFacts mixedBatch = deviceCall(CollType::AllReduce, 1 << 30);
   mixedBatch.calls = 3;
@@ -199,23 +200,33 @@ TEST(DevicePathChoice, EligibilityDecidesWhatEachPathMayServe) {
 
 // LL serves one call of each collective but all-to-all whose input per rank
 // fits the slot (LANES_PROTO=ll: eligibility alone decides), and is the
-// cheapest at 8 bytes. A reduce-scatter's blocks each post in whole 8-byte
-// lines: 3 blocks of 5461 bytes (16383 in all) take 3 x 5464, over 16 KiB.
+// cheapest at 8 bytes. With LANES_LL_MAX_BYTES=16K, a reduce-scatter's blocks
+// each post in whole 8-byte lines: 3 blocks of 5461 bytes (16383 in all)
+// take 3 x 5464, over 16 KiB.
 TEST(DevicePathChoice, LlServesEveryCollectiveThatFitsItsSlot) {
   SelectionConfig llOnly;
   ASSERT_TRUE(NameList::parse("ll", names(), &llOnly.proto));
+  const size_t limit = 16 << 10;
+  auto call = [&](CollType c, size_t bytes) {
+    CallFacts f = deviceCall(c, bytes);
+    f.ll.maxBytes = limit;
+    return f;
+  };
   for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter,
                      CollType::Broadcast, CollType::Reduce}) {
-    EXPECT_EQ(pathOf(deviceCall(c, 8)), DevicePath::Ll) << collTypeName(c);
-    EXPECT_EQ(pathOf(deviceCall(c, 16 << 10), llOnly), DevicePath::Ll) << collTypeName(c);
-    EXPECT_NE(pathOf(deviceCall(c, (16 << 10) + 8), llOnly), DevicePath::Ll) << collTypeName(c);
+    EXPECT_EQ(pathOf(call(c, 8)), DevicePath::Ll) << collTypeName(c);
+    EXPECT_EQ(pathOf(call(c, limit), llOnly), DevicePath::Ll) << collTypeName(c);
+    EXPECT_NE(pathOf(call(c, limit + 8), llOnly), DevicePath::Ll) << collTypeName(c);
+    const size_t hard = SelectionConfig::kLlHardMaxBytes;  // the default
+    EXPECT_EQ(pathOf(deviceCall(c, hard), llOnly), DevicePath::Ll) << collTypeName(c);
+    EXPECT_NE(pathOf(deviceCall(c, hard + 8), llOnly), DevicePath::Ll) << collTypeName(c);
   }
-  CallFacts scatter = deviceCall(CollType::ReduceScatter, 3 * 5461);
+  CallFacts scatter = call(CollType::ReduceScatter, 3 * 5461);
   scatter.nranks = 3;
   EXPECT_NE(pathOf(scatter, llOnly), DevicePath::Ll);
   scatter.bytes = 3 * 5456;
   EXPECT_EQ(pathOf(scatter, llOnly), DevicePath::Ll);
-  CallFacts batch = deviceCall(CollType::Broadcast, 64);
+  CallFacts batch = call(CollType::Broadcast, 64);
   batch.calls = 2;
   EXPECT_NE(pathOf(batch, llOnly), DevicePath::Ll);  // one request per call
 }
@@ -255,7 +266,8 @@ TEST(DevicePathChoice, TheCostModelOrdersTheEligible) {
 TEST(DevicePathChoice, ThreadRanksTakeSharedContextOrStagedNeverTheProxy) {
   const SelectionConfig staged = withoutHostSum();
   CallFacts f = deviceCall(CollType::AllReduce, 32 << 10);
-  EXPECT_EQ(pathOf(f, staged), DevicePath::Proxy);  // processes: cheaper than the staged pipeline
+  f.ll.ready = false;  // processes without LL: the proxy is cheaper than the staged pipeline
+  EXPECT_EQ(pathOf(f, staged), DevicePath::Proxy);
   f.threadRanks = true;
   EXPECT_EQ(pathOf(f, staged), DevicePath::Staged);  // LL: not for threads unless named
   f.sharedContext = {true, 256 << 10};

@@ -2,11 +2,11 @@
 // broadcast, reduce): one LL kernel
 // (kernels/cuda/ll_allreduce.h) on the caller's stream, data and flags in
 // mapped host memory (a HostArena), for calls of at most LANES_LL_MAX_BYTES per
-// rank (default 16 KiB) when every rank of the communicator is on this host
-// (several may share one GPU, as threads or processes). No host thread in the
-// path, no copy engine, no stream memory operation: the latency is one kernel
-// launch plus a PCIe round trip. The sequence number lives in device memory,
-// so a captured CUDA Graph replays correctly (each replay takes the next one).
+// rank (default 256 KiB, the planner choosing within it) when every rank of the communicator is on
+// this host (several may share one GPU, as threads or processes). No host thread in the path, no
+// copy engine, no stream memory operation: the latency is one kernel launch plus a PCIe round trip.
+// The sequence number lives in device memory, so a captured CUDA Graph replays correctly (each
+// replay takes the next one).
 //
 // Failure handling: the communicator's failure hook sets the abort word every
 // waiting kernel polls; a kernel that waits past the communicator's timeout
