@@ -50,7 +50,6 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kTileWords = 4096;       // 32 KiB: one 8-byte payload per (rank, line) of a tile
 constexpr int kBatch = 4;              // peer lines one thread has in flight
-constexpr unsigned kCheckEvery = 8;    // polls between reads of the grid's failure word (2^k)
 constexpr unsigned kAbortEvery = 256;  // polls between reads of the host's abort word (2^k)
 constexpr unsigned long long kDefaultTimeoutNs = 300ull * 1000 * 1000 * 1000;
 // Every 2^21 calls (both parities) a rank rewrites its whole slot, so no line
@@ -230,15 +229,10 @@ __device__ void recordFailure(LlDeviceState* state, LlControl* c, int* failed, u
 
 // A wait for a peer's line that has not come: whether to give up (the call
 // failed elsewhere, ran past its deadline, or the host set the abort word).
-// Only the block's own word is read at every miss: the grid's word, the clock
-// and the abort word cost a poll's turnaround, so they wait for the first miss
-// and then every kCheckEvery (the abort word, in host memory, kAbortEvery).
 __device__ __forceinline__ bool giveUp(LlDeviceState* state, LlControl* c, int* failed,
                                        unsigned long long deadline, unsigned* polls, int peer,
                                        unsigned long long seq) {
   if (*static_cast<volatile int*>(failed)) return true;
-  const unsigned poll = ++*polls;
-  if ((poll & (kCheckEvery - 1)) != 1) return false;
   if (*static_cast<volatile unsigned*>(&state->failed) != 0) {  // another block gave up
     atomicExch(failed, 1);
     return true;
@@ -247,7 +241,8 @@ __device__ __forceinline__ bool giveUp(LlDeviceState* state, LlControl* c, int* 
     recordFailure(state, c, failed, kLlTimedOut, peer, seq);
     return true;
   }
-  if ((poll & (kAbortEvery - 1)) == 1 && static_cast<volatile LlControl*>(c)->abort != 0) {
+  // The abort word lives in host memory: read at the first miss, then rarely.
+  if ((++*polls & (kAbortEvery - 1)) == 1 && static_cast<volatile LlControl*>(c)->abort != 0) {
     recordFailure(state, c, failed, kLlAborted, peer, seq);
     return true;
   }
