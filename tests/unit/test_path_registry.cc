@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "base/name_list.h"
+#include "planner/device_costs.h"
 #include "planner/plan_cache.h"
 #include "planner/registry.h"
 
@@ -229,6 +230,26 @@ TEST(DevicePathChoice, LlServesEveryCollectiveThatFitsItsSlot) {
   CallFacts batch = call(CollType::Broadcast, 64);
   batch.calls = 2;
   EXPECT_NE(pathOf(batch, llOnly), DevicePath::Ll);  // one request per call
+}
+
+// LL's link time counts the ranks that write and read on a GPU: 4 ranks on
+// one GPU, S bytes each, lines of 2S. An all-reduce has all 4 write 2S and
+// read 3 x 2S; a broadcast's root alone writes and the 3 others read 2S; a
+// reduce's 4 write and its root alone reads 3 x 2S. (The assumed machine
+// moves both directions at one rate.)
+TEST(DevicePathChoice, LlPricesEachLinkByTheRanksThatWriteAndReadOnIt) {
+  const MachineFacts m;
+  CallFacts f = deviceCall(CollType::AllReduce, 64 << 10);
+  f.ranksPerGpu = 4;
+  auto transfer = [&](CollType c) {
+    f.coll = c;
+    return devicePathCost(DevicePath::Ll, f, m, CostTerms{}).transfer;
+  };
+  const double allReduce = transfer(CollType::AllReduce);
+  ASSERT_GT(allReduce, 0);
+  EXPECT_NEAR(transfer(CollType::Broadcast) / allReduce, (1 + 3) / 16.0, 1e-9);
+  EXPECT_NEAR(transfer(CollType::Reduce) / allReduce, (4 + 3) / 16.0, 1e-9);
+  EXPECT_NEAR(transfer(CollType::AllGather) / allReduce, 1.0, 1e-9);
 }
 
 // Among the eligible, the cheapest: LL while latency decides, a pipeline
