@@ -105,15 +105,18 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("# Path choice for 4 ranks as processes of this host"), std::string::npos)
       << out;
-  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank: from 64 KiB host summation's few
-  // hand-offs, one copy each way over each link and less host memory
-  // traffic than the staged pipeline's win (assumed inputs).
+  // 8 B, 64 KiB, 1 MiB, 256 MiB per rank: up to 64 KiB the LL kernel's one
+  // launch and no hand-offs; from 1 MiB host summation's few hand-offs, one
+  // copy each way over each link and less host memory traffic than the
+  // staged pipeline's win (assumed inputs).
   EXPECT_EQ(planRow(out, "# Device buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "ll", "host_sum", "host_sum", "host_sum"}))
+            (std::vector<std::string>{"allreduce", "ll", "ll", "host_sum", "host_sum"}))
       << out;
-  // A small reduce takes the LL kernel (one launch, a PCIe write and read).
+  // A reduce up to 64 KiB takes the LL kernel (one launch, a PCIe write and
+  // read); from 1 MiB the root's one link, read by LL for every peer, loses
+  // to the proxy's chain.
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
-            (std::vector<std::string>{"reduce", "ll", "proxy/chain", "proxy/chain", "proxy/chain"}))
+            (std::vector<std::string>{"reduce", "ll", "ll", "proxy/chain", "proxy/chain"}))
       << out;
   // Host buffers: recursive doubling's few rounds for tiny calls, then the
   // shared arena's sum (two hand-offs, half the ring's copies).
