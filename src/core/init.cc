@@ -17,6 +17,7 @@
 #include "exec/device_path.h"
 #include "planner/host_costs.h"
 #include "planner/registry.h"
+#include "transport/shm/stale_segments.h"
 
 namespace lanes {
 
@@ -85,6 +86,7 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
       }
     }
   }
+  removeStaleLanesSegments(comm->rank);
   TransportContext ctx;
   ctx.bootstrap = comm->bootstrap.get();
   ctx.rank = comm->rank;

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_segment.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -86,6 +87,11 @@ Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTo
                                       : ""));
   }
   seg.ownsName_ = true;
+  // Held while this process holds the segment: a name nobody locks was left
+  // by a process that died, and the next init removes it (stale_segments.h).
+  if (::flock(seg.fd_, LOCK_SH) != 0) {
+    return systemError("flock(" + name + ") failed: " + errnoText(errno));
+  }
   // Size (no pages yet), map, let the caller set a memory policy on the
   // mapping, then reserve: tmpfs allocates the pages in fallocate, following
   // the file's policy, and a full /dev/shm still fails here, not with SIGBUS.
