@@ -119,6 +119,22 @@ TEST(StaleSegments, YoungAndOtherNamesStay) {
   ::unlink(("/dev/shm/" + foreign).c_str());
 }
 
+// What is not a regular file is not a segment, and opening it must not
+// block: a FIFO nobody writes would hang a plain open.
+TEST(StaleSegments, FifosAndLinksWithThePrefixStayAndDoNotBlock) {
+  const std::string fifo = prefix() + "fifo";
+  const std::string link = prefix() + "link";
+  ASSERT_EQ(::mkfifo(("/dev/shm/" + fifo).c_str(), 0600), 0) << errno;
+  ASSERT_EQ(::symlink("/dev/null", ("/dev/shm/" + link).c_str()), 0) << errno;
+  age(fifo);
+  EXPECT_EQ(removeStaleSegments(prefix(), seconds(0)).removed, 0);
+  EXPECT_TRUE(exists(fifo));
+  struct stat st {};
+  EXPECT_EQ(::lstat(("/dev/shm/" + link).c_str(), &st), 0);
+  ::unlink(("/dev/shm/" + fifo).c_str());
+  ::unlink(("/dev/shm/" + link).c_str());
+}
+
 // Communicator init sweeps every "lanes-" name and says what it removed.
 TEST(StaleSegments, CommunicatorInitRemovesThemAndWarns) {
   test::ScopedEnv level("LANES_DEBUG", "WARN");

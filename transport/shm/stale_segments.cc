@@ -26,8 +26,9 @@ struct DirCloser {
 // Removes `name` if it is stale; returns its size then, else -1.
 long long removeIfStale(const std::string& name, std::chrono::seconds minAge) {
   const std::string path = std::string(kShmDir) + "/" + name;
-  // O_NOFOLLOW: a link planted in /dev/shm is not a segment.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NOFOLLOW: a link planted in /dev/shm is not a segment; O_NONBLOCK: nor
+  // is a FIFO, whose open would wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return -1;  // gone meanwhile, or another user's
   long long size = -1;
   struct stat st {};
