@@ -86,7 +86,7 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
       }
     }
   }
-  removeStaleLanesSegments(comm->rank);
+  removeStaleSegmentsAndWarn(comm->rank, "lanes-", kStaleMinAge);
   TransportContext ctx;
   ctx.bootstrap = comm->bootstrap.get();
   ctx.rank = comm->rank;

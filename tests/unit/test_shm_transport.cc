@@ -1,6 +1,9 @@
 // Shared-memory transport between thread-ranks of this process.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -108,15 +111,15 @@ TEST(ShmTransport, TooSmallDevShmIsASystemErrorOnEveryRank) {
 
 TEST(ShmTransport, OneRankFailingFailsTheOthersWithoutWaiting) {
   FakeBootstrapGroup group(2);
-  // A stale segment with rank 1's outgoing name makes rank 1's O_EXCL create fail.
-  std::string stale = "/dev/shm/" + group.commTag() + "-1-0";
-  {
-    std::FILE* f = std::fopen(stale.c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fclose(f);
-  }
+  // A live process's segment with rank 1's outgoing name (locked, so not
+  // reclaimed as an earlier run's) makes rank 1's O_EXCL create fail.
+  std::string held = "/dev/shm/" + group.commTag() + "-1-0";
+  const int fd = ::open(held.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  ASSERT_GE(fd, 0) << errno;
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0) << errno;
   auto conns = connectAll(group, makeShmTransport, 2, /*timeoutSeconds=*/30);
-  std::filesystem::remove(stale);
+  ::close(fd);
+  std::filesystem::remove(held);
   EXPECT_EQ(conns[1].status.code(), lanesSystemError) << conns[1].status.message();
   EXPECT_EQ(conns[0].status.code(), lanesRemoteError) << conns[0].status.message();
   EXPECT_NE(conns[0].status.message().find("rank 1"), std::string::npos);

@@ -8,7 +8,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <utility>
+
+#include "transport/shm/stale_segments.h"
 
 namespace lanes {
 namespace {
@@ -37,6 +41,18 @@ Status noSpace(size_t freeBytes, size_t neededTotal) {
                      "--shm-size=1g, or mount -o remount,size=1G /dev/shm), lower "
                      "LANES_SHM_RING_BYTES / LANES_STAGE_SLOTS, or set LANES_SHM_DISABLE=1 to "
                      "use TCP between local ranks");
+}
+
+// A name that exists already was left by an earlier run of the same job (a
+// restart reuses the communicator id) unless a process still locks it; it is
+// reclaimed then. A concurrent sweep may hold it for a moment: retried.
+int openExclusive(const std::string& name) {
+  for (int attempt = 0;; ++attempt) {
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0 || errno != EEXIST || attempt == 3) return fd;
+    if (!removeIfStale(name.substr(name.starts_with('/') ? 1 : 0)))
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 }  // namespace
@@ -78,12 +94,13 @@ Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTo
   size_t freeBytes = devShmFreeBytes();
   if (bytes > freeBytes) return noSpace(freeBytes, neededTotal);
 
-  seg.fd_ = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  seg.fd_ = openExclusive(name);
   if (seg.fd_ < 0) {
     int err = errno;
     return systemError("shm_open(" + name + ") failed: " + errnoText(err) +
-                       (err == EEXIST ? "; a stale segment of the same communicator exists, "
-                                        "remove it from /dev/shm"
+                       (err == EEXIST ? "; a live process holds this name (a job with the same "
+                                        "communicator id on this host), or another user left it "
+                                        "in /dev/shm"
                                       : ""));
   }
   seg.ownsName_ = true;

@@ -20,8 +20,9 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
-  // Creates `name` exclusively (mode 0600), holds a shared flock on it (the
-  // sign of a live creator, stale_segments.h), reserves `bytes` of /dev/shm with
+  // Creates `name` exclusively (mode 0600; an existing one that no process
+  // locks is an earlier run's and is replaced), holds a shared flock on it
+  // (the sign of a live creator, stale_segments.h), reserves `bytes` of /dev/shm with
   // posix_fallocate (so a small /dev/shm fails here, not with SIGBUS later),
   // and maps it. `neededTotal` is what the whole communicator needs on this
   // host, quoted when /dev/shm is too small.

@@ -16,15 +16,12 @@ namespace {
 
 constexpr const char* kShmDir = "/dev/shm";
 
-// A name created this recently may not be locked yet.
-constexpr std::chrono::seconds kLanesMinAge{10};
-
 struct DirCloser {
   void operator()(DIR* d) const { ::closedir(d); }
 };
 
 // Removes `name` if it is stale; returns its size then, else -1.
-long long removeIfStale(const std::string& name, std::chrono::seconds minAge) {
+long long removeAndSize(const std::string& name, std::chrono::seconds minAge) {
   const std::string path = std::string(kShmDir) + "/" + name;
   // O_NOFOLLOW: a link planted in /dev/shm is not a segment; O_NONBLOCK: nor
   // is a FIFO, whose open would wait for a writer.
@@ -55,7 +52,7 @@ StaleSegments removeStaleSegments(const std::string& prefix, std::chrono::second
   while (const dirent* e = ::readdir(dir.get())) {
     const std::string name = e->d_name;
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
-    const long long bytes = removeIfStale(name, minAge);
+    const long long bytes = removeAndSize(name, minAge);
     if (bytes < 0) continue;
     ++out.removed;
     out.bytes += static_cast<size_t>(bytes);
@@ -63,8 +60,12 @@ StaleSegments removeStaleSegments(const std::string& prefix, std::chrono::second
   return out;
 }
 
-void removeStaleLanesSegments(int rank) {
-  const StaleSegments s = removeStaleSegments("lanes-", kLanesMinAge);
+bool removeIfStale(const std::string& name) {
+  return removeAndSize(name, std::chrono::seconds(0)) >= 0;
+}
+
+void removeStaleSegmentsAndWarn(int rank, const std::string& prefix, std::chrono::seconds minAge) {
+  const StaleSegments s = removeStaleSegments(prefix, minAge);
   if (s.removed == 0) return;
   LANES_WARN(Transport, rank,
              "removed %d shared-memory segment(s) from /dev/shm (%zu MiB) that Lanes processes "
