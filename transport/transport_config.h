@@ -16,6 +16,7 @@ enum class P2pMode { Auto, Forced, Off };
 struct TransportConfig {
   static constexpr int kMaxSocketsPerPeer = 64;  // threads x sockets per thread
   size_t shmRingBytes = size_t{1} << 20;         // LANES_SHM_RING_BYTES, per direction and lane
+  size_t shmBudgetBytes = size_t{512} << 20;     // LANES_SHM_BUDGET, one communicator's rings per host
   bool shmDisabled = false;                      // LANES_SHM_DISABLE: no bulk data in shared memory
   std::string socketIfname;                      // LANES_SOCKET_IFNAME ("" any but loopback)
   int socketThreads = 2;                         // LANES_SOCKET_NTHREADS

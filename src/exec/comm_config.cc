@@ -92,6 +92,8 @@ StageArenaConfig stageFromEnv() {
 TransportConfig transportFromEnv() {
   TransportConfig c;
   c.shmRingBytes = static_cast<size_t>(envSize("LANES_SHM_RING_BYTES", c.shmRingBytes, 4096));
+  c.shmBudgetBytes =
+      static_cast<size_t>(envSize("LANES_SHM_BUDGET", c.shmBudgetBytes, size_t{1} << 20));
   c.shmDisabled = envBool("LANES_SHM_DISABLE", false);
   c.socketIfname = envString("LANES_SOCKET_IFNAME").value_or("");
   c.socketThreads = static_cast<int>(envInt("LANES_SOCKET_NTHREADS", c.socketThreads, 1, 16));

@@ -175,7 +175,8 @@ TEST(NumaPolicy, ShmPolicyIsSetBeforePagesExistAndIsShared) {
   Status placed = internalError("hook not called");
   auto hook = [&](void* base, size_t size) {
     struct stat st {};
-    if (::stat(("/dev/shm" + name).c_str(), &st) == 0) blocksInHook = st.st_blocks;
+    // Until it is complete the segment has its build name (shm_segment.h).
+    if (::stat(("/dev/shm" + name + ".new").c_str(), &st) == 0) blocksInHook = st.st_blocks;
     placed = applyPreferredNode(base, size, node);
   };
   ShmSegment creator;

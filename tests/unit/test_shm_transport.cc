@@ -42,10 +42,27 @@ TEST_P(ShmStreams, AllLanesDeliverBytesInOrder) {
       EXPECT_EQ(c->lanes(), 3);
     }
   }
-  // The names are gone as soon as connect returns; the mappings live on.
+  // Nothing is made before a port is used; once both ends of every pair
+  // have, the names are gone and the mappings live on.
   EXPECT_TRUE(segmentsOf(group.commTag()).empty());
   auto errors = exchangeAll(group, conns, kSizes, 60);
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(segmentsOf(group.commTag()).empty());
+}
+
+// A budget of 1 MiB for 4 ranks (256 KiB each) cannot give three peers rings
+// of the asked 1 MiB: each pair gets what is left, down to a page, the
+// receiver takes the size its sender chose, and every byte still arrives.
+TEST_P(ShmStreams, RingsShrinkToTheBudgetAndStillDeliver) {
+  int n = GetParam();
+  ASSERT_EQ(::setenv("LANES_SHM_BUDGET", "1M", 1), 0);
+  FakeBootstrapGroup group(n);
+  auto conns = connectAll(group, makeShmTransport, /*lanes=*/2);
+  ::unsetenv("LANES_SHM_BUDGET");
+  for (int r = 0; r < n; ++r) ASSERT_TRUE(conns[r].status.isOk()) << conns[r].status.message();
+  auto errors = exchangeAll(group, conns, kSizes, 60);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(segmentsOf(group.commTag()).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShmStreams, ::testing::Values(2, 3, 4));
@@ -60,6 +77,80 @@ TEST(ShmTransport, CanConnectOnlyOnOneHost) {
   EXPECT_FALSE(t->canConnect(a, b));
 }
 
+// Only the pairs that talk get a segment, made by the sender's first post;
+// the receiver's first look maps it and removes its name.
+TEST(ShmTransport, RingsAreMadeOnFirstUseOnly) {
+  FakeBootstrapGroup group(3);
+  auto conns = connectAll(group, makeShmTransport, 2);
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(conns[r].status.isOk()) << conns[r].status.message();
+  EXPECT_TRUE(segmentsOf(group.commTag()).empty());
+
+  std::span<const std::byte> view;
+  ASSERT_TRUE(conns[1].byPeer[0]->recvPort(1).peek(&view).isOk());
+  EXPECT_TRUE(view.empty()) << "nothing was sent yet";
+
+  uint8_t data[48] = {9};
+  size_t taken = 0;
+  ASSERT_TRUE(conns[0].byPeer[1]->sendPort(1).post(data, sizeof(data), &taken).isOk());
+  ASSERT_EQ(taken, sizeof(data));
+  EXPECT_EQ(segmentsOf(group.commTag()), std::vector<std::string>{group.commTag() + "-0-1"});
+
+  ASSERT_TRUE(conns[1].byPeer[0]->recvPort(1).peek(&view).isOk());
+  ASSERT_EQ(view.size(), sizeof(data));
+  EXPECT_EQ(static_cast<uint8_t>(view[0]), 9);
+  EXPECT_TRUE(segmentsOf(group.commTag()).empty());
+  // The other lane of the same segment is mapped with it.
+  ASSERT_TRUE(conns[1].byPeer[0]->recvPort(0).peek(&view).isOk());
+  EXPECT_TRUE(view.empty());
+}
+
+// A sender whose call is done may tear down before its receiver, still in
+// the same call, has mapped the rings: what it posted must still arrive, and
+// the receiver removes the name. After a failure (a close first) the sender
+// removes it itself.
+TEST(ShmTransport, BytesPostedBeforeTheSendersTeardownStillArrive) {
+  FakeBootstrapGroup group(2);
+  auto conns = connectAll(group, makeShmTransport, 2);
+  ASSERT_TRUE(conns[0].status.isOk()) << conns[0].status.message();
+  ASSERT_TRUE(conns[1].status.isOk()) << conns[1].status.message();
+  uint8_t data[64];
+  for (size_t i = 0; i < sizeof(data); ++i) data[i] = static_cast<uint8_t>(i + 1);
+  size_t taken = 0;
+  ASSERT_TRUE(conns[0].byPeer[1]->sendPort(1).post(data, sizeof(data), &taken).isOk());
+  ASSERT_EQ(taken, sizeof(data));
+  conns[0].owned.clear();
+  EXPECT_EQ(segmentsOf(group.commTag()), std::vector<std::string>{group.commTag() + "-0-1"});
+
+  std::span<const std::byte> view;
+  ASSERT_TRUE(conns[1].byPeer[0]->recvPort(1).peek(&view).isOk());
+  ASSERT_EQ(view.size(), sizeof(data));
+  EXPECT_EQ(static_cast<uint8_t>(view[63]), 64);
+  conns[1].byPeer[0]->recvPort(1).consume(view.size());
+  EXPECT_TRUE(segmentsOf(group.commTag()).empty());
+  // Everything read: now the close shows.
+  EXPECT_EQ(conns[1].byPeer[0]->recvPort(1).peek(&view).code(), lanesRemoteError);
+
+  ASSERT_TRUE(conns[1].byPeer[0]->sendPort(0).post(data, sizeof(data), &taken).isOk());
+  conns[1].byPeer[0]->close();
+  conns[1].owned.clear();
+  EXPECT_TRUE(segmentsOf(group.commTag()).empty()) << "a failed sender left its name";
+}
+
+// A connection closed before it was ever used fails its own ports at once.
+TEST(ShmTransport, CloseBeforeFirstUseFailsThePorts) {
+  FakeBootstrapGroup group(2);
+  auto conns = connectAll(group, makeShmTransport, 2);
+  ASSERT_TRUE(conns[0].status.isOk()) << conns[0].status.message();
+  Connection* c0 = conns[0].byPeer[1];
+  c0->close();
+  uint8_t data[16] = {};
+  size_t taken = 0;
+  EXPECT_EQ(c0->sendPort(0).post(data, sizeof(data), &taken).code(), lanesRemoteError);
+  std::span<const std::byte> view;
+  EXPECT_EQ(c0->recvPort(1).peek(&view).code(), lanesRemoteError);
+  EXPECT_TRUE(segmentsOf(group.commTag()).empty()) << "a closed connection made rings";
+}
+
 TEST(ShmTransport, PeerCloseFailsPostAndPeek) {
   FakeBootstrapGroup group(2);
   auto conns = connectAll(group, makeShmTransport, 2);
@@ -68,12 +159,17 @@ TEST(ShmTransport, PeerCloseFailsPostAndPeek) {
   Connection* c0 = conns[0].byPeer[1];
   Connection* c1 = conns[1].byPeer[0];
 
-  // Bytes sent before the close are still delivered, then peek fails.
+  // Bytes sent before the close are still delivered, then peek fails. Rank 0
+  // sent too (its rings exist) but rank 1 never looked: its close maps them
+  // to close them, so rank 0's next post fails as well.
   uint8_t data[32] = {7};
   size_t taken = 0;
+  ASSERT_TRUE(c0->sendPort(1).post(data, sizeof(data), &taken).isOk());
   ASSERT_TRUE(c1->sendPort(0).post(data, sizeof(data), &taken).isOk());
   ASSERT_EQ(taken, sizeof(data));
   c1->close();
+  // What is left is rank 1's own segment, which rank 0 has not looked at yet.
+  EXPECT_EQ(segmentsOf(group.commTag()), std::vector<std::string>{group.commTag() + "-1-0"});
 
   std::span<const std::byte> view;
   ASSERT_TRUE(c0->recvPort(0).peek(&view).isOk());
@@ -91,11 +187,14 @@ TEST(ShmTransport, PeerCloseFailsPostAndPeek) {
   EXPECT_EQ(taken, 0u);
 }
 
+// The least any plan needs (one ring's segments per rank) is checked at connect.
 TEST(ShmTransport, TooSmallDevShmIsASystemErrorOnEveryRank) {
   ASSERT_EQ(::setenv("LANES_SHM_RING_BYTES", "1T", 1), 0);
+  ASSERT_EQ(::setenv("LANES_SHM_BUDGET", "64T", 1), 0);
   FakeBootstrapGroup group(3);
   auto conns = connectAll(group, makeShmTransport, 2);
   ::unsetenv("LANES_SHM_RING_BYTES");
+  ::unsetenv("LANES_SHM_BUDGET");
   for (int r = 0; r < 3; ++r) {
     EXPECT_FALSE(conns[r].status.isOk()) << "rank " << r;
     EXPECT_TRUE(conns[r].owned.empty());
@@ -109,20 +208,35 @@ TEST(ShmTransport, TooSmallDevShmIsASystemErrorOnEveryRank) {
   EXPECT_TRUE(segmentsOf(group.commTag()).empty());
 }
 
-TEST(ShmTransport, OneRankFailingFailsTheOthersWithoutWaiting) {
+// A segment that cannot be made fails the post that needed it, naming both
+// ranks and the cause; the receiver keeps waiting (its executor's deadline,
+// or the communicator's failure notice, ends that), and nothing is left.
+TEST(ShmTransport, AFailedRingFailsThePostThatNeededIt) {
   FakeBootstrapGroup group(2);
   // A live process's segment with rank 1's outgoing name (locked, so not
-  // reclaimed as an earlier run's) makes rank 1's O_EXCL create fail.
+  // reclaimed as an earlier run's) makes rank 1's segment impossible.
   std::string held = "/dev/shm/" + group.commTag() + "-1-0";
   const int fd = ::open(held.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   ASSERT_GE(fd, 0) << errno;
   ASSERT_EQ(::flock(fd, LOCK_SH), 0) << errno;
   auto conns = connectAll(group, makeShmTransport, 2, /*timeoutSeconds=*/30);
+  ASSERT_TRUE(conns[0].status.isOk()) << conns[0].status.message();
+  ASSERT_TRUE(conns[1].status.isOk()) << conns[1].status.message();
+  uint8_t data[16] = {};
+  size_t taken = 0;
+  Status st = conns[1].byPeer[0]->sendPort(0).post(data, sizeof(data), &taken);
   ::close(fd);
   std::filesystem::remove(held);
-  EXPECT_EQ(conns[1].status.code(), lanesSystemError) << conns[1].status.message();
-  EXPECT_EQ(conns[0].status.code(), lanesRemoteError) << conns[0].status.message();
-  EXPECT_NE(conns[0].status.message().find("rank 1"), std::string::npos);
+  EXPECT_EQ(st.code(), lanesSystemError) << st.message();
+  EXPECT_NE(st.message().find("rank 1: shared-memory rings to rank 0"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("a live process holds this name"), std::string::npos) << st.message();
+  // The failure sticks: the next post does not try again.
+  EXPECT_EQ(conns[1].byPeer[0]->sendPort(1).post(data, sizeof(data), &taken).code(),
+            lanesSystemError);
+  std::span<const std::byte> view;
+  EXPECT_TRUE(conns[0].byPeer[1]->recvPort(0).peek(&view).isOk());
+  EXPECT_TRUE(view.empty());
   EXPECT_TRUE(segmentsOf(group.commTag()).empty());
 }
 

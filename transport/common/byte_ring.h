@@ -54,6 +54,12 @@ class ByteRing {
   std::span<const std::byte> readable() const;
   void consume(size_t bytes);
 
+  // Bytes written and not yet consumed.
+  size_t unread() const {
+    return static_cast<size_t>(header_->head.load(std::memory_order_acquire) -
+                               header_->tail.load(std::memory_order_acquire));
+  }
+
   void close() { header_->closed.store(1, std::memory_order_release); }
   bool closed() const { return header_->closed.load(std::memory_order_acquire) != 0; }
 

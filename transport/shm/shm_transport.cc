@@ -1,10 +1,16 @@
 // Shared-memory transport between ranks of one host (processes, or threads
-// of one process). Each direction of a peer pair is one POSIX segment,
-// created by the sender and holding one ByteRing per lane; the name is
-// unlinked as soon as the receiver has mapped it, so nothing is left in
-// /dev/shm even if a rank is SIGKILLed later.
+// of one process). Each direction of a peer pair is one POSIX segment holding
+// one ByteRing per lane, made by the sender the first time it posts to that
+// peer and mapped by the receiver the first time it looks for data: only the
+// pairs a plan uses take /dev/shm (a ring's neighbours, a tree's parent and
+// children), so N ranks running rings and trees hold O(N) segments, not
+// O(N^2). The receiver removes the name once it has mapped the segment, and
+// the sender removes it at teardown if the receiver never came, so nothing is
+// left in /dev/shm even if a rank is SIGKILLed later.
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,14 +18,12 @@
 #include "bootstrap/bootstrap.h"
 #include "transport/common/agree.h"
 #include "transport/common/byte_ring.h"
+#include "transport/shm/ring_budget.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/transport.h"
 
 namespace lanes {
 namespace {
-
-// Rings of one segment, each starting on its own cache line.
-size_t ringStride(size_t capacity) { return (ByteRing::bytesFor(capacity) + 63) & ~size_t{63}; }
 
 std::string segmentName(const std::string& tag, int src, int dst) {
   return "/" + tag + "-" + std::to_string(src) + "-" + std::to_string(dst);
@@ -29,76 +33,233 @@ Status closedError(int peer) {
   return remoteError("peer rank " + std::to_string(peer) + " closed the shared-memory connection");
 }
 
+// What one rank's connections of one communicator share.
+struct ShmSide {
+  ShmSide(std::string tag, int rank, int lanes, size_t askedRing, size_t share, size_t hostNeed)
+      : commTag(std::move(tag)),
+        rank(rank),
+        lanes(lanes),
+        budget(askedRing, share),
+        hostNeed(hostNeed) {}
+  std::string commTag;
+  int rank;
+  int lanes;
+  RingBudget budget;
+  size_t hostNeed;  // the least the communicator needs on this host, for the no-space message
+};
+
+class ShmConnection;
+
 class ShmSendPort final : public SendPort {
  public:
-  ShmSendPort(ByteRing ring, int peer) : ring_(ring), peer_(peer) {}
-  Status post(const void* src, size_t bytes, size_t* taken) override {
-    *taken = 0;
-    if (ring_.closed()) return closedError(peer_);
-    *taken = ring_.write(src, bytes);
-    return Status::ok();
-  }
-  void close() { ring_.close(); }
+  ShmSendPort(ShmConnection* conn, int lane) : conn_(conn), lane_(lane) {}
+  Status post(const void* src, size_t bytes, size_t* taken) override;
 
  private:
-  ByteRing ring_;
-  int peer_;
+  ShmConnection* conn_;
+  int lane_;
 };
 
 class ShmRecvPort final : public RecvPort {
  public:
-  ShmRecvPort(ByteRing ring, int peer) : ring_(ring), peer_(peer) {}
-  Status peek(std::span<const std::byte>* view) override {
-    // closed is read before the data, so bytes written before a close are
-    // still delivered.
-    bool closed = ring_.closed();
-    *view = ring_.readable();
-    if (view->empty() && closed) return closedError(peer_);
-    return Status::ok();
-  }
-  void consume(size_t bytes) override { ring_.consume(bytes); }
-  void close() { ring_.close(); }
+  ShmRecvPort(ShmConnection* conn, int lane) : conn_(conn), lane_(lane) {}
+  Status peek(std::span<const std::byte>* view) override;
+  void consume(size_t bytes) override;
 
  private:
-  ByteRing ring_;
-  int peer_;
+  ShmConnection* conn_;
+  int lane_;
 };
 
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(int peer, int lanes, size_t capacity, ShmSegment out, ShmSegment in)
-      : peer_(peer), out_(std::move(out)), in_(std::move(in)) {
-    size_t stride = ringStride(capacity);
-    auto* outBase = static_cast<std::byte*>(out_.data());
-    auto* inBase = static_cast<std::byte*>(in_.data());
-    sendPorts_.reserve(static_cast<size_t>(lanes));
-    recvPorts_.reserve(static_cast<size_t>(lanes));
-    for (int l = 0; l < lanes; ++l) {
-      size_t at = static_cast<size_t>(l) * stride;
-      sendPorts_.emplace_back(ByteRing(outBase + at, ByteRing::bytesFor(capacity), false), peer);
-      recvPorts_.emplace_back(ByteRing(inBase + at, ByteRing::bytesFor(capacity), false), peer);
+  ShmConnection(std::shared_ptr<ShmSide> side, int peer) : side_(std::move(side)), peer_(peer) {
+    const auto lanes = static_cast<size_t>(side_->lanes);
+    outRings_.resize(lanes);
+    inRings_.resize(lanes);
+    for (int l = 0; l < side_->lanes; ++l) {
+      sendPorts_.emplace_back(this, l);
+      recvPorts_.emplace_back(this, l);
     }
   }
-  // The peer sees the rings closed, not a silent stall.
-  ~ShmConnection() override { close(); }
+  // The peer sees the rings closed, not a silent stall. A teardown that no
+  // failure preceded may leave bytes the receiver, still in the same call,
+  // has not mapped yet: the name stays for it (it removes the name when it
+  // maps; one that never comes leaves an unlocked name for the next init's
+  // sweep, stale_segments.h).
+  ~ShmConnection() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    bool unread = false;
+    if (!closed_ && outReady_.load(std::memory_order_relaxed))
+      for (const ByteRing& r : outRings_) unread = unread || r.unread() > 0;
+    if (unread) out_.keepName();
+    lock.unlock();
+    close();
+  }
 
   int peer() const override { return peer_; }
   const char* transportName() const override { return "shm"; }
-  int lanes() const override { return static_cast<int>(sendPorts_.size()); }
+  int lanes() const override { return side_->lanes; }
   SendPort& sendPort(int lane) override { return sendPorts_.at(static_cast<size_t>(lane)); }
   RecvPort& recvPort(int lane) override { return recvPorts_.at(static_cast<size_t>(lane)); }
   void close() override {
-    for (auto& p : sendPorts_) p.close();
-    for (auto& p : recvPorts_) p.close();
+    std::lock_guard<std::mutex> lock(mutex_);
+    // A segment the peer made that this side never mapped is mapped now, so
+    // the peer's posts into it fail too (and its name goes).
+    if (!closed_ && !inReady_.load(std::memory_order_relaxed) && inFailure_) (void)openIncoming();
+    closed_ = true;
+    if (outReady_.load(std::memory_order_relaxed))
+      for (ByteRing& r : outRings_) r.close();
+    if (inReady_.load(std::memory_order_relaxed))
+      for (ByteRing& r : inRings_) r.close();
+  }
+
+  // The outgoing ring of `lane`, made on the first call.
+  Status outgoing(int lane, ByteRing** ring) {
+    if (!outReady_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!outReady_.load(std::memory_order_relaxed)) LANES_RETURN_IF_ERROR(createOutgoing());
+    }
+    *ring = &outRings_[static_cast<size_t>(lane)];
+    return Status::ok();
+  }
+  // The incoming ring of `lane`, or nullptr while the peer has not made it.
+  Status incoming(int lane, ByteRing** ring) {
+    *ring = nullptr;
+    if (!inReady_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!inReady_.load(std::memory_order_relaxed)) {
+        LANES_RETURN_IF_ERROR(openIncoming());
+        if (!inReady_.load(std::memory_order_relaxed)) return Status::ok();
+      }
+    }
+    *ring = &inRings_[static_cast<size_t>(lane)];
+    return Status::ok();
   }
 
  private:
+  // Both under mutex_; a failure is kept and returned by every later call.
+  Status createOutgoing();
+  Status openIncoming();
+
+  std::shared_ptr<ShmSide> side_;
   int peer_;
+  std::mutex mutex_;
+  bool closed_ = false;
+  Status outFailure_;
+  Status inFailure_;
   ShmSegment out_;
   ShmSegment in_;
+  std::vector<ByteRing> outRings_;
+  std::vector<ByteRing> inRings_;
+  std::atomic<bool> outReady_{false};
+  std::atomic<bool> inReady_{false};
   std::vector<ShmSendPort> sendPorts_;
   std::vector<ShmRecvPort> recvPorts_;
 };
+
+Status ShmConnection::createOutgoing() {
+  if (closed_) return closedError(peer_);
+  if (!outFailure_) return outFailure_;
+  const int lanes = side_->lanes;
+  const size_t capacity = side_->budget.take(lanes, devShmFreeBytes());
+  const size_t stride = ringStride(capacity);
+  const auto initialise = [&](void* base, size_t) {
+    for (int l = 0; l < lanes; ++l)
+      ByteRing(static_cast<std::byte*>(base) + static_cast<size_t>(l) * stride,
+               ByteRing::bytesFor(capacity), true);
+  };
+  Status st =
+      ShmSegment::create(segmentName(side_->commTag, side_->rank, peer_),
+                         segmentBytes(capacity, lanes), side_->hostNeed, &out_, {}, initialise);
+  if (!st) {
+    outFailure_ =
+        Status(st.code(), "rank " + std::to_string(side_->rank) + ": shared-memory rings to rank " +
+                              std::to_string(peer_) + ": " + st.message());
+    return outFailure_;
+  }
+  auto* base = static_cast<std::byte*>(out_.data());
+  for (int l = 0; l < lanes; ++l)
+    outRings_[static_cast<size_t>(l)] =
+        ByteRing(base + static_cast<size_t>(l) * stride, ByteRing::bytesFor(capacity), false);
+  outReady_.store(true, std::memory_order_release);
+  LANES_TRACE(Transport, side_->rank, "shm: rings to rank %d made, %d lanes of %zu bytes", peer_,
+              lanes, capacity);
+  return Status::ok();
+}
+
+Status ShmConnection::openIncoming() {
+  if (closed_) return closedError(peer_);
+  if (!inFailure_) return inFailure_;
+  const std::string name = segmentName(side_->commTag, peer_, side_->rank);
+  bool present = false;
+  ShmSegment seg;
+  Status st = ShmSegment::openIfPresent(name, &seg, &present);
+  if (st && !present) return Status::ok();
+  // The sender chose the ring size; every lane must agree with it and the
+  // segment's size, or the ranks were started with different LANES_NLANES.
+  const int lanes = side_->lanes;
+  size_t capacity = 0;
+  if (st) {
+    capacity = seg.size() >= sizeof(ByteRingHeader)
+                   ? static_cast<const ByteRingHeader*>(seg.data())->capacity
+                   : 0;
+    bool same =
+        capacity > 0 && capacity % kRingGranule == 0 && seg.size() == segmentBytes(capacity, lanes);
+    for (int l = 0; same && l < lanes; ++l) {
+      const auto* h =
+          reinterpret_cast<const ByteRingHeader*>(static_cast<const std::byte*>(seg.data()) +
+                                                  static_cast<size_t>(l) * ringStride(capacity));
+      same = h->magic == ByteRing::kMagic && h->capacity == capacity;
+    }
+    if (!same)
+      st = systemError("shared-memory segment " + name + " from rank " + std::to_string(peer_) +
+                       " does not hold " + std::to_string(lanes) +
+                       " rings; LANES_NLANES must be the same on every rank");
+  }
+  if (!st) {
+    inFailure_ = Status(st.code(), "rank " + std::to_string(side_->rank) + ": " + st.message());
+    return inFailure_;
+  }
+  // Both ends hold the mapping now: the name can go.
+  seg.removeName();
+  in_ = std::move(seg);
+
+  auto* base = static_cast<std::byte*>(in_.data());
+  for (int l = 0; l < lanes; ++l)
+    inRings_[static_cast<size_t>(l)] = ByteRing(
+        base + static_cast<size_t>(l) * ringStride(capacity), ByteRing::bytesFor(capacity), false);
+  inReady_.store(true, std::memory_order_release);
+  return Status::ok();
+}
+
+Status ShmSendPort::post(const void* src, size_t bytes, size_t* taken) {
+  *taken = 0;
+  ByteRing* ring = nullptr;
+  LANES_RETURN_IF_ERROR(conn_->outgoing(lane_, &ring));
+  if (ring->closed()) return closedError(conn_->peer());
+  *taken = ring->write(src, bytes);
+  return Status::ok();
+}
+
+Status ShmRecvPort::peek(std::span<const std::byte>* view) {
+  *view = {};
+  ByteRing* ring = nullptr;
+  LANES_RETURN_IF_ERROR(conn_->incoming(lane_, &ring));
+  if (ring == nullptr) return Status::ok();
+  // closed is read before the data, so bytes written before a close are
+  // still delivered.
+  const bool closed = ring->closed();
+  *view = ring->readable();
+  if (view->empty() && closed) return closedError(conn_->peer());
+  return Status::ok();
+}
+
+void ShmRecvPort::consume(size_t bytes) {
+  ByteRing* ring = nullptr;
+  // Only after a peek that returned bytes, so the ring exists.
+  if (conn_->incoming(lane_, &ring) && ring != nullptr) ring->consume(bytes);
+}
 
 class ShmTransport final : public Transport {
  public:
@@ -116,11 +277,6 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
     return invalidArgument("shm transport: connect needs a bootstrap and at least one lane");
   }
   Deadline deadline = Deadline::after(ctx.timeoutSeconds);
-  const size_t capacity = padToGranule(ctx.config.shmRingBytes);
-  const size_t segBytes = ringStride(capacity) * static_cast<size_t>(ctx.lanes);
-
-  // What all ranks of this host together put in /dev/shm (assuming they
-  // connect as many peers as this one), for the message when it is too small.
   size_t localRanks = 1;
   if (ctx.ranks != nullptr) {
     localRanks = 0;
@@ -128,54 +284,29 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
       if (r.hostHash == (*ctx.ranks)[static_cast<size_t>(ctx.rank)].hostHash) ++localRanks;
     }
   }
-  const size_t neededTotal = localRanks * peers.size() * segBytes;
-
-  // 1. Senders create and initialise their outgoing rings.
-  std::vector<ShmSegment> outgoing(peers.size());
+  // The least the host needs: every local rank's rings to one peer (a ring).
+  // Checked now, so a /dev/shm too small for any plan fails the init, on
+  // every rank, rather than the first call.
+  const size_t share = ctx.config.shmBudgetBytes / localRanks;
+  RingBudget probe(padToGranule(ctx.config.shmRingBytes), share);
+  const size_t firstBytes = segmentBytes(probe.peek(ctx.lanes, SIZE_MAX), ctx.lanes);
+  const size_t hostNeed = localRanks * firstBytes;
   Status local;
-  for (size_t i = 0; i < peers.size() && local.isOk(); ++i) {
-    local = ShmSegment::create(segmentName(ctx.commTag, ctx.rank, peers[i]), segBytes, neededTotal,
-                               &outgoing[i]);
-    if (!local.isOk()) {
-      local = Status(local.code(), "rank " + std::to_string(ctx.rank) + ": " + local.message());
-      break;
-    }
-    auto* base = static_cast<std::byte*>(outgoing[i].data());
-    for (int l = 0; l < ctx.lanes; ++l) {
-      ByteRing(base + static_cast<size_t>(l) * ringStride(capacity), ByteRing::bytesFor(capacity),
-               true);
-    }
-  }
+  const size_t freeBytes = devShmFreeBytes();
+  if (!peers.empty() && freeBytes < hostNeed)
+    local = Status(lanesSystemError, "rank " + std::to_string(ctx.rank) + ": " +
+                                         devShmNoSpace(freeBytes, hostNeed).message());
   LANES_RETURN_IF_ERROR(
-      agreeOnStatus(*ctx.bootstrap, local, "create its shared-memory rings", deadline));
+      agreeOnStatus(*ctx.bootstrap, local, "find room for its shared-memory rings", deadline));
 
-  // 2. Receivers map their incoming rings.
-  std::vector<ShmSegment> incoming(peers.size());
-  for (size_t i = 0; i < peers.size() && local.isOk(); ++i) {
-    local = ShmSegment::open(segmentName(ctx.commTag, peers[i], ctx.rank), segBytes, &incoming[i]);
-    if (local.isOk()) {
-      auto* header = static_cast<const ByteRingHeader*>(incoming[i].data());
-      if (header->magic != ByteRing::kMagic || header->capacity != capacity) {
-        local = systemError("shared-memory segment " + incoming[i].name() + " from rank " +
-                            std::to_string(peers[i]) +
-                            " has a different ring layout; LANES_SHM_RING_BYTES must be the "
-                            "same on every rank");
-      }
-    }
-  }
-  LANES_RETURN_IF_ERROR(
-      agreeOnStatus(*ctx.bootstrap, local, "map its peers' shared-memory rings", deadline));
-
-  // 3. Everyone has mapped what it needs: the names can go.
-  for (auto& seg : outgoing) seg.unlink();
-
+  auto side = std::make_shared<ShmSide>(ctx.commTag, ctx.rank, ctx.lanes,
+                                        padToGranule(ctx.config.shmRingBytes), share, hostNeed);
   out->clear();
-  for (size_t i = 0; i < peers.size(); ++i) {
-    out->push_back(std::make_unique<ShmConnection>(peers[i], ctx.lanes, capacity,
-                                                   std::move(outgoing[i]), std::move(incoming[i])));
-  }
-  LANES_INFO(Transport, ctx.rank, "shm: connected %zu peers, %d lanes of %zu bytes each",
-             peers.size(), ctx.lanes, capacity);
+  for (int peer : peers) out->push_back(std::make_unique<ShmConnection>(side, peer));
+  LANES_INFO(Transport, ctx.rank,
+             "shm: connected %zu peers (rings made on first use: %d lanes, up to %zu bytes each, "
+             "%zu MiB for this rank's rings)",
+             peers.size(), ctx.lanes, padToGranule(ctx.config.shmRingBytes), share >> 20);
   return Status::ok();
 }
 
