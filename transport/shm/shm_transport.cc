@@ -20,6 +20,7 @@
 #include "transport/common/byte_ring.h"
 #include "transport/shm/ring_budget.h"
 #include "transport/shm/shm_segment.h"
+#include "transport/shm/stale_segments.h"
 #include "transport/transport.h"
 
 namespace lanes {
@@ -106,7 +107,12 @@ class ShmConnection final : public Connection {
     std::lock_guard<std::mutex> lock(mutex_);
     // A segment the peer made that this side never mapped is mapped now, so
     // the peer's posts into it fail too (and its name goes).
-    if (!closed_ && !inReady_.load(std::memory_order_relaxed) && inFailure_) (void)openIncoming();
+    if (!closed_ && !inReady_.load(std::memory_order_relaxed) && inFailure_) {
+      (void)openIncoming();
+      // A peer that died while building them left its rings under their
+      // build name, which no one else would ever look for.
+      (void)removeIfStale(segmentName(side_->commTag, peer_, side_->rank).substr(1) + ".new");
+    }
     closed_ = true;
     if (outReady_.load(std::memory_order_relaxed))
       for (ByteRing& r : outRings_) r.close();
