@@ -48,7 +48,10 @@ class Connection {
   virtual int lanes() const = 0;
   virtual SendPort& sendPort(int lane) = 0;
   virtual RecvPort& recvPort(int lane) = 0;
-  // Wakes and fails every port (abort, or a peer declared dead).
+  // Wakes and fails every port of this side (abort, or a peer declared
+  // dead). The peer's ports fail too where the transport can tell it (a
+  // socket's end, rings both sides hold); otherwise the communicator's
+  // failure notice or the peer's deadline ends its waits.
   virtual void close() = 0;
 };
 

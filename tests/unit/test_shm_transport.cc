@@ -3,13 +3,17 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <string>
 
 #include "tests/unit/fake_bootstrap.h"
 #include "tests/unit/transport_streams.h"
+#include "transport/shm/stale_segments.h"
 #include "transport/transport.h"
 
 namespace lanes::testing {
@@ -134,6 +138,61 @@ TEST(ShmTransport, BytesPostedBeforeTheSendersTeardownStillArrive) {
   conns[1].byPeer[0]->close();
   conns[1].owned.clear();
   EXPECT_TRUE(segmentsOf(group.commTag()).empty()) << "a failed sender left its name";
+}
+
+// With LANES_SHM_BUDGET=1M over 4 ranks a rank's share is 256 KiB: its
+// first segment (2 lanes) may take half, so each ring holds 32 KiB, not the
+// asked 1 MiB.
+TEST(ShmTransport, ARingIsNoBiggerThanTheBudgetAllows) {
+  ASSERT_EQ(::setenv("LANES_SHM_BUDGET", "1M", 1), 0);
+  FakeBootstrapGroup group(4);
+  auto conns = connectAll(group, makeShmTransport, 2);
+  ::unsetenv("LANES_SHM_BUDGET");
+  ASSERT_TRUE(conns[0].status.isOk()) << conns[0].status.message();
+  std::vector<uint8_t> mib(size_t{1} << 20, 3);
+  size_t taken = 0;
+  ASSERT_TRUE(conns[0].byPeer[1]->sendPort(0).post(mib.data(), mib.size(), &taken).isOk());
+  EXPECT_EQ(taken, 32768u);
+}
+
+// A restart reuses the communicator id: a segment the earlier run's sender
+// left at this rank's name (unlocked, its creator gone) is removed at
+// connect, so it is never taken for this run's.
+TEST(ShmTransport, AnEarlierRunsSegmentIsNotTakenForThisRunsRings) {
+  FakeBootstrapGroup group(2);
+  const std::string old = "/dev/shm/" + group.commTag() + "-1-0";
+  {
+    const int fd = ::open(old.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ASSERT_GE(fd, 0) << errno;
+    ASSERT_EQ(::ftruncate(fd, 8192), 0);
+    ::close(fd);
+  }
+  auto conns = connectAll(group, makeShmTransport, 2);
+  ASSERT_TRUE(conns[0].status.isOk()) << conns[0].status.message();
+  EXPECT_FALSE(std::filesystem::exists(old)) << "the earlier run's segment is still there";
+  auto errors = exchangeAll(group, conns, {100, 4096, 65537}, 60);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// A name a finished sender left for its receiver is unlocked like a dead
+// process's: the stale sweep's age counts from the hand-over, not from the
+// segment's making, so a receiver that comes later still finds it.
+TEST(ShmTransport, AHandedOverNameOutlivesTheStaleSweep) {
+  FakeBootstrapGroup group(2);
+  auto conns = connectAll(group, makeShmTransport, 2);
+  ASSERT_TRUE(conns[0].status.isOk()) << conns[0].status.message();
+  uint8_t data[32] = {5};
+  size_t taken = 0;
+  ASSERT_TRUE(conns[0].byPeer[1]->sendPort(0).post(data, sizeof(data), &taken).isOk());
+  const std::string path = "/dev/shm/" + group.commTag() + "-0-1";
+  const timespec hourAgo[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), hourAgo, 0), 0) << errno;
+  conns[0].owned.clear();
+  removeStaleSegments(group.commTag(), std::chrono::seconds(10));
+  std::span<const std::byte> view;
+  ASSERT_TRUE(conns[1].byPeer[0]->recvPort(0).peek(&view).isOk());
+  ASSERT_EQ(view.size(), sizeof(data)) << "the sweep took the rings before their receiver came";
+  EXPECT_EQ(static_cast<uint8_t>(view[0]), 5);
 }
 
 // A connection closed before it was ever used fails its own ports at once.

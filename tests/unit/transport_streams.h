@@ -155,7 +155,7 @@ inline std::vector<std::string> exchangeAll(FakeBootstrapGroup& group,
     error = driveStreams(rank, conns[static_cast<size_t>(rank)].byPeer, sizes,
                          Deadline::after(seconds));
     // A rank that gave up closes its connections, so its peers fail fast
-    // instead of waiting out their deadlines.
+    // where the transport can tell them (transport.h, Connection::close).
     if (!error.empty()) {
       for (auto& c : conns[static_cast<size_t>(rank)].owned) c->close();
     }

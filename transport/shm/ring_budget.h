@@ -1,21 +1,25 @@
 // RingBudget: how big the shared-memory rings of one rank's connections are.
 // A connection makes its rings when first used (only the peers a plan talks
-// to get any), and takes at most half of what is left of the rank's share of
-// LANES_SHM_BUDGET and of the free /dev/shm: a ring or a tree keeps the
-// asked-for size, a rank that talks to every peer gets smaller rings for the
-// later ones, and the sum over a host stays near the budget however many
-// ranks it holds.
+// to get any), and its segment takes at most half of what is left of the
+// rank's share of LANES_SHM_BUDGET and of the free /dev/shm, or the smallest
+// ring where even that does not fit. With a few dozen local ranks the first
+// rings keep the asked-for size; a rank that talks to every peer gets smaller
+// rings for the later ones, and the sum over a host stays within the budget
+// plus the smallest rings however many ranks it holds.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 
+#include "transport/common/byte_ring.h"
+
 namespace lanes {
 
 class RingBudget {
  public:
-  // Rings never shrink below this: one page, many times the granule.
-  static constexpr size_t kMinRingBytes = 4096;
+  // Rings never shrink below this: a ring and its header in one page (two
+  // lanes' segment is two pages), still many times the granule.
+  static constexpr size_t kMinRingBytes = 4096 - sizeof(ByteRingHeader);
 
   // `askedRing`: LANES_SHM_RING_BYTES (granule-padded); `share`: this rank's
   // bytes of the host budget.

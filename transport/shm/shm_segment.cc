@@ -55,6 +55,32 @@ Status nameTaken(const std::string& name, int err, const char* call) {
                                     : ""));
 }
 
+// Creates `name` exclusively and takes the shared flock that marks a live
+// creator (stale_segments.h). Until the lock is held the file looks stale, and
+// a sweep may remove it: then the name no longer leads to this file, and it is
+// made again.
+Status createLocked(const std::string& name, int* fdOut) {
+  for (int tries = 0;; ++tries) {
+    const int fd = reclaimingStale(
+        name, [&] { return ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600); });
+    if (fd < 0) return nameTaken(name, errno, "shm_open");
+    if (::flock(fd, LOCK_SH) != 0) {
+      const int err = errno;
+      ::close(fd);
+      return systemError("flock(" + name + ") failed: " + errnoText(err));
+    }
+    struct stat mine {
+    }, named{};
+    if (::fstat(fd, &mine) == 0 && ::stat(devShmPath(name).c_str(), &named) == 0 &&
+        mine.st_ino == named.st_ino && mine.st_dev == named.st_dev) {
+      *fdOut = fd;
+      return Status::ok();
+    }
+    ::close(fd);
+    if (tries == 3) return systemError("shm_open(" + name + "): the new file was removed at once");
+  }
+}
+
 }  // namespace
 
 // Containers often get a 64 MiB /dev/shm: say so, and both ways out.
@@ -93,6 +119,13 @@ void ShmSegment::unlink() {
   }
 }
 
+void ShmSegment::keepName() {
+  // The stale sweep judges an unlocked name by its age: the time of handing
+  // it over counts, not of creating it.
+  if (ownsName_ && fd_ >= 0) ::futimens(fd_, nullptr);
+  ownsName_ = false;
+}
+
 void ShmSegment::removeName() {
   if (!name_.empty()) ::shm_unlink(name_.c_str());
   ownsName_ = false;
@@ -119,15 +152,8 @@ Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTo
   // Built under a name of its own; the same prefix, so a creator that dies
   // half-way leaves something the stale sweep removes.
   seg.name_ = name + ".new";
-  seg.fd_ = reclaimingStale(
-      seg.name_, [&] { return ::shm_open(seg.name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600); });
-  if (seg.fd_ < 0) return nameTaken(seg.name_, errno, "shm_open");
+  LANES_RETURN_IF_ERROR(createLocked(seg.name_, &seg.fd_));
   seg.ownsName_ = true;
-  // Held while this process holds the segment: a name nobody locks was left
-  // by a process that died, and the next init removes it (stale_segments.h).
-  if (::flock(seg.fd_, LOCK_SH) != 0) {
-    return systemError("flock(" + name + ") failed: " + errnoText(errno));
-  }
   // Size (no pages yet), map, let the caller set a memory policy on the
   // mapping, then reserve: tmpfs allocates the pages in fallocate, following
   // the file's policy, and a full /dev/shm still fails here, not with SIGBUS.

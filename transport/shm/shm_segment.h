@@ -1,6 +1,7 @@
 // ShmSegment: one POSIX shared-memory object, its descriptor and its mapping,
-// released by RAII. The creator also owns the name until it unlinks it, so a
-// failed connect never leaves a segment behind in /dev/shm. A name appears
+// released by RAII. The creator also owns the name until it unlinks it (or
+// hands it over, keepName), so a failed creation never leaves a segment
+// behind in /dev/shm. A name appears
 // only once its segment is sized, reserved and initialised: a peer that
 // finds it may use it at once.
 #pragma once
@@ -51,8 +52,9 @@ class ShmSegment {
   // Removes the name if this process created it; the mappings stay valid. Idempotent.
   void unlink();
   // Leaves the name in place at teardown, for a peer that has yet to map
-  // the segment and removes it then.
-  void keepName() { ownsName_ = false; }
+  // the segment and removes it then; once unlocked, the stale sweep spares
+  // it for its minimum age from now.
+  void keepName();
   // Removes the name whoever created it: for the last process to map a
   // segment, so the name goes as soon as every user holds the mapping.
   void removeName();

@@ -4,10 +4,16 @@
 // peer and mapped by the receiver the first time it looks for data: only the
 // pairs a plan uses take /dev/shm (a ring's neighbours, a tree's parent and
 // children), so N ranks running rings and trees hold O(N) segments, not
-// O(N^2). The receiver removes the name once it has mapped the segment, and
-// the sender removes it at teardown if the receiver never came, so nothing is
-// left in /dev/shm even if a rank is SIGKILLed later.
+// O(N^2). The receiver removes the name once it has mapped the segment. A
+// sender removes it at teardown after a failure; after a clean call it leaves
+// it for a receiver that has not mapped it yet. A name whose creator died or
+// left (no lock on it) is removed by the receiver's teardown, or by the next
+// init on the host (stale_segments.h).
+//
+// A close reaches the peer through the rings both sides have mapped; where
+// they have not, the communicator's failure notice (or the deadline) does.
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -33,6 +39,15 @@ std::string segmentName(const std::string& tag, int src, int dst) {
 Status closedError(int peer) {
   return remoteError("peer rank " + std::to_string(peer) + " closed the shared-memory connection");
 }
+
+Status closedHereError(int peer) {
+  return remoteError("the shared-memory connection to rank " + std::to_string(peer) +
+                     " was closed on this side (the communicator failed or was aborted)");
+}
+
+// A receiver looks for its peer's segment at most this often: shm_open on
+// every poll would cost a system call per poll while a peer is late.
+constexpr auto kOpenRetry = std::chrono::microseconds(20);
 
 // What one rank's connections of one communicator share.
 struct ShmSide {
@@ -135,8 +150,13 @@ class ShmConnection final : public Connection {
     if (!inReady_.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!inReady_.load(std::memory_order_relaxed)) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!closed_ && now < nextOpen_) return Status::ok();
         LANES_RETURN_IF_ERROR(openIncoming());
-        if (!inReady_.load(std::memory_order_relaxed)) return Status::ok();
+        if (!inReady_.load(std::memory_order_relaxed)) {
+          nextOpen_ = now + kOpenRetry;
+          return Status::ok();
+        }
       }
     }
     *ring = &inRings_[static_cast<size_t>(lane)];
@@ -152,6 +172,7 @@ class ShmConnection final : public Connection {
   int peer_;
   std::mutex mutex_;
   bool closed_ = false;
+  std::chrono::steady_clock::time_point nextOpen_{};
   Status outFailure_;
   Status inFailure_;
   ShmSegment out_;
@@ -165,7 +186,7 @@ class ShmConnection final : public Connection {
 };
 
 Status ShmConnection::createOutgoing() {
-  if (closed_) return closedError(peer_);
+  if (closed_) return closedHereError(peer_);
   if (!outFailure_) return outFailure_;
   const int lanes = side_->lanes;
   const size_t capacity = side_->budget.take(lanes, devShmFreeBytes());
@@ -195,7 +216,7 @@ Status ShmConnection::createOutgoing() {
 }
 
 Status ShmConnection::openIncoming() {
-  if (closed_) return closedError(peer_);
+  if (closed_) return closedHereError(peer_);
   if (!inFailure_) return inFailure_;
   const std::string name = segmentName(side_->commTag, peer_, side_->rank);
   bool present = false;
@@ -297,6 +318,15 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
   RingBudget probe(padToGranule(ctx.config.shmRingBytes), share);
   const size_t firstBytes = segmentBytes(probe.peek(ctx.lanes, SIZE_MAX), ctx.lanes);
   const size_t hostNeed = localRanks * firstBytes;
+  // A restart reuses the communicator id, so its names: one the earlier
+  // run's sender left for this rank (unlocked, as its creator is gone) would
+  // be taken for this run's. Removed before the agreement, after which
+  // this run's senders may post.
+  for (int peer : peers) {
+    const std::string name = segmentName(ctx.commTag, peer, ctx.rank).substr(1);
+    (void)removeIfStale(name);
+    (void)removeIfStale(name + ".new");
+  }
   Status local;
   const size_t freeBytes = devShmFreeBytes();
   if (!peers.empty() && freeBytes < hostNeed)
