@@ -14,12 +14,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bench/scale/ring_mappings.h"
 #include "lanes/lanes.h"
 
 namespace {
@@ -40,18 +39,6 @@ uint64_t devShmUsed() {
   struct statvfs v {};
   if (::statvfs("/dev/shm", &v) != 0) return 0;
   return static_cast<uint64_t>(v.f_blocks - v.f_bfree) * v.f_frsize;
-}
-
-// Bytes of the ring segments this rank made (names <tag>-<rank>-<peer>).
-uint64_t ringBytesMadeBy(int rank) {
-  std::ifstream maps("/proc/self/maps");
-  const std::regex segment("^([0-9a-f]+)-([0-9a-f]+) .*/dev/shm/lanes-[0-9a-f]+-([0-9]+)-[0-9]+");
-  uint64_t total = 0;
-  std::smatch m;
-  for (std::string line; std::getline(maps, line);)
-    if (std::regex_search(line, m, segment) && std::stoi(m[3].str()) == rank)
-      total += std::stoull(m[2].str(), nullptr, 16) - std::stoull(m[1].str(), nullptr, 16);
-  return total;
 }
 
 // Polls /dev/shm's use until stopped; the peak above the first sample.
@@ -154,7 +141,7 @@ int main() {
   if (!check(lanesAllReduce(big.data(), big.data(), 1, lanesFloat32, lanesSum, half, nullptr), half,
              "all-reduce on the split"))
     return 1;
-  me.ringBytes = static_cast<double>(ringBytesMadeBy(rank));
+  me.ringBytes = static_cast<double>(lanes::bench::ringBytesMadeBy(rank));
 
   std::vector<double> reports(kFields * static_cast<size_t>(n));
   if (!check(lanesAllGather(&me, reports.data(), kFields, lanesFloat64, comm, nullptr), comm,

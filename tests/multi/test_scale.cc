@@ -10,11 +10,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "bench/scale/ring_mappings.h"
 #include "tests/multi/harness.h"
 #include "transport/shm/ring_budget.h"
 
@@ -22,20 +21,6 @@ namespace lanes::test {
 namespace {
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-
-// Bytes of the shared-memory rings this process made (mapped from segments
-// named <tag>-<this rank>-<peer>, their names removed or not).
-uint64_t ringBytesMadeBy(int rank) {
-  std::ifstream maps("/proc/self/maps");
-  const std::regex segment("^([0-9a-f]+)-([0-9a-f]+) .*/dev/shm/lanes-[0-9a-f]+-([0-9]+)-[0-9]+");
-  uint64_t total = 0;
-  std::smatch m;
-  for (std::string line; std::getline(maps, line);) {
-    if (!std::regex_search(line, m, segment) || std::stoi(m[3].str()) != rank) continue;
-    total += std::stoull(m[2].str(), nullptr, 16) - std::stoull(m[1].str(), nullptr, 16);
-  }
-  return total;
-}
 
 // One value per rank, in memory the forked ranks share with this process.
 class SharedSlots {
@@ -99,7 +84,7 @@ TEST_P(ManyLocalRanks, SharedMemoryFollowsThePlanNotThePairs) {
                          comm.get());
         RANK_CHECK_LANES(lanesGroupEnd(), comm.get());
         RANK_CHECK(got[0] == (rank + nranks - 1) % nranks, "received %d", got[0]);
-        afterRings[rank] = ringBytesMadeBy(rank);
+        afterRings[rank] = lanes::bench::ringBytesMadeBy(rank);
 
         std::vector<int32_t> send(static_cast<size_t>(nranks) * 16, rank),
             recv(static_cast<size_t>(nranks) * 16, -1);
@@ -108,7 +93,7 @@ TEST_P(ManyLocalRanks, SharedMemoryFollowsThePlanNotThePairs) {
             comm.get());
         for (int r = 0; r < nranks; ++r)
           RANK_CHECK(recv[static_cast<size_t>(r) * 16] == r, "all-to-all block %d", r);
-        afterAllToAll[rank] = ringBytesMadeBy(rank);
+        afterAllToAll[rank] = lanes::bench::ringBytesMadeBy(rank);
       },
       options);
   const uint64_t rings = afterRings.sum();

@@ -51,17 +51,19 @@ constexpr auto kOpenRetry = std::chrono::microseconds(20);
 
 // What one rank's connections of one communicator share.
 struct ShmSide {
-  ShmSide(std::string tag, int rank, int lanes, size_t askedRing, size_t share, size_t hostNeed)
+  ShmSide(std::string tag, int rank, int lanes, size_t askedRing, size_t localRanks,
+          size_t budgetBytes)
       : commTag(std::move(tag)),
         rank(rank),
         lanes(lanes),
-        budget(askedRing, share),
-        hostNeed(hostNeed) {}
+        budget(askedRing, budgetBytes / localRanks),
+        hostNeed(localRanks * segmentBytes(budget.peek(lanes, SIZE_MAX), lanes)) {}
   std::string commTag;
   int rank;
   int lanes;
-  RingBudget budget;
-  size_t hostNeed;  // the least the communicator needs on this host, for the no-space message
+  RingBudget budget;  // this rank's share of the host's budget
+  // The least the host needs: every local rank's rings to one peer (a ring).
+  size_t hostNeed;
 };
 
 class ShmConnection;
@@ -311,13 +313,9 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
       if (r.hostHash == (*ctx.ranks)[static_cast<size_t>(ctx.rank)].hostHash) ++localRanks;
     }
   }
-  // The least the host needs: every local rank's rings to one peer (a ring).
-  // Checked now, so a /dev/shm too small for any plan fails the init, on
-  // every rank, rather than the first call.
-  const size_t share = ctx.config.shmBudgetBytes / localRanks;
-  RingBudget probe(padToGranule(ctx.config.shmRingBytes), share);
-  const size_t firstBytes = segmentBytes(probe.peek(ctx.lanes, SIZE_MAX), ctx.lanes);
-  const size_t hostNeed = localRanks * firstBytes;
+  const size_t askedRing = padToGranule(ctx.config.shmRingBytes);
+  auto side = std::make_shared<ShmSide>(ctx.commTag, ctx.rank, ctx.lanes, askedRing, localRanks,
+                                        ctx.config.shmBudgetBytes);
   // A restart reuses the communicator id, so its names: one the earlier
   // run's sender left for this rank (unlocked, as its creator is gone) would
   // be taken for this run's. Removed before the agreement, after which
@@ -327,22 +325,22 @@ Status ShmTransport::connect(const TransportContext& ctx, const std::vector<int>
     (void)removeIfStale(name);
     (void)removeIfStale(name + ".new");
   }
+  // A /dev/shm too small for any plan fails the init, on every rank, rather
+  // than the first call.
   Status local;
   const size_t freeBytes = devShmFreeBytes();
-  if (!peers.empty() && freeBytes < hostNeed)
+  if (!peers.empty() && freeBytes < side->hostNeed)
     local = Status(lanesSystemError, "rank " + std::to_string(ctx.rank) + ": " +
-                                         devShmNoSpace(freeBytes, hostNeed).message());
+                                         devShmNoSpace(freeBytes, side->hostNeed).message());
   LANES_RETURN_IF_ERROR(
       agreeOnStatus(*ctx.bootstrap, local, "find room for its shared-memory rings", deadline));
 
-  auto side = std::make_shared<ShmSide>(ctx.commTag, ctx.rank, ctx.lanes,
-                                        padToGranule(ctx.config.shmRingBytes), share, hostNeed);
   out->clear();
   for (int peer : peers) out->push_back(std::make_unique<ShmConnection>(side, peer));
   LANES_INFO(Transport, ctx.rank,
              "shm: connected %zu peers (rings made on first use: %d lanes, up to %zu bytes each, "
              "%zu MiB for this rank's rings)",
-             peers.size(), ctx.lanes, padToGranule(ctx.config.shmRingBytes), share >> 20);
+             peers.size(), ctx.lanes, askedRing, (ctx.config.shmBudgetBytes / localRanks) >> 20);
   return Status::ok();
 }
 
