@@ -160,6 +160,9 @@ lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist)
  * exit), rank 0's id by MPI_Bcast; this needs liblanes-mpi.so, built where
  * MPI was found. config may be NULL. */
 lanesResult_t lanesCommInitFromEnv(lanesComm_t* comm, lanesConfig_t* config);
+/* Ranks of equal color form a new communicator, ordered by key (then by
+ * their rank in comm). It talks over comm's control connections and monitor
+ * thread (no socket or thread of its own) and may outlive comm. */
 lanesResult_t lanesCommSplit(lanesComm_t comm, int color, int key, lanesComm_t* newcomm,
                              lanesConfig_t* config);
 /* Like lanesCommInitRankConfig with several ids (the same nId ids in the same

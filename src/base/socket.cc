@@ -411,8 +411,8 @@ Status checkFrameHeader(const FrameHeader& h, size_t maxPayload) {
 }
 
 Status sendFrame(const Socket& s, uint16_t type, uint32_t tag, const void* payload, size_t bytes,
-                 Deadline deadline) {
-  FrameHeader h{kFrameMagic, kFrameVersion, type, tag, 0, bytes};
+                 Deadline deadline, uint32_t channel) {
+  FrameHeader h{kFrameMagic, kFrameVersion, type, tag, channel, bytes};
   // One send for small frames so a frame is rarely split across segments.
   if (bytes <= 4096) {
     uint8_t buf[sizeof(FrameHeader) + 4096];

@@ -94,22 +94,24 @@ class Socket {
   SocketAddress peer_;
 };
 
-// Framed messages: magic, version, type, length, payload. A frame with a
-// wrong magic/version or a length over `maxPayload` is rejected.
+// Framed messages: magic, version, type, tag, channel, length, payload. A
+// frame with a wrong magic/version or a length over `maxPayload` is rejected.
+// The channel names the communicator a control frame belongs to where
+// several share one connection (bootstrap/control_mesh.h).
 inline constexpr uint32_t kFrameMagic = 0x4c4e4553;  // "LNES"
-inline constexpr uint16_t kFrameVersion = 1;
+inline constexpr uint16_t kFrameVersion = 2;
 struct FrameHeader {
   uint32_t magic;
   uint16_t version;
   uint16_t type;
   uint32_t tag;
-  uint32_t reserved;
+  uint32_t channel;
   uint64_t length;
 };
 static_assert(sizeof(FrameHeader) == 24);
 
 Status sendFrame(const Socket& s, uint16_t type, uint32_t tag, const void* payload, size_t bytes,
-                 Deadline deadline);
+                 Deadline deadline, uint32_t channel = 0);
 Status recvFrame(const Socket& s, uint16_t* type, uint32_t* tag, std::vector<uint8_t>* payload,
                  size_t maxPayload, Deadline deadline);
 // Parses a header already received; checks magic/version/length.

@@ -3,11 +3,13 @@
 // lanesGetUniqueId starts a root listener in the calling process; each rank
 // connects to it presenting the id's secret, the root hands every rank the
 // table of all ranks' listen addresses and exits, and the ranks then build a
-// full mesh of control connections (secret-checked, framed messages). A
-// monitor thread per communicator reads that mesh: tagged messages land in a
-// mailbox for recv(); a closed or reset connection, or a failure notice a
-// peer spread, marks that peer dead and calls the failure handler, so every
-// survivor learns which rank died, not only the neighbour it waited on.
+// full mesh of control connections (secret-checked, framed messages). One
+// monitor thread per mesh reads it: tagged messages land in a mailbox for
+// recv(); a closed or reset connection, or a failure notice a peer spread,
+// marks that peer dead and calls the failure handler, so every survivor
+// learns which rank died, not only the neighbour it waited on. Communicators
+// split or shrunk from this one share its mesh and thread, each on a channel
+// of its own (control_mesh.h).
 #pragma once
 
 #include <cstdint>
@@ -104,7 +106,25 @@ class Bootstrap {
                                                           Deadline /*deadline*/) {
     return std::vector<std::vector<uint8_t>>(peers.size());
   }
-  // Stops the monitor and closes the mesh; idempotent.
+  // Communicators made from some of this one's ranks (lanesCommSplit,
+  // lanesCommShrink) talk over the same control connections on a channel of
+  // their own. The child's first rank calls newChannel and hands the number
+  // to the other members over this bootstrap; each member then runs the
+  // join that childJoin returns, with `members` (this communicator's ranks
+  // in the child's rank order) alike everywhere. The join may run later, on
+  // another thread, after this bootstrap is gone: it holds the connections.
+  using ChildJoin = std::function<Status(const RankInfo& self, Deadline deadline,
+                                         std::unique_ptr<Bootstrap>* out)>;
+  virtual Status newChannel(uint32_t* /*channel*/) {
+    return invalidUsage("this bootstrap cannot make communicators from its ranks");
+  }
+  virtual ChildJoin childJoin(uint32_t /*channel*/, const std::vector<int>& /*members*/) {
+    return [](const RankInfo&, Deadline, std::unique_ptr<Bootstrap>*) {
+      return invalidUsage("this bootstrap cannot make communicators from its ranks");
+    };
+  }
+  // Says goodbye to the peers; the connections close when the last
+  // communicator sharing them is gone. Idempotent.
   virtual void shutdown() = 0;
 };
 

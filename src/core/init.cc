@@ -192,7 +192,7 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
 
 // Everything after the object exists: join the bootstrap, connect, set up the
 // device paths. On failure the bootstrap is shut down again.
-Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
+Status setUpComm(lanesComm* comm, const Bootstrap::ChildJoin& join) {
   logVersionOnce(comm->rank);
   logNcclEnvironmentOnce(comm->rank);
   RankInfo self;
@@ -205,7 +205,7 @@ Status setUpComm(lanesComm* comm, const UniqueIdData& idData) {
 
   const CommOptions& options = comm->options;
   Deadline deadline = Deadline::after(std::max(options.timeoutSeconds, bootstrapTimeoutSeconds()));
-  LANES_RETURN_IF_ERROR(Bootstrap::create(idData, comm->nranks, self, deadline, &comm->bootstrap));
+  LANES_RETURN_IF_ERROR(join(self, deadline, &comm->bootstrap));
   // On an early return the monitor thread could still call the handler below
   // while `comm` is being destroyed: stop the bootstrap first.
   struct StopBootstrapOnError {
@@ -254,24 +254,33 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
                 lanesComm_t* out) {
   UniqueIdData idData;
   LANES_RETURN_IF_ERROR(checkInitArgs(id, nranks, rank, &idData));
-  if (!options.blocking || inGroup()) return startInit(idData, nranks, rank, options, out);
+  return initCommWith(
+      [idData, nranks](const RankInfo& self, Deadline deadline, std::unique_ptr<Bootstrap>* b) {
+        return Bootstrap::create(idData, nranks, self, deadline, b);
+      },
+      nranks, rank, options, out);
+}
+
+Status initCommWith(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
+                    lanesComm_t* out) {
+  if (!options.blocking || inGroup()) return startInit(std::move(join), nranks, rank, options, out);
   auto comm = newComm(nranks, rank, options);
-  LANES_RETURN_IF_ERROR(setUpComm(comm.get(), idData));
+  LANES_RETURN_IF_ERROR(setUpComm(comm.get(), join));
   *out = comm.release();
   registerComm(*out);
   return Status::ok();
 }
 
-Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOptions& options,
+Status startInit(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
                  lanesComm_t* out) {
   std::unique_ptr<lanesComm> owned = newComm(nranks, rank, options);
   lanesComm* comm = owned.release();
   comm->init.state.store(lanesInProgress);
   registerComm(comm);
   if (inGroup()) tlsGroupInits.push_back(comm);
-  comm->init.thread = std::thread([comm, idData] {
+  comm->init.thread = std::thread([comm, join = std::move(join)] {
     Status st = setCudaDevice(comm->cudaDev);
-    if (st) st = setUpComm(comm, idData);
+    if (st) st = setUpComm(comm, join);
     if (!st) {
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = st.message();

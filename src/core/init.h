@@ -14,7 +14,11 @@ Status parseConfig(const lanesConfig_t* config, CommOptions* out);
 // other calls wait for it): the result is lanesInProgress when non-blocking.
 Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions& options,
                 lanesComm_t* out);
-Status startInit(const UniqueIdData& idData, int nranks, int rank, const CommOptions& options,
+// Same, joining the bootstrap by `join` (a child of an existing
+// communicator's: Bootstrap::childJoin).
+Status initCommWith(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
+                    lanesComm_t* out);
+Status startInit(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
                  lanesComm_t* out);
 // Waits until a communicator created in the background is ready or failed.
 Status awaitInit(lanesComm* comm);

@@ -90,10 +90,8 @@ Status shrink(lanesComm* comm, const int* list, int count, lanesComm_t* newcomm,
 
   const uint32_t tag = kShrinkTag;
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);
-  lanesUniqueId id;
-  LANES_RETURN_IF_ERROR(shareNewCommId(comm, survivors, newRank, tag, fingerprint(survivors),
-                                       deadline, "lanesCommShrink", &id));
-  return initComm(id, static_cast<int>(survivors.size()), newRank, options, newcomm);
+  return initChildComm(comm, survivors, newRank, tag, fingerprint(survivors), deadline,
+                       "lanesCommShrink", options, newcomm);
 }
 
 }  // namespace

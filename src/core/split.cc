@@ -1,6 +1,6 @@
 // lanesCommSplit: ranks with equal colour form a new communicator, ordered
-// by key (then by old rank). The lowest new rank of each colour creates a
-// fresh unique id and hands it to its members over the parent's control mesh.
+// by key (then by old rank). The lowest new rank of each colour takes a fresh
+// channel of the parent's control mesh and tells its members.
 #include "core/split.h"
 
 #include <algorithm>
@@ -12,43 +12,46 @@
 
 namespace lanes {
 
-Status shareNewCommId(lanesComm* parent, const std::vector<int>& members, int me, uint32_t tag,
-                      uint64_t agreement, Deadline deadline, const std::string& what,
-                      lanesUniqueId* id) {
+Status initChildComm(lanesComm* parent, const std::vector<int>& members, int me, uint32_t tag,
+                     uint64_t agreement, Deadline deadline, const std::string& what,
+                     const CommOptions& options, lanesComm_t* out) {
   struct Message {
-    lanesUniqueId id;
+    uint32_t channel;
+    uint32_t pad;
     uint64_t agreement;
   } msg{};
+  Bootstrap& bootstrap = *parent->bootstrap;
   if (me == 0) {
-    LANES_RETURN_IF_ERROR(createUniqueIdAndRoot("", nullptr, &msg.id));
+    Status st = bootstrap.newChannel(&msg.channel);
+    if (!st) return Status(st.code(), what + ": " + st.message());
     msg.agreement = agreement;
     for (size_t i = 1; i < members.size(); ++i) {
-      Status st = parent->bootstrap->send(members[i], tag, &msg, sizeof(msg));
+      st = bootstrap.send(members[i], tag, &msg, sizeof(msg));
       if (!st)
-        return Status(st.code(), what + ": could not hand the new communicator's id to rank " +
-                                     std::to_string(members[i]) + ": " + st.message());
+        return Status(st.code(), what + ": could not tell rank " + std::to_string(members[i]) +
+                                     " the new communicator's channel: " + st.message());
     }
-    *id = msg.id;
-    return Status::ok();
+  } else {
+    const int sender = members[0];
+    std::vector<uint8_t> bytes;
+    Status st = bootstrap.recv(sender, tag, &bytes, deadline);
+    if (!st)
+      return Status(st.code(), what + ": rank " + std::to_string(sender) +
+                                   ", which creates the new communicator, did not say which "
+                                   "channel it uses: " +
+                                   st.message());
+    if (bytes.size() != sizeof(msg))
+      return internalError(what + ": received a malformed channel message from rank " +
+                           std::to_string(sender));
+    std::memcpy(&msg, bytes.data(), sizeof(msg));
+    if (msg.agreement != agreement)
+      return invalidUsage(what + ": rank " + std::to_string(sender) + " and rank " +
+                          std::to_string(parent->rank) +
+                          " asked for different communicators (the ranks passed different "
+                          "arguments)");
   }
-  const int sender = members[0];
-  std::vector<uint8_t> bytes;
-  Status st = parent->bootstrap->recv(sender, tag, &bytes, deadline);
-  if (!st)
-    return Status(st.code(), what + ": rank " + std::to_string(sender) +
-                                 ", which creates the new communicator, did not hand out its "
-                                 "id: " +
-                                 st.message());
-  if (bytes.size() != sizeof(msg))
-    return internalError(what + ": received a malformed id from rank " + std::to_string(sender));
-  std::memcpy(&msg, bytes.data(), sizeof(msg));
-  if (msg.agreement != agreement)
-    return invalidUsage(what + ": rank " + std::to_string(sender) + " and rank " +
-                        std::to_string(parent->rank) +
-                        " asked for different communicators (the ranks passed different "
-                        "arguments)");
-  *id = msg.id;
-  return Status::ok();
+  return initCommWith(bootstrap.childJoin(msg.channel, members), static_cast<int>(members.size()),
+                      me, options, out);
 }
 
 }  // namespace lanes
@@ -93,10 +96,8 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
   const int newRank =
       static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
 
-  lanesUniqueId id;
-  LANES_RETURN_IF_ERROR(shareNewCommId(comm, members, newRank, tag, static_cast<uint64_t>(color),
-                                       deadline, "lanesCommSplit", &id));
-  return initComm(id, static_cast<int>(members.size()), newRank, options, newcomm);
+  return initChildComm(comm, members, newRank, tag, static_cast<uint64_t>(color), deadline,
+                       "lanesCommSplit", options, newcomm);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // New communicators made over an existing one's control mesh (lanesCommSplit,
-// lanesCommShrink): no launcher or out-of-band id exchange is needed.
+// lanesCommShrink): no launcher, id, socket or thread of their own.
 #pragma once
 
 #include <cstdint>
@@ -13,13 +13,14 @@
 namespace lanes {
 
 // members: ranks of `parent`, in the new communicator's rank order; `me` is
-// the caller's index there. members[0] creates a fresh id (and its root) and
-// sends it to the others, who wait for it until `deadline`. `agreement`
-// travels with the id: a receiver whose value differs was asked for another
-// communicator than the sender's and gets lanesInvalidUsage. `what` starts
-// every error sentence ("lanesCommSplit").
-Status shareNewCommId(lanesComm* parent, const std::vector<int>& members, int me, uint32_t tag,
-                      uint64_t agreement, Deadline deadline, const std::string& what,
-                      lanesUniqueId* id);
+// the caller's index there. members[0] takes a fresh channel of the parent's
+// control mesh and sends its number to the others, who wait for it until
+// `deadline`. `agreement` travels with it: a receiver whose value differs
+// was asked for another communicator than the sender's and gets
+// lanesInvalidUsage. `what` starts every error sentence ("lanesCommSplit").
+// Then every member joins the new communicator on that channel.
+Status initChildComm(lanesComm* parent, const std::vector<int>& members, int me, uint32_t tag,
+                     uint64_t agreement, Deadline deadline, const std::string& what,
+                     const CommOptions& options, lanesComm_t* out);
 
 }  // namespace lanes

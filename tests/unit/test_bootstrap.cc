@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/mesh_bootstrap.h"
+#include "bootstrap/mesh_channel.h"
 #include "bootstrap/wire.h"
 
 namespace lanes {
@@ -276,7 +276,7 @@ TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
       b->setFailureHandler(logs[r].handler());
       ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
       if (r == victim) {
-        dynamic_cast<MeshBootstrap&>(*b).closeAbruptlyForTest();
+        dynamic_cast<MeshChannel&>(*b).closeAbruptlyForTest();
         return;
       }
       EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank " << r << " never heard of the crash";
@@ -371,7 +371,7 @@ TEST(Bootstrap, FailuresBeforeTheHandlerAreReportedOnce) {
   ASSERT_TRUE(Bootstrap::create(id, n, infoFor(0), Deadline::after(60), &b0).isOk());
   t1.join();
   ASSERT_TRUE(b1);
-  dynamic_cast<MeshBootstrap&>(*b1).closeAbruptlyForTest();
+  dynamic_cast<MeshChannel&>(*b1).closeAbruptlyForTest();
   std::vector<uint8_t> got;
   // Once recv fails, the monitor has seen the death, with no handler yet.
   EXPECT_EQ(b0->recv(1, 1, &got, Deadline::after(60)).code(), lanesRemoteError);

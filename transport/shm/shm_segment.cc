@@ -116,6 +116,9 @@ void ShmSegment::unlink() {
   if (ownsName_) {
     ::shm_unlink(name_.c_str());
     ownsName_ = false;
+    // The descriptor only held the lock that guards the name from the stale
+    // sweep; the mapping keeps the segment.
+    if (fd_ >= 0) ::close(std::exchange(fd_, -1));
   }
 }
 

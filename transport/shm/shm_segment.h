@@ -49,7 +49,8 @@ class ShmSegment {
   void* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& name() const { return name_; }
-  // Removes the name if this process created it; the mappings stay valid. Idempotent.
+  // Removes the name if this process created it, and the descriptor with
+  // it; the mappings stay valid. Idempotent.
   void unlink();
   // Leaves the name in place at teardown, for a peer that has yet to map
   // the segment and removes it then; once unlocked, the stale sweep spares

@@ -1,0 +1,165 @@
+#include "bootstrap/channel_inbox.h"
+
+#include "base/log.h"
+#include "bootstrap/wire.h"
+
+namespace lanes {
+namespace {
+
+std::vector<std::string> rankNames(const std::vector<RankInfo>& ranks) {
+  std::vector<std::string> out;
+  for (const auto& r : ranks) out.push_back(wire::describeRank(r));
+  return out;
+}
+
+}  // namespace
+
+ChannelInbox::ChannelInbox(ControlMesh* mesh, uint32_t channel, std::vector<int> members, int rank,
+                           const std::vector<RankInfo>& ranks)
+    : mesh_(mesh),
+      channel_(channel),
+      members_(std::move(members)),
+      byMeshRank_(static_cast<size_t>(mesh->size()), -1),
+      rank_(rank),
+      names_(rankNames(ranks)),
+      mailbox_(names_),
+      replies_(names_),
+      progress_(std::make_unique<std::atomic<int64_t>[]>(members_.size())) {
+  for (size_t i = 0; i < members_.size(); ++i) {
+    byMeshRank_[static_cast<size_t>(members_[i])] = static_cast<int>(i);
+    progress_[i].store(-1);
+  }
+}
+
+int ChannelInbox::channelRank(int meshRank) const {
+  if (meshRank < 0 || meshRank >= static_cast<int>(byMeshRank_.size())) return -1;
+  return byMeshRank_[static_cast<size_t>(meshRank)];
+}
+
+void ChannelInbox::handleFrame(ControlFrame& f) {
+  const int p = channelRank(f.from);
+  if (p < 0 || p == rank_) {
+    LANES_WARN(Bootstrap, rank_,
+               "rank %d of the control mesh sent on channel %u, which it is "
+               "no member of; ignored",
+               f.from, channel_);
+    return;
+  }
+  switch (f.type) {
+    case wire::kData:
+      mailbox_.push(p, f.tag, std::move(f.payload));
+      return;
+    case wire::kProgress: {
+      uint64_t seq = 0;
+      wire::Reader r(f.payload);
+      if (r.get(&seq)) progress_[static_cast<size_t>(p)].store(static_cast<int64_t>(seq));
+      return;
+    }
+    case wire::kProgressQuery:
+      answerProgressQuery(p, f.tag);
+      return;
+    case wire::kProgressReply:
+      replies_.push(p, f.tag, std::move(f.payload));
+      return;
+    case wire::kGoodbye:
+      mailbox_.markLeft(p);
+      LANES_INFO(Bootstrap, rank_, "%s left the communicator", describe(p).c_str());
+      return;
+    case wire::kFailure:
+      handleFailureNotice(p, f.payload);
+      return;
+    default:
+      LANES_WARN(Bootstrap, rank_, "%s sent a control frame of unknown type %u; ignored",
+                 describe(p).c_str(), f.type);
+  }
+}
+
+void ChannelInbox::handleFailureNotice(int p, const std::vector<uint8_t>& payload) {
+  wire::Reader r(payload);
+  int32_t dead = -1;
+  std::string why;
+  if (!r.get(&dead) || !r.str(&why, wire::kMaxErrorBytes) || dead < 0 ||
+      dead >= static_cast<int>(members_.size())) {
+    LANES_WARN(Bootstrap, rank_, "%s sent a malformed failure notice; ignored",
+               describe(p).c_str());
+    return;
+  }
+  if (dead == rank_) {
+    LANES_WARN(Bootstrap, rank_, "%s reports that this rank failed: %s", describe(p).c_str(),
+               why.c_str());
+  } else if (dead == p) {
+    peerFailed(p, describe(p) + " is aborting: " + why);
+  } else {
+    peerFailed(dead, describe(dead) + " failed, as " + describe(p) + " reports: " + why);
+  }
+}
+
+void ChannelInbox::connectionLost(int meshRank, const std::string& why) {
+  const int p = channelRank(meshRank);
+  if (p < 0 || p == rank_) return;
+  if (mailbox_.isLeft(p)) {
+    LANES_TRACE(Bootstrap, rank_, "%s closed its control connection after its goodbye",
+                describe(p).c_str());
+    return;
+  }
+  peerFailed(p, describe(p) + " " + why);
+}
+
+void ChannelInbox::markDead(int p, const std::string& why) {
+  replies_.markDead(p, why);
+  mailbox_.markDead(p, why);
+}
+
+void ChannelInbox::peerFailed(int p, const std::string& why) {
+  replies_.markDead(p, why);               // a progress query waiting on it gives up
+  if (!mailbox_.markDead(p, why)) return;  // already known
+  LANES_WARN(Bootstrap, rank_, "%s", why.c_str());
+  notifyFailure(p, why);
+}
+
+void ChannelInbox::notifyFailure(int p, const std::string& why) {
+  Bootstrap::FailureHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(handlerMutex_);
+    if (!handler_) {
+      unreported_.emplace_back(p, why);
+      return;
+    }
+    handler = handler_;
+  }
+  handler(p, why);
+}
+
+void ChannelInbox::setFailureHandler(Bootstrap::FailureHandler handler) {
+  std::vector<std::pair<int, std::string>> missed;
+  {
+    std::lock_guard<std::mutex> lock(handlerMutex_);
+    handler_ = handler;
+    missed.swap(unreported_);
+  }
+  // Deaths seen before a handler existed are reported now, once.
+  for (const auto& [dead, why] : missed)
+    if (handler) handler(dead, why);
+}
+
+void ChannelInbox::setProgressSource(Bootstrap::ProgressSource source) {
+  std::lock_guard<std::mutex> lock(progressMutex_);
+  progressSource_ = std::move(source);
+}
+
+// Runs on the monitor thread, which a stuck executor never blocks: that is
+// what lets a rank answer while its own operation hangs.
+void ChannelInbox::answerProgressQuery(int p, uint32_t queryId) {
+  std::vector<uint8_t> answer;
+  {
+    std::lock_guard<std::mutex> lock(progressMutex_);
+    if (progressSource_) answer = progressSource_();
+  }
+  if (answer.empty()) return;  // nothing to say yet: the asker reports "no answer"
+  Status st = mesh_->send(meshRank(p), channel_, wire::kProgressReply, queryId, answer.data(),
+                          answer.size(), Deadline::after(1.0));
+  if (!st.isOk())
+    LANES_TRACE(Bootstrap, rank_, "progress reply not delivered: %s", st.message().c_str());
+}
+
+}  // namespace lanes

@@ -1,0 +1,252 @@
+// MeshChannel: a communicator's tagged send/recv, allGather/barrier, failure
+// spreading, progress and goodbye, over its channel of a ControlMesh.
+#include "bootstrap/mesh_channel.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/env.h"
+#include "base/log.h"
+#include "bootstrap/wire.h"
+
+namespace lanes {
+namespace {
+
+// Names the OS objects of a child communicator (shared-memory segments):
+// distinct for every channel of a mesh, and across meshes.
+uint64_t channelCommId(uint64_t meshCommId, uint32_t channel) {
+  if (channel == kRootChannel) return meshCommId;
+  uint64_t z = meshCommId + 0x9e3779b97f4a7c15ull * (uint64_t{channel} + 1);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+MeshChannel::MeshChannel(std::shared_ptr<ControlMesh> mesh, uint32_t channel,
+                         std::vector<int> members, int rank, std::vector<RankInfo> ranks)
+    : mesh_(std::move(mesh)),
+      channel_(channel),
+      rank_(rank),
+      ranks_(std::move(ranks)),
+      id_(mesh_->id()) {
+  id_.commId = channelCommId(mesh_->id().commId, channel);
+  inbox_ = std::make_shared<ChannelInbox>(mesh_.get(), channel, std::move(members), rank, ranks_);
+}
+
+Status MeshChannel::open(std::shared_ptr<ControlMesh> mesh, uint32_t channel,
+                         std::vector<int> members, const RankInfo& self, Deadline deadline,
+                         std::unique_ptr<Bootstrap>* out) {
+  const auto at = std::find(members.begin(), members.end(), mesh->rank());
+  if (at == members.end())
+    return internalError("control channel " + std::to_string(channel) +
+                         " does not include this process");
+  const int rank = static_cast<int>(at - members.begin());
+  // Who each member is, as far as the mesh knows; the swap below adds what
+  // may differ since (the GPU).
+  std::vector<RankInfo> ranks;
+  for (size_t i = 0; i < members.size(); ++i) {
+    RankInfo info = mesh->ranks()[static_cast<size_t>(members[i])];
+    info.rank = static_cast<int>(i);
+    ranks.push_back(info);
+  }
+  std::unique_ptr<MeshChannel> c(new MeshChannel(mesh, channel, std::move(members), rank, ranks));
+  LANES_RETURN_IF_ERROR(mesh->attach(channel, c->inbox_));
+  if (channel != kRootChannel) {
+    RankInfo mine = self;
+    mine.rank = rank;
+    std::vector<RankInfo> swapped(ranks.size());
+    swapped[static_cast<size_t>(rank)] = mine;
+    LANES_RETURN_IF_ERROR(c->allGather(swapped.data(), sizeof(RankInfo), deadline));
+    c->ranks_ = std::move(swapped);
+  }
+  *out = std::move(c);
+  return Status::ok();
+}
+
+MeshChannel::~MeshChannel() { shutdown(); }
+
+std::string MeshChannel::describe(int rank) const {
+  return wire::describeRank(ranks_[static_cast<size_t>(rank)]);
+}
+
+Status MeshChannel::sendTo(int peer, uint16_t type, uint32_t tag, const void* data, size_t bytes,
+                           Deadline deadline) {
+  if (shut_.load())
+    return invalidUsage("rank " + std::to_string(rank_) + " already shut its bootstrap down");
+  // Goodbyes and failure notices go to every peer whose socket is open, even
+  // one reported dead or gone (a report may be wrong; a peer that left must
+  // still get our goodbye or it takes our EOF for a crash).
+  if (type != wire::kGoodbye && type != wire::kFailure)
+    LANES_RETURN_IF_ERROR(inbox_->mailbox().peerStatus(peer));
+  Status st = mesh_->send(inbox_->meshRank(peer), channel_, type, tag, data, bytes, deadline);
+  if (!st.isOk())
+    return Status(st.code(), "rank " + std::to_string(rank_) + " could not send to " +
+                                 describe(peer) + ": " + st.message());
+  return Status::ok();
+}
+
+Status MeshChannel::send(int peer, uint32_t tag, const void* data, size_t bytes) {
+  if (peer < 0 || peer >= nranks())
+    return invalidArgument("bootstrap send to rank " + std::to_string(peer) +
+                           ", which is outside 0.." + std::to_string(nranks() - 1));
+  if (tag >= kReservedTagBase)
+    return invalidArgument("bootstrap tag " + std::to_string(tag) +
+                           " is reserved for allGather/barrier; use tags below 2^31");
+  if (bytes > wire::kMaxDataBytes)
+    return invalidArgument("bootstrap messages are limited to " +
+                           std::to_string(wire::kMaxDataBytes) + " bytes");
+  if (peer == rank_) {
+    const auto* b = static_cast<const uint8_t*>(data);
+    inbox_->mailbox().push(peer, tag, std::vector<uint8_t>(b, b + bytes));
+    return Status::ok();
+  }
+  return sendTo(peer, wire::kData, tag, data, bytes, Deadline::after(defaultTimeoutSeconds()));
+}
+
+Status MeshChannel::recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline) {
+  if (peer < 0 || peer >= nranks())
+    return invalidArgument("bootstrap recv from rank " + std::to_string(peer) +
+                           ", which is outside 0.." + std::to_string(nranks() - 1));
+  return inbox_->mailbox().pop(peer, tag, data, deadline,
+                               "the message with tag " + std::to_string(tag));
+}
+
+Status MeshChannel::exchange(const void* mine, size_t bytes, void* all, Deadline deadline,
+                             const char* op) {
+  const uint32_t seq = collSeq_++;
+  const uint32_t tag = kReservedTagBase | (seq & ~kReservedTagBase);
+  const std::string what = std::string(op) + " #" + std::to_string(seq);
+  for (int p = 0; p < nranks(); ++p) {
+    if (p == rank_) continue;
+    Status st = sendTo(p, wire::kData, tag, mine, bytes, deadline);
+    if (!st.isOk()) return Status(st.code(), what + ": " + st.message());
+  }
+  std::vector<uint8_t> got;
+  for (int p = 0; p < nranks(); ++p) {
+    if (p == rank_) continue;
+    LANES_RETURN_IF_ERROR(inbox_->mailbox().pop(p, tag, &got, deadline, what + " data"));
+    if (got.size() != bytes)
+      return invalidUsage(describe(p) + " contributed " + std::to_string(got.size()) +
+                          " bytes to " + what + " but rank " + std::to_string(rank_) +
+                          " contributed " + std::to_string(bytes) +
+                          ": the ranks called the bootstrap collectives differently");
+    if (all && bytes)
+      std::memcpy(static_cast<uint8_t*>(all) + bytes * static_cast<size_t>(p), got.data(), bytes);
+  }
+  return Status::ok();
+}
+
+Status MeshChannel::allGather(void* data, size_t bytes, Deadline deadline) {
+  auto* base = static_cast<uint8_t*>(data);
+  return exchange(base + bytes * static_cast<size_t>(rank_), bytes, base, deadline, "allGather");
+}
+
+Status MeshChannel::barrier(Deadline deadline) {
+  return exchange(nullptr, 0, nullptr, deadline, "barrier");
+}
+
+void MeshChannel::setFailureHandler(FailureHandler handler) {
+  inbox_->setFailureHandler(std::move(handler));
+}
+
+void MeshChannel::spreadFailure(int deadRank, const std::string& why) {
+  if (deadRank < 0 || deadRank >= nranks()) return;
+  wire::Writer w;
+  w.put<int32_t>(deadRank);
+  w.str(why.substr(0, wire::kMaxErrorBytes));
+  for (int p = 0; p < nranks(); ++p) {
+    if (p == rank_ || p == deadRank) continue;
+    Status st =
+        sendTo(p, wire::kFailure, 0, w.data().data(), w.data().size(), Deadline::after(2.0));
+    if (!st.isOk())
+      LANES_TRACE(Bootstrap, rank_, "failure notice not delivered: %s", st.message().c_str());
+  }
+  // The caller already knows: mark the rank dead here without calling the handler.
+  if (deadRank != rank_) inbox_->markDead(deadRank, describe(deadRank) + " failed: " + why);
+}
+
+void MeshChannel::reportProgress(uint64_t completedSeq) {
+  for (int p = 0; p < nranks(); ++p) {
+    if (p == rank_) continue;
+    (void)sendTo(p, wire::kProgress, 0, &completedSeq, sizeof(completedSeq),
+                 Deadline::after(1.0));  // a hint: a peer that cannot take it is not waited for
+  }
+}
+
+int64_t MeshChannel::peerProgress(int peer) const {
+  if (peer < 0 || peer >= nranks()) return -1;
+  return inbox_->progress(peer);
+}
+
+Status MeshChannel::peerStatus(int peer) const { return inbox_->mailbox().peerStatus(peer); }
+
+void MeshChannel::setProgressSource(ProgressSource source) {
+  inbox_->setProgressSource(std::move(source));
+}
+
+std::vector<std::vector<uint8_t>> MeshChannel::queryProgress(const std::vector<int>& peers,
+                                                             Deadline deadline) {
+  std::vector<std::vector<uint8_t>> out(peers.size());
+  const uint32_t id = querySeq_.fetch_add(1);
+  std::vector<int> waiting;
+  for (int p : peers) {
+    if (p < 0 || p >= nranks() || p == rank_) continue;
+    if (sendTo(p, wire::kProgressQuery, id, nullptr, 0, deadline).isOk()) waiting.push_back(p);
+  }
+  Deadline wait = deadline;
+  while (!waiting.empty()) {
+    int from = -1;
+    std::vector<uint8_t> answer;
+    // A failed pop (deadline, every peer gone) leaves the rest empty; the caller says so.
+    if (!inbox_->replies().popAny(waiting, id, &from, &answer, wait).isOk()) break;
+    for (size_t i = 0; i < peers.size(); ++i)
+      if (peers[i] == from) out[i] = answer;
+    waiting.erase(std::find(waiting.begin(), waiting.end(), from));
+    // Monitor threads answer within milliseconds: once one has, a peer
+    // silent for kStragglerSeconds more is stalled, and waiting out the
+    // whole deadline for it would only delay the diagnosis.
+    Deadline grace = Deadline::after(kStragglerSeconds);
+    wait = grace.at() < deadline.at() ? grace : deadline;
+  }
+  return out;
+}
+
+Status MeshChannel::newChannel(uint32_t* channel) { return mesh_->newChannel(channel); }
+
+Bootstrap::ChildJoin MeshChannel::childJoin(uint32_t channel, const std::vector<int>& members) {
+  std::vector<int> meshRanks;
+  for (int m : members) meshRanks.push_back(inbox_->meshRank(m));
+  return [mesh = mesh_, channel, meshRanks](const RankInfo& self, Deadline deadline,
+                                            std::unique_ptr<Bootstrap>* out) {
+    return MeshChannel::open(mesh, channel, meshRanks, self, deadline, out);
+  };
+}
+
+void MeshChannel::closeMailboxes() {
+  const std::string why = "rank " + std::to_string(rank_) + " already shut its bootstrap down";
+  inbox_->mailbox().close(why);
+  inbox_->replies().close(why);
+}
+
+void MeshChannel::shutdown() {
+  std::lock_guard<std::mutex> lock(shutdownMutex_);
+  if (shut_.load()) return;
+  for (int p = 0; p < nranks(); ++p)
+    if (p != rank_) (void)sendTo(p, wire::kGoodbye, 0, nullptr, 0, Deadline::after(1.0));
+  shut_.store(true);
+  mesh_->detach(channel_);
+  closeMailboxes();
+}
+
+void MeshChannel::closeAbruptlyForTest() {
+  std::lock_guard<std::mutex> lock(shutdownMutex_);
+  if (shut_.load()) return;
+  shut_.store(true);
+  mesh_->closeAbruptly();
+  mesh_->detach(channel_);
+  closeMailboxes();
+}
+
+}  // namespace lanes

@@ -1,0 +1,80 @@
+// MeshChannel: the Bootstrap of one communicator over a ControlMesh, on its
+// channel. The communicator made from a unique id has channel 0 and every
+// rank of the mesh; one split or shrunk from it has a channel of its own and
+// some of them, numbered its own way. Internal to src/bootstrap; tests
+// include it for the crash-simulation hook.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/channel_inbox.h"
+#include "bootstrap/control_mesh.h"
+
+namespace lanes {
+
+// Tags at or above this are the bootstrap's own (allGather, barrier).
+inline constexpr uint32_t kReservedTagBase = 0x80000000u;
+// How long a progress query waits for the other peers once one answered.
+inline constexpr double kStragglerSeconds = 0.5;
+
+class MeshChannel final : public Bootstrap {
+ public:
+  // Joins `channel` among `members` (mesh ranks, in the channel's rank
+  // order; this process's mesh rank among them). The ranks swap who they
+  // are, unless the channel is the root one, whose table the mesh holds.
+  static Status open(std::shared_ptr<ControlMesh> mesh, uint32_t channel, std::vector<int> members,
+                     const RankInfo& self, Deadline deadline, std::unique_ptr<Bootstrap>* out);
+  ~MeshChannel() override;
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return static_cast<int>(ranks_.size()); }
+  const std::vector<RankInfo>& ranks() const override { return ranks_; }
+  const UniqueIdData& id() const override { return id_; }
+
+  Status allGather(void* data, size_t bytes, Deadline deadline) override;
+  Status barrier(Deadline deadline) override;
+  Status send(int peer, uint32_t tag, const void* data, size_t bytes) override;
+  Status recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline) override;
+
+  void setFailureHandler(FailureHandler handler) override;
+  void spreadFailure(int deadRank, const std::string& why) override;
+  void reportProgress(uint64_t completedSeq) override;
+  int64_t peerProgress(int peer) const override;
+  Status peerStatus(int peer) const override;
+  void setProgressSource(ProgressSource source) override;
+  std::vector<std::vector<uint8_t>> queryProgress(const std::vector<int>& peers,
+                                                  Deadline deadline) override;
+  Status newChannel(uint32_t* channel) override;
+  ChildJoin childJoin(uint32_t channel, const std::vector<int>& members) override;
+  void shutdown() override;
+
+  // Test hook: drops every control connection of the process without a
+  // goodbye, as a crash would, so peers must report this rank dead.
+  void closeAbruptlyForTest();
+
+ private:
+  MeshChannel(std::shared_ptr<ControlMesh> mesh, uint32_t channel, std::vector<int> members,
+              int rank, std::vector<RankInfo> ranks);
+  Status sendTo(int peer, uint16_t type, uint32_t tag, const void* data, size_t bytes,
+                Deadline deadline);
+  Status exchange(const void* mine, size_t bytes, void* all, Deadline deadline, const char* op);
+  std::string describe(int rank) const;
+  void closeMailboxes();
+
+  std::shared_ptr<ControlMesh> mesh_;
+  const uint32_t channel_;
+  const int rank_;
+  std::vector<RankInfo> ranks_;  // channel rank numbers
+  UniqueIdData id_;              // the mesh's, with this channel's commId
+  std::shared_ptr<ChannelInbox> inbox_;
+  uint32_t collSeq_ = 0;  // collectives run in the same order on every rank
+  std::atomic<uint32_t> querySeq_{0};
+  std::mutex shutdownMutex_;
+  std::atomic<bool> shut_{false};
+};
+
+}  // namespace lanes
