@@ -113,38 +113,59 @@ Status MeshChannel::recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Dea
                                "the message with tag " + std::to_string(tag));
 }
 
-Status MeshChannel::exchange(const void* mine, size_t bytes, void* all, Deadline deadline,
-                             const char* op) {
+uint32_t MeshChannel::nextCollectiveTag(std::string* what, const char* op) {
   const uint32_t seq = collSeq_++;
-  const uint32_t tag = kReservedTagBase | (seq & ~kReservedTagBase);
-  const std::string what = std::string(op) + " #" + std::to_string(seq);
-  for (int p = 0; p < nranks(); ++p) {
-    if (p == rank_) continue;
-    Status st = sendTo(p, wire::kData, tag, mine, bytes, deadline);
-    if (!st.isOk()) return Status(st.code(), what + ": " + st.message());
-  }
+  *what = std::string(op) + " #" + std::to_string(seq);
+  return kReservedTagBase | (seq & ~kReservedTagBase);
+}
+
+// Bruck's all-gather: in round k this rank sends the blocks it holds (up to
+// 2^k) to rank - 2^k and takes as many from rank + 2^k, so it is done after
+// ceil(log2 N) rounds, and the channel carries N log N frames, not N^2.
+Status MeshChannel::allGather(void* data, size_t bytes, Deadline deadline) {
+  std::string what;
+  const uint32_t tag = nextCollectiveTag(&what, "allGather");
+  const int n = nranks();
+  auto* all = static_cast<uint8_t*>(data);
+  // held[j]: rank (rank_ + j) % n's block; one round's peers are distinct,
+  // so one tag serves every round.
+  std::vector<uint8_t> held(bytes * static_cast<size_t>(n));
+  if (bytes) std::memcpy(held.data(), all + bytes * static_cast<size_t>(rank_), bytes);
   std::vector<uint8_t> got;
-  for (int p = 0; p < nranks(); ++p) {
-    if (p == rank_) continue;
-    LANES_RETURN_IF_ERROR(inbox_->mailbox().pop(p, tag, &got, deadline, what + " data"));
-    if (got.size() != bytes)
-      return invalidUsage(describe(p) + " contributed " + std::to_string(got.size()) +
-                          " bytes to " + what + " but rank " + std::to_string(rank_) +
-                          " contributed " + std::to_string(bytes) +
+  for (int d = 1; d < n; d *= 2) {
+    const size_t want = bytes * static_cast<size_t>(std::min(d, n - d));
+    const int to = (rank_ - d + n) % n, from = (rank_ + d) % n;
+    Status st = sendTo(to, wire::kData, tag, held.data(), want, deadline);
+    if (!st.isOk()) return Status(st.code(), what + ": " + st.message());
+    LANES_RETURN_IF_ERROR(inbox_->mailbox().popCollective(from, tag, &got, deadline, what));
+    if (got.size() != want)
+      return invalidUsage(describe(from) + " sent " + std::to_string(got.size()) + " bytes in " +
+                          what + " where rank " + std::to_string(rank_) + " expected " +
+                          std::to_string(want) +
                           ": the ranks called the bootstrap collectives differently");
-    if (all && bytes)
-      std::memcpy(static_cast<uint8_t*>(all) + bytes * static_cast<size_t>(p), got.data(), bytes);
+    if (want) std::memcpy(held.data() + bytes * static_cast<size_t>(d), got.data(), want);
   }
+  for (int j = 0; j < n && bytes; ++j)
+    std::memcpy(all + bytes * static_cast<size_t>((rank_ + j) % n),
+                held.data() + bytes * static_cast<size_t>(j), bytes);
   return Status::ok();
 }
 
-Status MeshChannel::allGather(void* data, size_t bytes, Deadline deadline) {
-  auto* base = static_cast<uint8_t*>(data);
-  return exchange(base + bytes * static_cast<size_t>(rank_), bytes, base, deadline, "allGather");
-}
-
+// Dissemination: in round k this rank tells rank + 2^k and hears from
+// rank - 2^k; after ceil(log2 N) rounds every rank has heard, through some
+// chain, from every other.
 Status MeshChannel::barrier(Deadline deadline) {
-  return exchange(nullptr, 0, nullptr, deadline, "barrier");
+  std::string what;
+  const uint32_t tag = nextCollectiveTag(&what, "barrier");
+  const int n = nranks();
+  std::vector<uint8_t> got;
+  for (int d = 1; d < n; d *= 2) {
+    Status st = sendTo((rank_ + d) % n, wire::kData, tag, nullptr, 0, deadline);
+    if (!st.isOk()) return Status(st.code(), what + ": " + st.message());
+    LANES_RETURN_IF_ERROR(
+        inbox_->mailbox().popCollective((rank_ - d + n) % n, tag, &got, deadline, what));
+  }
+  return Status::ok();
 }
 
 void MeshChannel::setFailureHandler(FailureHandler handler) {

@@ -61,7 +61,8 @@ class MeshChannel final : public Bootstrap {
               int rank, std::vector<RankInfo> ranks);
   Status sendTo(int peer, uint16_t type, uint32_t tag, const void* data, size_t bytes,
                 Deadline deadline);
-  Status exchange(const void* mine, size_t bytes, void* all, Deadline deadline, const char* op);
+  // The tag of the next allGather/barrier, and its name in errors ("barrier #3").
+  uint32_t nextCollectiveTag(std::string* what, const char* op);
   std::string describe(int rank) const;
   void closeMailboxes();
 

@@ -162,7 +162,61 @@ TEST_P(Rendezvous, CollectivesAndPointToPointAreCorrect) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 5, 16));
+INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 7, 16));
+
+// The all-gather and barrier take log2 N rounds through other ranks, so a
+// rank that died must still fail every rank's call at once, not only its
+// direct partners' (who would leave the rest waiting for the deadline).
+TEST(Bootstrap, CollectivesFailAtOnceWhenAnyRankDies) {
+  const int n = 8, victim = 5;
+  std::vector<Status> gathered(n), barred(n);
+  std::vector<double> seconds(n, 0);
+  std::latch done(n - 1);  // a survivor's goodbye must not be what the others see
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    if (r == victim) {
+      dynamic_cast<MeshChannel&>(b).closeAbruptlyForTest();
+      return;
+    }
+    const auto t0 = Clock::now();
+    std::vector<int> all(n, -1);
+    all[static_cast<size_t>(r)] = r;
+    gathered[r] = b.allGather(all.data(), sizeof(int), Deadline::after(60));
+    barred[r] = b.barrier(Deadline::after(60));
+    seconds[r] = std::chrono::duration<double>(Clock::now() - t0).count();
+    done.arrive_and_wait();
+  });
+  for (int r = 0; r < n; ++r) {
+    if (r == victim) continue;
+    EXPECT_EQ(gathered[r].code(), lanesRemoteError)
+        << "rank " << r << ": " << gathered[r].message();
+    EXPECT_NE(gathered[r].message().find("rank 5 (host node1, pid 1005)"), std::string::npos)
+        << gathered[r].message();
+    EXPECT_EQ(barred[r].code(), lanesRemoteError) << "rank " << r << ": " << barred[r].message();
+    EXPECT_LT(seconds[r], 30) << "rank " << r << " waited for the deadline";
+  }
+}
+
+TEST(Bootstrap, AllGatherOfDifferentSizesIsReported) {
+  const int n = 4;
+  std::vector<Status> results(n);
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    const size_t bytes = r == 2 ? 8 : 4;
+    std::vector<uint8_t> all(bytes * n, 0);
+    results[r] = b.allGather(all.data(), bytes, Deadline::after(5));
+  });
+  int reported = 0;
+  for (const Status& st : results)
+    if (st.code() == lanesInvalidUsage) {
+      ++reported;
+      EXPECT_NE(st.message().find("called the bootstrap collectives differently"),
+                std::string::npos)
+          << st.message();
+    }
+  EXPECT_GT(reported, 0) << "no rank noticed the mismatch";
+}
 
 TEST(Bootstrap, StrangersAtTheRootAreDroppedAndRanksStillMeet) {
   UniqueIdData id = newRoot();
