@@ -34,18 +34,6 @@ Status Mailbox::peerErrorLocked(int peer) const {
 Status Mailbox::pop(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline,
                     const std::string& what) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return popLocked(lock, peer, tag, data, deadline, what, false);
-}
-
-Status Mailbox::popCollective(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline,
-                              const std::string& what) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return popLocked(lock, peer, tag, data, deadline, what, true);
-}
-
-Status Mailbox::popLocked(std::unique_lock<std::mutex>& lock, int peer, uint32_t tag,
-                          std::vector<uint8_t>* data, Deadline deadline, const std::string& what,
-                          bool anyPeer) {
   for (;;) {
     auto it = queues_.find({peer, tag});
     if (it != queues_.end() && !it->second.empty()) {
@@ -56,9 +44,6 @@ Status Mailbox::popLocked(std::unique_lock<std::mutex>& lock, int peer, uint32_t
     }
     if (closed_) return invalidUsage("cannot wait for " + what + ": " + closedWhy_);
     Status st = peerErrorLocked(peer);
-    // A peer that left normally sent all its part first; a dead one may not have.
-    for (size_t p = 0; anyPeer && st.isOk() && p < state_.size(); ++p)
-      if (state_[p] == State::Dead) st = peerErrorLocked(static_cast<int>(p));
     if (!st.isOk()) return Status(st.code(), "while waiting for " + what + ": " + st.message());
     if (deadline.expired())
       return timeoutError("timed out waiting for " + what + " from " +

@@ -28,11 +28,6 @@ class Mailbox {
   // are delivered even after the peer left or died.
   Status pop(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline,
              const std::string& what);
-  // pop() for a step of a collective every peer takes part in: it also
-  // fails as soon as any peer died, since the step it waits for may hang on
-  // that one (a peer that left normally had sent its part).
-  Status popCollective(int peer, uint32_t tag, std::vector<uint8_t>* data, Deadline deadline,
-                       const std::string& what);
 
   // Takes the first message with `tag` from any of `peers` and says whose it
   // is; fails at the deadline, or at once when none of them can send any more.
@@ -51,9 +46,6 @@ class Mailbox {
  private:
   enum class State { Alive, Left, Dead };
   Status peerErrorLocked(int peer) const;
-  Status popLocked(std::unique_lock<std::mutex>& lock, int peer, uint32_t tag,
-                   std::vector<uint8_t>* data, Deadline deadline, const std::string& what,
-                   bool anyPeer);
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "base/env.h"
 #include "base/log.h"
@@ -113,38 +114,98 @@ Status MeshChannel::recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Dea
                                "the message with tag " + std::to_string(tag));
 }
 
+int MeshChannel::roundsFor(int n) {
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  return rounds;
+}
+
 uint32_t MeshChannel::nextCollectiveTag(std::string* what, const char* op) {
   const uint32_t seq = collSeq_++;
   *what = std::string(op) + " #" + std::to_string(seq);
   return kReservedTagBase | (seq & ~kReservedTagBase);
 }
 
+// Every message of a round-based collective opens with one of these.
+enum RoundMark : uint8_t { kRoundData = 0, kRoundFailed = 1 };
+
+// A rank that cannot finish a round tells the partners of its later rounds
+// why, and they theirs: every rank whose result depends on a dead rank fails
+// within log2 N hops, naming it, and none whose partners all delivered does
+// (a rank may crash right after its last send).
+Status MeshChannel::runRounds(const char* op, int rounds, const RoundPeer& to,
+                              const RoundPeer& from, const RoundOut& outgoing,
+                              const RoundIn& incoming, Deadline deadline) {
+  std::string what;
+  const uint32_t tag = nextCollectiveTag(&what, op);
+  auto giveUp = [&](int firstRound, const std::string& reason) {
+    std::vector<uint8_t> notice(1, kRoundFailed);
+    notice.insert(notice.end(), reason.begin(),
+                  reason.begin() +
+                      static_cast<std::ptrdiff_t>(std::min(reason.size(), wire::kMaxErrorBytes)));
+    for (int k = firstRound; k < rounds; ++k)
+      (void)sendTo(to(k), wire::kData, tag, notice.data(), notice.size(), deadline);
+  };
+  std::vector<uint8_t> frame, got;
+  for (int k = 0; k < rounds; ++k) {
+    const std::span<const uint8_t> out = outgoing(k);
+    frame.assign(1, kRoundData);
+    frame.insert(frame.end(), out.begin(), out.end());
+    Status st = sendTo(to(k), wire::kData, tag, frame.data(), frame.size(), deadline);
+    if (!st) {
+      giveUp(k + 1, st.message());
+      return Status(st.code(), what + ": " + st.message());
+    }
+    const int peer = from(k);
+    st = inbox_->mailbox().pop(peer, tag, &got, deadline, what);
+    if (st && !got.empty() && got[0] == kRoundFailed) {
+      const std::string reason(got.begin() + 1, got.end());
+      giveUp(k + 1, reason);
+      return remoteError(what + " cannot finish: " + reason + " (as " + describe(peer) +
+                         " reports)");
+    }
+    if (st && got.empty()) st = internalError(describe(peer) + " sent an empty " + what + " frame");
+    if (st) st = incoming(k, std::span<const uint8_t>(got).subspan(1));
+    if (!st) {
+      giveUp(k + 1, st.message());
+      return st;
+    }
+  }
+  return Status::ok();
+}
+
 // Bruck's all-gather: in round k this rank sends the blocks it holds (up to
 // 2^k) to rank - 2^k and takes as many from rank + 2^k, so it is done after
 // ceil(log2 N) rounds, and the channel carries N log N frames, not N^2.
 Status MeshChannel::allGather(void* data, size_t bytes, Deadline deadline) {
-  std::string what;
-  const uint32_t tag = nextCollectiveTag(&what, "allGather");
   const int n = nranks();
   auto* all = static_cast<uint8_t*>(data);
-  // held[j]: rank (rank_ + j) % n's block; one round's peers are distinct,
-  // so one tag serves every round.
+  // held[j]: rank (rank_ + j) % n's block.
   std::vector<uint8_t> held(bytes * static_cast<size_t>(n));
   if (bytes) std::memcpy(held.data(), all + bytes * static_cast<size_t>(rank_), bytes);
-  std::vector<uint8_t> got;
-  for (int d = 1; d < n; d *= 2) {
-    const size_t want = bytes * static_cast<size_t>(std::min(d, n - d));
-    const int to = (rank_ - d + n) % n, from = (rank_ + d) % n;
-    Status st = sendTo(to, wire::kData, tag, held.data(), want, deadline);
-    if (!st.isOk()) return Status(st.code(), what + ": " + st.message());
-    LANES_RETURN_IF_ERROR(inbox_->mailbox().popCollective(from, tag, &got, deadline, what));
-    if (got.size() != want)
-      return invalidUsage(describe(from) + " sent " + std::to_string(got.size()) + " bytes in " +
-                          what + " where rank " + std::to_string(rank_) + " expected " +
-                          std::to_string(want) +
-                          ": the ranks called the bootstrap collectives differently");
-    if (want) std::memcpy(held.data() + bytes * static_cast<size_t>(d), got.data(), want);
-  }
+  auto distance = [](int k) { return 1 << k; };
+  auto blocks = [&](int k) {
+    return bytes * static_cast<size_t>(std::min(distance(k), n - distance(k)));
+  };
+  Status st = runRounds(
+      "allGather", roundsFor(n), [&](int k) { return (rank_ - distance(k) + n) % n; },
+      [&](int k) { return (rank_ + distance(k)) % n; },
+      [&](int k) { return std::span<const uint8_t>(held.data(), blocks(k)); },
+      [&](int k, std::span<const uint8_t> got) -> Status {
+        if (got.size() != blocks(k))
+          return invalidUsage(describe((rank_ + distance(k)) % n) + " sent " +
+                              std::to_string(got.size()) +
+                              " bytes in a bootstrap allGather "
+                              "where rank " +
+                              std::to_string(rank_) + " expected " + std::to_string(blocks(k)) +
+                              ": the ranks called the bootstrap collectives differently");
+        if (!got.empty())
+          std::memcpy(held.data() + bytes * static_cast<size_t>(distance(k)), got.data(),
+                      got.size());
+        return Status::ok();
+      },
+      deadline);
+  LANES_RETURN_IF_ERROR(st);
   for (int j = 0; j < n && bytes; ++j)
     std::memcpy(all + bytes * static_cast<size_t>((rank_ + j) % n),
                 held.data() + bytes * static_cast<size_t>(j), bytes);
@@ -155,17 +216,18 @@ Status MeshChannel::allGather(void* data, size_t bytes, Deadline deadline) {
 // rank - 2^k; after ceil(log2 N) rounds every rank has heard, through some
 // chain, from every other.
 Status MeshChannel::barrier(Deadline deadline) {
-  std::string what;
-  const uint32_t tag = nextCollectiveTag(&what, "barrier");
   const int n = nranks();
-  std::vector<uint8_t> got;
-  for (int d = 1; d < n; d *= 2) {
-    Status st = sendTo((rank_ + d) % n, wire::kData, tag, nullptr, 0, deadline);
-    if (!st.isOk()) return Status(st.code(), what + ": " + st.message());
-    LANES_RETURN_IF_ERROR(
-        inbox_->mailbox().popCollective((rank_ - d + n) % n, tag, &got, deadline, what));
-  }
-  return Status::ok();
+  return runRounds(
+      "barrier", roundsFor(n), [&](int k) { return (rank_ + (1 << k)) % n; },
+      [&](int k) { return (rank_ - (1 << k) + n) % n; },
+      [](int) { return std::span<const uint8_t>(); },
+      [&](int k, std::span<const uint8_t> got) -> Status {
+        if (got.empty()) return Status::ok();
+        return invalidUsage(describe((rank_ - (1 << k) + n) % n) +
+                            " sent data in a bootstrap barrier: the ranks called the "
+                            "bootstrap collectives differently");
+      },
+      deadline);
 }
 
 void MeshChannel::setFailureHandler(FailureHandler handler) {

@@ -6,8 +6,11 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -63,6 +66,16 @@ class MeshChannel final : public Bootstrap {
                 Deadline deadline);
   // The tag of the next allGather/barrier, and its name in errors ("barrier #3").
   uint32_t nextCollectiveTag(std::string* what, const char* op);
+  // ceil(log2 n)
+  static int roundsFor(int n);
+  // A collective in rounds: round k sends outgoing(k) to to(k), then hands
+  // what from(k) sent to incoming(k). One tag serves every round: a round's
+  // partners differ from every other round's.
+  using RoundPeer = std::function<int(int round)>;
+  using RoundOut = std::function<std::span<const uint8_t>(int round)>;
+  using RoundIn = std::function<Status(int round, std::span<const uint8_t> got)>;
+  Status runRounds(const char* op, int rounds, const RoundPeer& to, const RoundPeer& from,
+                   const RoundOut& outgoing, const RoundIn& incoming, Deadline deadline);
   std::string describe(int rank) const;
   void closeMailboxes();
 

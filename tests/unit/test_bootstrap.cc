@@ -13,61 +13,15 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/mesh_channel.h"
 #include "bootstrap/wire.h"
+#include "tests/unit/bootstrap_ranks.h"
 
 namespace lanes {
 namespace {
 
-UniqueIdData newRoot() {
-  lanesUniqueId raw;
-  Status st = createUniqueIdAndRoot("127.0.0.1:0", nullptr, &raw);
-  EXPECT_TRUE(st.isOk()) << st.message();
-  UniqueIdData id;
-  EXPECT_TRUE(decodeUniqueId(raw, &id).isOk());
-  return id;
-}
-
-RankInfo infoFor(int rank) {
-  RankInfo info;
-  info.rank = rank;
-  info.pid = 1000 + rank;
-  info.hostHash = 77;
-  std::snprintf(info.hostname, sizeof(info.hostname), "node%d", rank % 2);
-  return info;
-}
-
-// Runs `body` on `n` threads, each joined as one rank of a fresh communicator.
-void runRanks(int n, const std::function<void(Bootstrap&)>& body) {
-  UniqueIdData id = newRoot();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      std::unique_ptr<Bootstrap> b;
-      Status st = Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b);
-      ASSERT_TRUE(st.isOk()) << "rank " << r << ": " << st.message();
-      body(*b);
-    });
-  for (auto& t : threads) t.join();
-}
-
-// Collects failure-handler calls and lets a test wait for them.
-struct FailureLog {
-  std::mutex m;
-  std::condition_variable cv;
-  std::vector<std::pair<int, std::string>> calls;
-
-  Bootstrap::FailureHandler handler() {
-    return [this](int rank, const std::string& why) {
-      std::lock_guard<std::mutex> lock(m);
-      calls.emplace_back(rank, why);
-      cv.notify_all();
-    };
-  }
-  bool waitFor(size_t count, double seconds) {
-    std::unique_lock<std::mutex> lock(m);
-    return cv.wait_for(lock, std::chrono::duration<double>(seconds),
-                       [&] { return calls.size() >= count; });
-  }
-};
+using testing::FailureLog;
+using testing::infoFor;
+using testing::newRoot;
+using testing::runRanks;
 
 TEST(UniqueId, RoundTrip) {
   UniqueIdData d;
@@ -174,7 +128,7 @@ TEST(Bootstrap, CollectivesFailAtOnceWhenAnyRankDies) {
   std::latch done(n - 1);  // a survivor's goodbye must not be what the others see
   runRanks(n, [&](Bootstrap& b) {
     const int r = b.rank();
-    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    EXPECT_TRUE(b.barrier(Deadline::after(60)).isOk()) << "rank " << r;
     if (r == victim) {
       dynamic_cast<MeshChannel&>(b).closeAbruptlyForTest();
       return;

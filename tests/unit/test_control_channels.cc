@@ -16,34 +16,13 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/mesh_channel.h"
+#include "tests/unit/bootstrap_ranks.h"
 
 namespace lanes {
 namespace {
 
-RankInfo infoFor(int rank) {
-  RankInfo info;
-  info.rank = rank;
-  info.pid = 1000 + rank;
-  info.hostHash = 77;
-  std::snprintf(info.hostname, sizeof(info.hostname), "node%d", rank % 2);
-  return info;
-}
-
-void runRanks(int n, const std::function<void(std::unique_ptr<Bootstrap>&)>& body) {
-  lanesUniqueId raw;
-  ASSERT_TRUE(createUniqueIdAndRoot("127.0.0.1:0", nullptr, &raw).isOk());
-  UniqueIdData id;
-  ASSERT_TRUE(decodeUniqueId(raw, &id).isOk());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      std::unique_ptr<Bootstrap> b;
-      Status st = Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b);
-      ASSERT_TRUE(st.isOk()) << "rank " << r << ": " << st.message();
-      body(b);
-    });
-  for (auto& t : threads) t.join();
-}
+using testing::FailureLog;
+using testing::infoFor;
 
 // What lanesCommSplit does: members[0] takes a channel and tells the others
 // over the parent; all join it. `self` is who this rank says it is there;
@@ -70,29 +49,6 @@ std::unique_ptr<Bootstrap> joinChild(Bootstrap& parent, const std::vector<int>& 
   return child;
 }
 
-struct FailureLog {
-  std::mutex m;
-  std::condition_variable cv;
-  std::vector<std::pair<int, std::string>> calls;
-
-  Bootstrap::FailureHandler handler() {
-    return [this](int rank, const std::string& why) {
-      std::lock_guard<std::mutex> lock(m);
-      calls.emplace_back(rank, why);
-      cv.notify_all();
-    };
-  }
-  bool waitFor(size_t count, double seconds) {
-    std::unique_lock<std::mutex> lock(m);
-    return cv.wait_for(lock, std::chrono::duration<double>(seconds),
-                       [&] { return calls.size() >= count; });
-  }
-  size_t count() {
-    std::lock_guard<std::mutex> lock(m);
-    return calls.size();
-  }
-};
-
 int indexOf(const std::vector<int>& v, int x) {
   auto it = std::find(v.begin(), v.end(), x);
   return it == v.end() ? -1 : static_cast<int>(it - v.begin());
@@ -101,7 +57,7 @@ int indexOf(const std::vector<int>& v, int x) {
 TEST(ControlChannels, SplitsTalkApartOverOneMesh) {
   const int n = 5;
   const std::vector<int> evens = {4, 2, 0}, odds = {1, 3};
-  runRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
+  testing::runOwningRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
     const int r = parent->rank();
     const std::vector<int>& members = r % 2 == 0 ? evens : odds;
     const int mine = indexOf(members, r);
@@ -152,7 +108,7 @@ TEST(ControlChannels, CrashIsReportedInEveryChannelWithItsRankThere) {
   const int n = 4, victim = 2;
   const std::vector<int> members = {3, 2, 1};  // rank 0 is no member
   std::vector<FailureLog> parentLogs(n), childLogs(n);
-  runRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
+  testing::runOwningRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
     const int r = parent->rank();
     parent->setFailureHandler(parentLogs[r].handler());
     std::unique_ptr<Bootstrap> child;
@@ -195,7 +151,7 @@ TEST(ControlChannels, AbortInAChildLeavesTheParentWorking) {
   const int n = 3, aborter = 1;
   std::vector<FailureLog> parentLogs(n), childLogs(n);
   std::latch heard(n);
-  runRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
+  testing::runOwningRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
     const int r = parent->rank();
     parent->setFailureHandler(parentLogs[r].handler());
     std::unique_ptr<Bootstrap> child = joinChild(*parent, {0, 1, 2}, 1, infoFor(r));
@@ -231,7 +187,7 @@ TEST(ControlChannels, ChildOutlivesItsParentAndGoodbyesAreNoFailure) {
   std::vector<FailureLog> childLogs(n);
   std::vector<Status> recvAfter(n);
   std::latch left(n);
-  runRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
+  testing::runOwningRanks(n, [&](std::unique_ptr<Bootstrap>& parent) {
     const int r = parent->rank();
     std::unique_ptr<Bootstrap> child = joinChild(*parent, {2, 1, 0}, 1, infoFor(r));
     ASSERT_TRUE(child);
