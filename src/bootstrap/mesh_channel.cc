@@ -54,6 +54,7 @@ Status MeshChannel::open(std::shared_ptr<ControlMesh> mesh, uint32_t channel,
   }
   std::unique_ptr<MeshChannel> c(new MeshChannel(mesh, channel, std::move(members), rank, ranks));
   LANES_RETURN_IF_ERROR(mesh->attach(channel, c->inbox_));
+  c->attached_ = true;
   if (channel != kRootChannel) {
     RankInfo mine = self;
     mine.rank = rank;
@@ -143,8 +144,10 @@ Status MeshChannel::runRounds(const char* op, int rounds, const RoundPeer& to,
     notice.insert(notice.end(), reason.begin(),
                   reason.begin() +
                       static_cast<std::ptrdiff_t>(std::min(reason.size(), wire::kMaxErrorBytes)));
+    // The round may have failed at the deadline: the notices get time of their own.
     for (int k = firstRound; k < rounds; ++k)
-      (void)sendTo(to(k), wire::kData, tag, notice.data(), notice.size(), deadline);
+      (void)sendTo(to(k), wire::kData, tag, notice.data(), notice.size(),
+                   Deadline::after(kNoticeSeconds));
   };
   std::vector<uint8_t> frame, got;
   for (int k = 0; k < rounds; ++k) {
@@ -316,6 +319,11 @@ void MeshChannel::closeMailboxes() {
 void MeshChannel::shutdown() {
   std::lock_guard<std::mutex> lock(shutdownMutex_);
   if (shut_.load()) return;
+  if (!attached_) {  // the channel is another communicator's, or nobody's: leave it alone
+    shut_.store(true);
+    closeMailboxes();
+    return;
+  }
   for (int p = 0; p < nranks(); ++p)
     if (p != rank_) (void)sendTo(p, wire::kGoodbye, 0, nullptr, 0, Deadline::after(1.0));
   shut_.store(true);
@@ -328,7 +336,7 @@ void MeshChannel::closeAbruptlyForTest() {
   if (shut_.load()) return;
   shut_.store(true);
   mesh_->closeAbruptly();
-  mesh_->detach(channel_);
+  if (attached_) mesh_->detach(channel_);
   closeMailboxes();
 }
 

@@ -23,6 +23,8 @@ namespace lanes {
 inline constexpr uint32_t kReservedTagBase = 0x80000000u;
 // How long a progress query waits for the other peers once one answered.
 inline constexpr double kStragglerSeconds = 0.5;
+// How long a collective's failure notice may take to send.
+inline constexpr double kNoticeSeconds = 2.0;
 
 class MeshChannel final : public Bootstrap {
  public:
@@ -87,6 +89,7 @@ class MeshChannel final : public Bootstrap {
   std::shared_ptr<ChannelInbox> inbox_;
   uint32_t collSeq_ = 0;  // collectives run in the same order on every rank
   std::atomic<uint32_t> querySeq_{0};
+  bool attached_ = false;  // the mesh routes the channel here (open() succeeded)
   std::mutex shutdownMutex_;
   std::atomic<bool> shut_{false};
 };
