@@ -156,9 +156,10 @@ void ChannelInbox::answerProgressQuery(int p, uint32_t queryId) {
     if (progressSource_) answer = progressSource_();
   }
   if (answer.empty()) return;  // nothing to say yet: the asker reports "no answer"
-  // A reply that would wait is dropped: the asker reports "no answer".
-  Status st = mesh_->sendIfIdle(meshRank(p), channel_, wire::kProgressReply, queryId, answer.data(),
-                                answer.size(), Deadline::after(1.0));
+  // A short wait: every rank queries every other at once after a timeout,
+  // so the connection is often busy with this rank's own query for a moment.
+  Status st = mesh_->send(meshRank(p), channel_, wire::kProgressReply, queryId, answer.data(),
+                          answer.size(), Deadline::after(1.0));
   if (!st.isOk())
     LANES_TRACE(Bootstrap, rank_, "progress reply not delivered: %s", st.message().c_str());
 }

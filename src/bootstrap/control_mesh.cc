@@ -90,16 +90,6 @@ Status ControlMesh::send(int peer, uint32_t channel, uint16_t type, uint32_t tag
   return sendFrame(p.sock, type, tag, data, bytes, deadline, channel);
 }
 
-Status ControlMesh::sendIfIdle(int peer, uint32_t channel, uint16_t type, uint32_t tag,
-                               const void* data, size_t bytes, Deadline deadline) {
-  Peer& p = *peers_[static_cast<size_t>(peer)];
-  std::unique_lock<std::mutex> lock(p.writeMutex, std::try_to_lock);
-  if (!lock.owns_lock())
-    return timeoutError("another thread of this process is sending to that rank");
-  if (!p.sock.valid()) return invalidUsage("this process already closed its control connections");
-  return sendFrame(p.sock, type, tag, data, bytes, deadline, channel);
-}
-
 void ControlMesh::closeAbruptly() { stop(/*graceful=*/false); }
 
 void ControlMesh::stop(bool graceful) {

@@ -81,11 +81,6 @@ class ControlMesh {
   // the caller knows it by its channel's number.
   Status send(int peer, uint32_t channel, uint16_t type, uint32_t tag, const void* data,
               size_t bytes, Deadline deadline);
-  // send(), unless another thread is sending to `peer`: then fails at once.
-  // For the monitor thread, which must never wait behind one communicator's
-  // long send while every other communicator's frames queue behind it.
-  Status sendIfIdle(int peer, uint32_t channel, uint16_t type, uint32_t tag, const void* data,
-                    size_t bytes, Deadline deadline);
   bool onMonitorThread() const { return std::this_thread::get_id() == monitor_.get_id(); }
   // Test hook: drops every connection without a goodbye, as a crashed
   // process would.
