@@ -1,5 +1,5 @@
-// Bootstrap::create: the rendezvous at the root, the mesh, and its root
-// channel.
+// Bootstrap::create: the rendezvous at the root, the mesh (its connections
+// open as pairs first talk), and its root channel.
 #include "bootstrap/bootstrap.h"
 
 #include <cstdio>
@@ -46,15 +46,21 @@ Status Bootstrap::create(const UniqueIdData& id, int nranks, const RankInfo& sel
   std::vector<SocketAddress> listens;
   Status st = joinRoot(id, nranks, self, deadline, &listener, &ranks, &listens);
   if (!st.isOk()) return nameBootstrapExpiry(st, budget);
-  std::vector<Socket> peers;
-  st = buildMesh(id, self.rank, ranks, listens, listener, deadline, &peers);
-  if (!st.isOk()) return nameBootstrapExpiry(st, budget);
-  auto mesh = std::make_shared<ControlMesh>(id, self.rank, std::move(ranks), std::move(peers));
+  auto mesh = std::make_shared<ControlMesh>(id, self.rank, std::move(ranks), std::move(listens),
+                                            std::move(listener));
   LANES_RETURN_IF_ERROR(mesh->start());
   LANES_INFO(Bootstrap, self.rank, "control mesh of %d ranks is up", nranks);
   std::vector<int> everyone(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) everyone[static_cast<size_t>(r)] = r;
-  return MeshChannel::open(std::move(mesh), kRootChannel, std::move(everyone), self, deadline, out);
+  std::unique_ptr<Bootstrap> root;
+  LANES_RETURN_IF_ERROR(
+      MeshChannel::open(std::move(mesh), kRootChannel, std::move(everyone), self, deadline, &root));
+  // Its rounds connect every rank to log2 N others, the ring among them, so
+  // a death is seen and passed on even before the ranks' first exchange.
+  st = root->barrier(deadline);
+  if (!st.isOk()) return nameBootstrapExpiry(st, budget);
+  *out = std::move(root);
+  return Status::ok();
 }
 
 }  // namespace lanes

@@ -1,10 +1,14 @@
 #include "bootstrap/channel_inbox.h"
 
 #include "base/log.h"
+#include "bootstrap/channel_tree.h"
 #include "bootstrap/wire.h"
 
 namespace lanes {
 namespace {
+
+// How long passing a notice on may take per neighbour.
+constexpr double kPassOnSeconds = 2.0;
 
 std::vector<std::string> rankNames(const std::vector<RankInfo>& ranks) {
   std::vector<std::string> out;
@@ -24,7 +28,9 @@ ChannelInbox::ChannelInbox(ControlMesh* mesh, uint32_t channel, std::vector<int>
       names_(rankNames(ranks)),
       mailbox_(names_),
       replies_(names_),
-      progress_(std::make_unique<std::atomic<int64_t>[]>(members_.size())) {
+      progress_(std::make_unique<std::atomic<int64_t>[]>(members_.size())),
+      goodbyePassed_(members_.size(), false),
+      failurePassed_(members_.size(), false) {
   for (size_t i = 0; i < members_.size(); ++i) {
     byMeshRank_[static_cast<size_t>(members_[i])] = static_cast<int>(i);
     progress_[i].store(-1);
@@ -62,8 +68,7 @@ void ChannelInbox::handleFrame(ControlFrame& f) {
       replies_.push(p, f.tag, std::move(f.payload));
       return;
     case wire::kGoodbye:
-      mailbox_.markLeft(p);
-      LANES_INFO(Bootstrap, rank_, "%s left the communicator", describe(p).c_str());
+      handleGoodbye(p, f.payload);
       return;
     case wire::kFailure:
       handleFailureNotice(p, f.payload);
@@ -84,13 +89,71 @@ void ChannelInbox::handleFailureNotice(int p, const std::vector<uint8_t>& payloa
                describe(p).c_str());
     return;
   }
+  // Passed on, a notice says whether the rank named sent it (it aborts).
+  uint8_t aborting = dead == p ? 1 : 0;
+  (void)r.get(&aborting);
   if (dead == rank_) {
     LANES_WARN(Bootstrap, rank_, "%s reports that this rank failed: %s", describe(p).c_str(),
                why.c_str());
-  } else if (dead == p) {
-    peerFailed(p, describe(p) + " is aborting: " + why);
+  } else if (aborting) {
+    peerFailed(dead, describe(dead) + " is aborting: " + why);
   } else {
     peerFailed(dead, describe(dead) + " failed, as " + describe(p) + " reports: " + why);
+  }
+  // Also from the rank named: it may be the only way to the members behind it.
+  wire::Writer w;
+  w.put<int32_t>(dead);
+  w.str(why);
+  w.put<uint8_t>(aborting);
+  passOn(wire::kFailure, dead, w.data(), p);
+}
+
+void ChannelInbox::handleGoodbye(int p, const std::vector<uint8_t>& payload) {
+  int32_t leaver = p;
+  wire::Reader r(payload);
+  if (!payload.empty() &&
+      (!r.get(&leaver) || leaver < 0 || leaver >= static_cast<int>(members_.size()))) {
+    LANES_WARN(Bootstrap, rank_, "%s sent a malformed goodbye; ignored", describe(p).c_str());
+    return;
+  }
+  if (leaver == rank_) return;
+  // A rank connected to the leaver takes only the leaver's own goodbye: it
+  // follows the leaver's last frames on that connection, which one passed on
+  // by another rank could overtake.
+  if ((leaver == p || !mesh_->connected(meshRank(leaver))) && !mailbox_.isLeft(leaver)) {
+    mailbox_.markLeft(leaver);
+    LANES_INFO(Bootstrap, rank_, "%s left the communicator", describe(leaver).c_str());
+  }
+  passOn(wire::kGoodbye, leaver, payload.empty() ? wire::encodeRank(leaver) : payload, p);
+}
+
+bool ChannelInbox::notifiesDirectly(int peer) const {
+  if (peer == rank_) return false;
+  for (int q : treeNeighbours(rank_, static_cast<int>(members_.size())))
+    if (q == peer) return true;
+  return mesh_->connected(meshRank(peer));
+}
+
+bool ChannelInbox::firstToPass(uint16_t type, int subject) {
+  std::lock_guard<std::mutex> lock(passMutex_);
+  auto& passed = type == wire::kGoodbye ? goodbyePassed_ : failurePassed_;
+  if (passed[static_cast<size_t>(subject)]) return false;
+  passed[static_cast<size_t>(subject)] = true;
+  return true;
+}
+
+void ChannelInbox::passOn(uint16_t type, int subject, const std::vector<uint8_t>& payload,
+                          int from) {
+  if (!firstToPass(type, subject)) return;
+  for (int q : treeNeighbours(rank_, static_cast<int>(members_.size()))) {
+    if (q == from || q == subject) continue;
+    // Runs on the monitor thread: over open connections only, which the
+    // channel's own rounds opened to its tree neighbours.
+    Status st = mesh_->send(meshRank(q), channel_, type, 0, payload.data(), payload.size(),
+                            Deadline::after(kPassOnSeconds), /*mayConnect=*/false);
+    if (!st.isOk())
+      LANES_TRACE(Bootstrap, rank_, "could not pass a notice about %s on to %s: %s",
+                  describe(subject).c_str(), describe(q).c_str(), st.message().c_str());
   }
 }
 

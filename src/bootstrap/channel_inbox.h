@@ -1,8 +1,10 @@
 // ChannelInbox: what one communicator receives over a shared ControlMesh.
 // The monitor thread files its data frames into a mailbox for recv(), keeps
-// its peers' progress, answers its progress queries, and turns a closed
-// connection or a failure notice into "rank X is dead" for its failure
-// handler, in the communicator's own rank numbers. Internal to src/bootstrap.
+// its peers' progress, answers its progress queries, and turns a lost rank
+// or a failure notice into "rank X is dead" for its failure handler, in the
+// communicator's own rank numbers. Goodbyes and failure notices travel along
+// the channel's tree (channel_tree.h), so they reach members with no
+// connection to the rank that sent them. Internal to src/bootstrap.
 #pragma once
 
 #include <atomic>
@@ -44,12 +46,24 @@ class ChannelInbox {
   // Marks a rank this rank found dead itself, without calling the handler.
   void markDead(int channelRank, const std::string& why);
 
+  // Whether this rank sends a notice about `subject` to channel rank `peer`
+  // itself: its tree neighbours, and every member it is connected to (whose
+  // notice then comes in order after this rank's frames on that connection).
+  bool notifiesDirectly(int peer) const;
+  // Marks a notice about `subject` (a goodbye or a failure) as passed on
+  // already; true the first time.
+  bool firstToPass(uint16_t type, int subject);
+
  private:
   std::string describe(int channelRank) const { return names_[static_cast<size_t>(channelRank)]; }
   void peerFailed(int channelRank, const std::string& why);
   void notifyFailure(int channelRank, const std::string& why);
   void answerProgressQuery(int channelRank, uint32_t queryId);
   void handleFailureNotice(int from, const std::vector<uint8_t>& payload);
+  void handleGoodbye(int from, const std::vector<uint8_t>& payload);
+  // Sends a notice about `subject` on along the channel's tree, once, to
+  // every neighbour but `from` and the subject, over open connections only.
+  void passOn(uint16_t type, int subject, const std::vector<uint8_t>& payload, int from);
 
   ControlMesh* const mesh_;  // outlives every frame it delivers here
   const uint32_t channel_;
@@ -66,6 +80,8 @@ class ChannelInbox {
   std::mutex handlerMutex_;
   Bootstrap::FailureHandler handler_;
   std::vector<std::pair<int, std::string>> unreported_;  // deaths before a handler was set
+  std::mutex passMutex_;
+  std::vector<bool> goodbyePassed_, failurePassed_;  // by channel rank
 };
 
 }  // namespace lanes

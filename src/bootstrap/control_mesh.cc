@@ -13,15 +13,15 @@
 namespace lanes {
 
 ControlMesh::ControlMesh(const UniqueIdData& id, int rank, std::vector<RankInfo> ranks,
-                         std::vector<Socket> peers)
-    : id_(id), rank_(rank), ranks_(std::move(ranks)), lost_(ranks_.size()) {
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    peers_.emplace_back();
-    if (static_cast<int>(i) == rank_) continue;
-    peers_.back() = std::make_unique<Peer>();
-    peers_.back()->sock = std::move(peers[i]);
-    peers_.back()->polling = true;
-  }
+                         std::vector<SocketAddress> listens, Socket listener)
+    : id_(id),
+      rank_(rank),
+      ranks_(std::move(ranks)),
+      listens_(std::move(listens)),
+      listener_(std::move(listener)),
+      lost_(ranks_.size()) {
+  for (size_t i = 0; i < ranks_.size(); ++i)
+    peers_.push_back(static_cast<int>(i) == rank_ ? nullptr : std::make_unique<Peer>());
 }
 
 ControlMesh::~ControlMesh() { stop(/*graceful=*/true); }
@@ -83,36 +83,118 @@ void ControlMesh::detach(uint32_t channel) {
 }
 
 Status ControlMesh::send(int peer, uint32_t channel, uint16_t type, uint32_t tag, const void* data,
-                         size_t bytes, Deadline deadline) {
+                         size_t bytes, Deadline deadline, bool mayConnect) {
   Peer& p = *peers_[static_cast<size_t>(peer)];
   std::lock_guard<std::mutex> lock(p.writeMutex);
-  if (!p.sock.valid()) return invalidUsage("this process already closed its control connections");
-  return sendFrame(p.sock, type, tag, data, bytes, deadline, channel);
+  int slot = -1;
+  LANES_RETURN_IF_ERROR(writeSlot(peer, p, deadline, mayConnect, &slot));
+  return sendFrame(p.socks[slot], type, tag, data, bytes, deadline, channel);
+}
+
+Status ControlMesh::writeSlot(int peer, Peer& p, Deadline deadline, bool mayConnect, int* slot) {
+  if (p.write < 0) {
+    {
+      std::lock_guard<std::mutex> lock(connMutex_);
+      if (stopped_) return invalidUsage("this process already closed its control connections");
+      if (p.socks[kAccepted].valid()) p.write = kAccepted;
+    }
+    if (p.write < 0) {
+      // The monitor never waits for a connect (a host that does not answer
+      // would hold up every frame of this process).
+      if (!mayConnect || onMonitorThread())
+        return remoteError("no control connection is open to it");
+      {
+        std::lock_guard<std::mutex> lock(channelsMutex_);
+        const std::string& lost = lost_[static_cast<size_t>(peer)];
+        if (!lost.empty()) return remoteError(lost);
+      }
+      LANES_RETURN_IF_ERROR(dial(peer, p, deadline));
+      p.write = kDialed;
+    }
+  }
+  *slot = p.write;
+  if (!p.socks[*slot].valid())
+    return invalidUsage("this process already closed its control connections");
+  return Status::ok();
+}
+
+Status ControlMesh::dial(int peer, Peer& p, Deadline deadline) {
+  const SocketAddress& at = listens_[static_cast<size_t>(peer)];
+  const auto mine = wire::encodeHello(wire::meshHello(id_, size(), rank_), /*toRoot=*/false);
+  Socket s;
+  Status st = Socket::connect(at, deadline, &s);
+  if (st) st = sendFrame(s, wire::kHello, 0, mine.data(), mine.size(), deadline);
+  if (!st)
+    return Status(
+        st.code() == lanesInvalidArgument ? lanesRemoteError : st.code(),
+        "could not open a control connection to it at " + at.toString() + ": " + st.message());
+  {
+    std::lock_guard<std::mutex> lock(connMutex_);
+    if (stopped_) return invalidUsage("this process already closed its control connections");
+    p.socks[kDialed] = std::move(s);
+    // Frames may follow the hello at once: the monitor checks the peer's
+    // answering hello when it comes, so no sender waits for another
+    // process's monitor (which may be stopped, or waiting on this one).
+    p.awaitingHello = true;
+    p.polling[kDialed] = true;
+  }
+  wake_.signal();  // the monitor reads it from now on
+  return Status::ok();
+}
+
+bool ControlMesh::connected(int peer) const {
+  if (peer < 0 || peer >= size() || peer == rank_) return false;
+  const Peer& p = *peers_[static_cast<size_t>(peer)];
+  std::lock_guard<std::mutex> lock(connMutex_);
+  return p.polling[kDialed] || p.polling[kAccepted];
+}
+
+std::string ControlMesh::acceptTrouble() const {
+  std::lock_guard<std::mutex> lock(connMutex_);
+  return acceptTrouble_;
+}
+
+int ControlMesh::connectedPeers() const {
+  int n = 0;
+  for (int p = 0; p < size(); ++p) n += connected(p) ? 1 : 0;
+  return n;
 }
 
 void ControlMesh::closeAbruptly() { stop(/*graceful=*/false); }
 
 void ControlMesh::stop(bool graceful) {
   std::lock_guard<std::mutex> lock(stopMutex_);
-  if (stopped_) return;
-  stopped_ = true;
+  {
+    std::lock_guard<std::mutex> conn(connMutex_);
+    if (stopped_) return;
+    stopped_ = true;  // no connection opens from now on
+  }
   stopRequested_.store(true);
   wake_.signal();
   if (monitor_.joinable()) monitor_.join();
+  pending_.clear();
+  listener_.reset();
   for (auto& peer : peers_) {
     if (!peer) continue;
     std::lock_guard<std::mutex> wl(peer->writeMutex);
-    if (!peer->sock.valid()) continue;
-    if (graceful) {
-      // Send FIN after the goodbyes and drop unread bytes, so close() does
-      // not answer with a reset that could overtake a goodbye.
-      ::shutdown(peer->sock.fd(), SHUT_WR);
-      uint8_t sink[4096];
-      size_t n = 0;
-      while (peer->sock.tryRecv(sink, sizeof(sink), &n).isOk() && n > 0) {
+    for (int slot = 0; slot < kSlots; ++slot) {
+      Socket& sock = peer->socks[slot];
+      if (!sock.valid()) continue;
+      if (graceful) {
+        // Say so on every connection of the pair, so its end is no death;
+        // then FIN after what was sent, dropping unread bytes, so close()
+        // does not answer with a reset that could overtake a goodbye.
+        (void)sendFrame(sock, wire::kLeaving, 0, nullptr, 0, Deadline::after(1.0));
+        ::shutdown(sock.fd(), SHUT_WR);
+        uint8_t sink[4096];
+        size_t n = 0;
+        while (sock.tryRecv(sink, sizeof(sink), &n).isOk() && n > 0) {
+        }
       }
+      std::lock_guard<std::mutex> conn(connMutex_);
+      peer->polling[slot] = false;
+      sock.reset();
     }
-    peer->sock.reset();
   }
 }
 

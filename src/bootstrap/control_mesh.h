@@ -1,10 +1,15 @@
-// ControlMesh: one full mesh of control connections between the ranks of a
-// communicator made from a unique id, and the monitor thread that reads it.
+// ControlMesh: the control connections between the ranks of a communicator
+// made from a unique id, and the monitor thread that reads them. A pair of
+// ranks connects when one first sends to the other (the bootstrap's rounds
+// touch O(log N) partners), so a process holds a few connections, not N - 1.
 // Every communicator split or shrunk from that one (and from those, on down)
-// talks over the same connections on a channel of its own: a split opens no
-// socket and starts no thread. Frames carry their channel; the monitor hands
-// each to that channel's inbox, and a closed connection to every inbox whose
-// communicator holds that rank. Internal to src/bootstrap.
+// talks over the same connections on a channel of its own: a split starts no
+// thread. Frames carry their channel; the monitor hands each to that
+// channel's inbox, and a lost rank to every inbox whose communicator holds it.
+// A connection that closes without the process saying it leaves is a death:
+// the rank that sees it passes the news to every rank it is connected to, and
+// they on, so every process learns it without a connection to the dead one.
+// Internal to src/bootstrap.
 #pragma once
 
 #include <atomic>
@@ -50,12 +55,14 @@ struct ControlFrame {
 
 class ControlMesh {
  public:
-  // peers[i]: the connection to mesh rank i (self: an empty socket).
+  // listens[i]: mesh rank i's control listener; `listener`: this rank's,
+  // which the monitor accepts on from start() to the end.
   ControlMesh(const UniqueIdData& id, int rank, std::vector<RankInfo> ranks,
-              std::vector<Socket> peers);
-  // Stops the monitor and closes every connection: with FIN after what was
-  // sent, so peers read every goodbye before the end of the stream. Never
-  // runs on the monitor thread: inboxes it calls hold no reference to it.
+              std::vector<SocketAddress> listens, Socket listener);
+  // Stops the monitor and closes every connection: says it leaves, then FIN
+  // after what was sent, so peers read every goodbye before the end of the
+  // stream. Never runs on the monitor thread: inboxes it calls hold no
+  // reference to it.
   ~ControlMesh();
   ControlMesh(const ControlMesh&) = delete;
   ControlMesh& operator=(const ControlMesh&) = delete;
@@ -77,35 +84,79 @@ class ControlMesh {
   // Frames for the channel are dropped from now on.
   void detach(uint32_t channel);
 
-  // Thread-safe; one writer per connection at a time. Errors name no rank:
-  // the caller knows it by its channel's number.
+  // Thread-safe; one writer per connection at a time. Connects first if the
+  // pair has no connection yet, except on the monitor thread, which never
+  // waits for another process's monitor. Errors name no rank: the caller
+  // knows it by its channel's number.
+  // `mayConnect` false: only over a connection already open.
   Status send(int peer, uint32_t channel, uint16_t type, uint32_t tag, const void* data,
-              size_t bytes, Deadline deadline);
+              size_t bytes, Deadline deadline, bool mayConnect = true);
+  // Whether this process holds a connection to mesh rank `peer` now.
+  bool connected(int peer) const;
+  // Control connections open now (counted once per pair).
+  int connectedPeers() const;
+  // Why the monitor last failed to accept a connection ("" if it never
+  // did): a wait that timed out adds it, since the peers' frames are then
+  // stuck unread.
+  std::string acceptTrouble() const;
   bool onMonitorThread() const { return std::this_thread::get_id() == monitor_.get_id(); }
   // Test hook: drops every connection without a goodbye, as a crashed
   // process would.
   void closeAbruptly();
 
  private:
+  // A pair may hold two connections, when both ranks connected at once; each
+  // side writes on one (chosen at its first send, never changed), so frames
+  // stay in order, and the monitor reads both.
+  enum Slot { kDialed = 0, kAccepted = 1, kSlots = 2 };
   struct Peer {
-    Socket sock;
     std::mutex writeMutex;  // one writer at a time: callers and the monitor
-    FrameReader reader;     // monitor thread only
-    bool polling = false;   // monitor thread only
+    int write = -1;         // the slot this side writes on; under writeMutex
+    // Set once under connMutex_ and then kept until stop().
+    Socket socks[kSlots];
+    bool polling[kSlots] = {false, false};  // under connMutex_
+    FrameReader readers[kSlots];            // monitor thread only
+    bool leaving = false;                   // monitor thread only
+    // The dialed connection's first frame is still to come: the peer's
+    // hello. Set under connMutex_, then the monitor's.
+    bool awaitingHello = false;
   };
+  // An accepted connection whose hello has not arrived yet.
+  struct Pending {
+    Socket sock;
+    FrameReader reader;
+    Deadline helloBy;
+  };
+
+  // Connects to `peer` and sends this rank's hello; under its writeMutex.
+  Status dial(int peer, Peer& p, Deadline deadline);
+  // The slot to write to `peer` on, connecting if needed and allowed; under
+  // its writeMutex.
+  Status writeSlot(int peer, Peer& p, Deadline deadline, bool mayConnect, int* slot);
 
   // monitor.cc
   void monitorLoop();
-  void readPeer(int peer);
+  void acceptConnections();
+  void readPending(Pending& pending, bool readable, bool* done);
+  void readPeer(int peer, int slot);
   void deliver(uint32_t channel, ControlFrame frame);
-  void connectionLost(int peer, const std::string& why);
+  // The rank is gone: every inbox hears it once; a death (not a leave) is
+  // passed on to every connected rank but `heardFrom`.
+  void peerLost(int peer, const std::string& why, bool died, int heardFrom);
+  void handleLostNotice(int from, const std::vector<uint8_t>& payload);
   std::string describe(int rank) const;
   void stop(bool graceful);
 
   const UniqueIdData id_;
   const int rank_;
   const std::vector<RankInfo> ranks_;
-  std::vector<std::unique_ptr<Peer>> peers_;  // by mesh rank; self is an empty slot
+  const std::vector<SocketAddress> listens_;
+  Socket listener_;
+  std::vector<std::unique_ptr<Peer>> peers_;   // by mesh rank; self is an empty slot
+  mutable std::mutex connMutex_;               // socks/polling assignment
+  std::vector<Pending> pending_;               // monitor thread only
+  Deadline acceptPause_ = Deadline::after(0);  // monitor thread only
+  std::string acceptTrouble_;                  // under connMutex_
 
   // Held by the monitor while it hands a frame or a lost connection to an
   // inbox: detach() waits on it, so no handler runs once it returned.
@@ -114,14 +165,14 @@ class ControlMesh {
   std::map<uint32_t, std::shared_ptr<ChannelInbox>> channels_;
   std::map<uint32_t, std::vector<ControlFrame>> early_;  // for channels not attached yet
   std::set<uint32_t> detached_;
-  std::vector<std::string> lost_;  // by mesh rank: why its connection closed ("" while open)
+  std::vector<std::string> lost_;  // by mesh rank: why it is gone ("" while it is not)
   std::atomic<uint32_t> channelsMade_{0};
 
   WakeFd wake_;
   std::atomic<bool> stopRequested_{false};
   std::thread monitor_;
   std::mutex stopMutex_;
-  bool stopped_ = false;
+  bool stopped_ = false;  // under connMutex_
 };
 
 }  // namespace lanes

@@ -8,6 +8,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "bootstrap/channel_tree.h"
 #include "bootstrap/wire.h"
 
 namespace lanes {
@@ -69,6 +70,13 @@ Status MeshChannel::open(std::shared_ptr<ControlMesh> mesh, uint32_t channel,
 
 MeshChannel::~MeshChannel() { shutdown(); }
 
+Status MeshChannel::withAcceptTrouble(Status st) const {
+  if (st.code() != lanesTimeout) return st;
+  const std::string trouble = mesh_->acceptTrouble();
+  if (trouble.empty()) return st;
+  return Status(st.code(), st.message() + "; " + trouble);
+}
+
 std::string MeshChannel::describe(int rank) const {
   return wire::describeRank(ranks_[static_cast<size_t>(rank)]);
 }
@@ -111,14 +119,8 @@ Status MeshChannel::recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Dea
   if (peer < 0 || peer >= nranks())
     return invalidArgument("bootstrap recv from rank " + std::to_string(peer) +
                            ", which is outside 0.." + std::to_string(nranks() - 1));
-  return inbox_->mailbox().pop(peer, tag, data, deadline,
-                               "the message with tag " + std::to_string(tag));
-}
-
-int MeshChannel::roundsFor(int n) {
-  int rounds = 0;
-  while ((1 << rounds) < n) ++rounds;
-  return rounds;
+  return withAcceptTrouble(inbox_->mailbox().pop(peer, tag, data, deadline,
+                                                 "the message with tag " + std::to_string(tag)));
 }
 
 uint32_t MeshChannel::nextCollectiveTag(std::string* what, const char* op) {
@@ -127,110 +129,142 @@ uint32_t MeshChannel::nextCollectiveTag(std::string* what, const char* op) {
   return kReservedTagBase | (seq & ~kReservedTagBase);
 }
 
-// Every message of a round-based collective opens with one of these.
-enum RoundMark : uint8_t { kRoundData = 0, kRoundFailed = 1 };
+namespace {
 
-// A rank that cannot finish a round tells the partners of its later rounds
-// why, and they theirs: every rank whose result depends on a dead rank fails
-// within log2 N hops, naming it, and none whose partners all delivered does
-// (a rank may crash right after its last send).
-Status MeshChannel::runRounds(const char* op, int rounds, const RoundPeer& to,
-                              const RoundPeer& from, const RoundOut& outgoing,
-                              const RoundIn& incoming, Deadline deadline) {
+// Every message of a tree collective opens with one of these.
+enum TreeMark : uint8_t { kTreeData = 0, kTreeFailed = 1 };
+
+}  // namespace
+
+// Up the tree, then down: each rank waits for its children's `up` messages,
+// sends its own to its parent, and passes what its parent sends down to its
+// children. A rank that cannot finish tells its parent (if it still owes it
+// its message) and its children why, and they theirs: every rank fails
+// within the tree's depth, naming the cause, and none waits for a deadline
+// behind a dead rank.
+Status MeshChannel::runTree(const char* op, const TreeUp& up, const TreeDown& down,
+                            Deadline deadline) {
   std::string what;
   const uint32_t tag = nextCollectiveTag(&what, op);
-  auto giveUp = [&](int firstRound, const std::string& reason) {
-    std::vector<uint8_t> notice(1, kRoundFailed);
+  const int n = nranks();
+  const int parent = treeParent(rank_);
+  const std::vector<int> children = treeChildren(rank_, n);
+  bool sentUp = false;
+  auto giveUp = [&](const Status& st) {
+    const std::string& reason = st.message();
+    std::vector<uint8_t> notice(1, kTreeFailed);
     notice.insert(notice.end(), reason.begin(),
                   reason.begin() +
                       static_cast<std::ptrdiff_t>(std::min(reason.size(), wire::kMaxErrorBytes)));
-    // The round may have failed at the deadline: the notices get time of their own.
-    for (int k = firstRound; k < rounds; ++k)
-      (void)sendTo(to(k), wire::kData, tag, notice.data(), notice.size(),
+    // The step may have failed at the deadline: the notices get time of their own.
+    std::vector<int> tell = children;
+    if (parent >= 0 && !sentUp) tell.push_back(parent);
+    for (int p : tell)
+      (void)sendTo(p, wire::kData, tag, notice.data(), notice.size(),
                    Deadline::after(kNoticeSeconds));
+    return st;
   };
-  std::vector<uint8_t> frame, got;
-  for (int k = 0; k < rounds; ++k) {
-    const std::span<const uint8_t> out = outgoing(k);
-    frame.assign(1, kRoundData);
-    frame.insert(frame.end(), out.begin(), out.end());
-    Status st = sendTo(to(k), wire::kData, tag, frame.data(), frame.size(), deadline);
-    if (!st) {
-      giveUp(k + 1, st.message());
-      return Status(st.code(), what + ": " + st.message());
-    }
-    const int peer = from(k);
-    st = inbox_->mailbox().pop(peer, tag, &got, deadline, what);
-    if (st && !got.empty() && got[0] == kRoundFailed) {
-      const std::string reason(got.begin() + 1, got.end());
-      giveUp(k + 1, reason);
-      return remoteError(what + " cannot finish: " + reason + " (as " + describe(peer) +
-                         " reports)");
-    }
-    if (st && got.empty()) st = internalError(describe(peer) + " sent an empty " + what + " frame");
-    if (st) st = incoming(k, std::span<const uint8_t>(got).subspan(1));
-    if (!st) {
-      giveUp(k + 1, st.message());
-      return st;
-    }
+  // A message from `peer`, without its mark; a notice becomes the error.
+  std::vector<uint8_t> got;
+  auto receive = [&](int peer) -> Status {
+    Status st = withAcceptTrouble(inbox_->mailbox().pop(peer, tag, &got, deadline, what));
+    if (!st) return Status(st.code(), what + ": " + st.message());
+    if (got.empty()) return internalError(describe(peer) + " sent an empty " + what + " frame");
+    if (got[0] == kTreeFailed)
+      return remoteError(what + " cannot finish: " + std::string(got.begin() + 1, got.end()) +
+                         " (as " + describe(peer) + " reports)");
+    got.erase(got.begin());
+    return Status::ok();
+  };
+  auto sendData = [&](int peer, std::span<const uint8_t> data) -> Status {
+    std::vector<uint8_t> frame(1, kTreeData);
+    frame.insert(frame.end(), data.begin(), data.end());
+    Status st = sendTo(peer, wire::kData, tag, frame.data(), frame.size(), deadline);
+    if (!st) return Status(st.code(), what + ": " + st.message());
+    return Status::ok();
+  };
+
+  for (int c : children) {
+    Status st = receive(c);
+    if (st) st = up.take(c, got);
+    if (!st) return giveUp(st);
+  }
+  if (parent >= 0) {
+    Status st = sendData(parent, up.give());
+    if (!st) return giveUp(st);
+    sentUp = true;
+    st = receive(parent);
+    if (st) st = down.take(got);
+    if (!st) return giveUp(st);
+  }
+  for (int c : children) {
+    Status st = sendData(c, down.give());
+    if (!st) return giveUp(st);
   }
   return Status::ok();
 }
 
-// Bruck's all-gather: in round k this rank sends the blocks it holds (up to
-// 2^k) to rank - 2^k and takes as many from rank + 2^k, so it is done after
-// ceil(log2 N) rounds, and the channel carries N log N frames, not N^2.
+// The blocks of a subtree travel up in the order of subtreeOf(); the whole
+// table travels down.
 Status MeshChannel::allGather(void* data, size_t bytes, Deadline deadline) {
   const int n = nranks();
   auto* all = static_cast<uint8_t*>(data);
-  // held[j]: rank (rank_ + j) % n's block.
-  std::vector<uint8_t> held(bytes * static_cast<size_t>(n));
-  if (bytes) std::memcpy(held.data(), all + bytes * static_cast<size_t>(rank_), bytes);
-  auto distance = [](int k) { return 1 << k; };
-  auto blocks = [&](int k) {
-    return bytes * static_cast<size_t>(std::min(distance(k), n - distance(k)));
+  auto subtreeOf = [n](int root) {
+    std::vector<int> out{root};
+    for (size_t i = 0; i < out.size(); ++i)
+      for (int c : treeChildren(out[i], n)) out.push_back(c);
+    return out;
   };
-  Status st = runRounds(
-      "allGather", roundsFor(n), [&](int k) { return (rank_ - distance(k) + n) % n; },
-      [&](int k) { return (rank_ + distance(k)) % n; },
-      [&](int k) { return std::span<const uint8_t>(held.data(), blocks(k)); },
-      [&](int k, std::span<const uint8_t> got) -> Status {
-        if (got.size() != blocks(k))
-          return invalidUsage(describe((rank_ + distance(k)) % n) + " sent " +
-                              std::to_string(got.size()) +
-                              " bytes in a bootstrap allGather "
-                              "where rank " +
-                              std::to_string(rank_) + " expected " + std::to_string(blocks(k)) +
-                              ": the ranks called the bootstrap collectives differently");
-        if (!got.empty())
-          std::memcpy(held.data() + bytes * static_cast<size_t>(distance(k)), got.data(),
-                      got.size());
-        return Status::ok();
-      },
-      deadline);
-  LANES_RETURN_IF_ERROR(st);
-  for (int j = 0; j < n && bytes; ++j)
-    std::memcpy(all + bytes * static_cast<size_t>((rank_ + j) % n),
-                held.data() + bytes * static_cast<size_t>(j), bytes);
-  return Status::ok();
+  auto block = [&](int r) { return all + bytes * static_cast<size_t>(r); };
+  std::vector<uint8_t> mine;  // this rank's subtree, for its parent
+  TreeUp up;
+  up.take = [&](int child, std::span<const uint8_t> got) -> Status {
+    const std::vector<int> ranks = subtreeOf(child);
+    if (got.size() != bytes * ranks.size())
+      return invalidUsage(describe(child) + " sent " + std::to_string(got.size()) +
+                          " bytes in a bootstrap allGather where rank " + std::to_string(rank_) +
+                          " expected " + std::to_string(bytes * ranks.size()) +
+                          ": the ranks called the bootstrap collectives differently");
+    for (size_t i = 0; i < ranks.size() && bytes; ++i)
+      std::memcpy(block(ranks[i]), got.data() + bytes * i, bytes);
+    return Status::ok();
+  };
+  up.give = [&]() {
+    mine.clear();
+    for (int r : subtreeOf(rank_)) mine.insert(mine.end(), block(r), block(r) + bytes);
+    return std::span<const uint8_t>(mine);
+  };
+  TreeDown down;
+  down.take = [&](std::span<const uint8_t> got) -> Status {
+    if (got.size() != bytes * static_cast<size_t>(n))
+      return invalidUsage(describe(treeParent(rank_)) + " sent " + std::to_string(got.size()) +
+                          " bytes down a bootstrap allGather where rank " + std::to_string(rank_) +
+                          " expected " + std::to_string(bytes * static_cast<size_t>(n)) +
+                          ": the ranks called the bootstrap collectives differently");
+    // Keep this rank's own block as it gave it.
+    std::vector<uint8_t> own(block(rank_), block(rank_) + bytes);
+    if (bytes) std::memcpy(all, got.data(), got.size());
+    if (bytes) std::memcpy(block(rank_), own.data(), bytes);
+    return Status::ok();
+  };
+  down.give = [&]() { return std::span<const uint8_t>(all, bytes * static_cast<size_t>(n)); };
+  return runTree("allGather", up, down, deadline);
 }
 
-// Dissemination: in round k this rank tells rank + 2^k and hears from
-// rank - 2^k; after ceil(log2 N) rounds every rank has heard, through some
-// chain, from every other.
 Status MeshChannel::barrier(Deadline deadline) {
-  const int n = nranks();
-  return runRounds(
-      "barrier", roundsFor(n), [&](int k) { return (rank_ + (1 << k)) % n; },
-      [&](int k) { return (rank_ - (1 << k) + n) % n; },
-      [](int) { return std::span<const uint8_t>(); },
-      [&](int k, std::span<const uint8_t> got) -> Status {
-        if (got.empty()) return Status::ok();
-        return invalidUsage(describe((rank_ - (1 << k) + n) % n) +
-                            " sent data in a bootstrap barrier: the ranks called the "
-                            "bootstrap collectives differently");
-      },
-      deadline);
+  auto none = [&](int from, std::span<const uint8_t> got) -> Status {
+    if (got.empty()) return Status::ok();
+    return invalidUsage(describe(from) +
+                        " sent data in a bootstrap barrier: the ranks called the bootstrap "
+                        "collectives differently");
+  };
+  TreeUp up;
+  up.take = none;
+  up.give = [] { return std::span<const uint8_t>(); };
+  TreeDown down;
+  down.take = [&](std::span<const uint8_t> got) { return none(treeParent(rank_), got); };
+  down.give = [] { return std::span<const uint8_t>(); };
+  return runTree("barrier", up, down, deadline);
 }
 
 void MeshChannel::setFailureHandler(FailureHandler handler) {
@@ -239,13 +273,13 @@ void MeshChannel::setFailureHandler(FailureHandler handler) {
 
 void MeshChannel::spreadFailure(int deadRank, const std::string& why) {
   if (deadRank < 0 || deadRank >= nranks()) return;
-  wire::Writer w;
-  w.put<int32_t>(deadRank);
-  w.str(why.substr(0, wire::kMaxErrorBytes));
+  const auto notice = wire::encodeFailureNotice(deadRank, why);
+  // The members this rank does not reach itself get it passed on along the tree.
+  (void)inbox_->firstToPass(wire::kFailure, deadRank);
   for (int p = 0; p < nranks(); ++p) {
-    if (p == rank_ || p == deadRank) continue;
+    if (p == deadRank || !inbox_->notifiesDirectly(p)) continue;
     Status st =
-        sendTo(p, wire::kFailure, 0, w.data().data(), w.data().size(), Deadline::after(2.0));
+        sendTo(p, wire::kFailure, 0, notice.data(), notice.size(), Deadline::after(kNoticeSeconds));
     if (!st.isOk())
       LANES_TRACE(Bootstrap, rank_, "failure notice not delivered: %s", st.message().c_str());
   }
@@ -324,8 +358,12 @@ void MeshChannel::shutdown() {
     closeMailboxes();
     return;
   }
+  // The members this rank does not reach itself get it passed on along the tree.
+  const auto goodbye = wire::encodeRank(rank_);
+  (void)inbox_->firstToPass(wire::kGoodbye, rank_);
   for (int p = 0; p < nranks(); ++p)
-    if (p != rank_) (void)sendTo(p, wire::kGoodbye, 0, nullptr, 0, Deadline::after(1.0));
+    if (inbox_->notifiesDirectly(p))
+      (void)sendTo(p, wire::kGoodbye, 0, goodbye.data(), goodbye.size(), Deadline::after(1.0));
   shut_.store(true);
   mesh_->detach(channel_);
   closeMailboxes();

@@ -60,6 +60,7 @@ class MeshChannel final : public Bootstrap {
   // Test hook: drops every control connection of the process without a
   // goodbye, as a crash would, so peers must report this rank dead.
   void closeAbruptlyForTest();
+  const ControlMesh& mesh() const { return *mesh_; }
 
  private:
   MeshChannel(std::shared_ptr<ControlMesh> mesh, uint32_t channel, std::vector<int> members,
@@ -68,18 +69,23 @@ class MeshChannel final : public Bootstrap {
                 Deadline deadline);
   // The tag of the next allGather/barrier, and its name in errors ("barrier #3").
   uint32_t nextCollectiveTag(std::string* what, const char* op);
-  // ceil(log2 n)
-  static int roundsFor(int n);
-  // A collective in rounds: round k sends outgoing(k) to to(k), then hands
-  // what from(k) sent to incoming(k). One tag serves every round: a round's
-  // partners differ from every other round's.
-  using RoundPeer = std::function<int(int round)>;
-  using RoundOut = std::function<std::span<const uint8_t>(int round)>;
-  using RoundIn = std::function<Status(int round, std::span<const uint8_t> got)>;
-  Status runRounds(const char* op, int rounds, const RoundPeer& to, const RoundPeer& from,
-                   const RoundOut& outgoing, const RoundIn& incoming, Deadline deadline);
+  // A collective up a binary tree of the channel's ranks and back down (at
+  // most three peers a rank). Up: take() gets each child's message, then
+  // give() is this rank's for its parent. Down: take() gets the parent's
+  // message, then give() is what this rank passes to its children.
+  struct TreeUp {
+    std::function<Status(int child, std::span<const uint8_t> got)> take;
+    std::function<std::span<const uint8_t>()> give;
+  };
+  struct TreeDown {
+    std::function<Status(std::span<const uint8_t> got)> take;
+    std::function<std::span<const uint8_t>()> give;
+  };
+  Status runTree(const char* op, const TreeUp& up, const TreeDown& down, Deadline deadline);
   std::string describe(int rank) const;
   void closeMailboxes();
+  // A timeout while this process could not accept connections says so.
+  Status withAcceptTrouble(Status st) const;
 
   std::shared_ptr<ControlMesh> mesh_;
   const uint32_t channel_;

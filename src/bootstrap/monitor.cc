@@ -1,10 +1,13 @@
-// The monitor thread of a ControlMesh: reads every peer's control
-// connection and hands each frame to its channel's inbox (or keeps it until
-// that channel is attached); a closed connection goes to every inbox.
+// The monitor thread of a ControlMesh: accepts peers' connections, reads
+// every one and hands each frame to its channel's inbox (or keeps it until
+// that channel is attached); a lost rank goes to every inbox, and a death on
+// to every connected rank.
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "base/log.h"
@@ -26,50 +29,198 @@ void WakeFd::signal() const {
   (void)n;  // a full counter already wakes the poll
 }
 
+namespace {
+
+// Unidentified connections the control listener holds at once.
+constexpr size_t kMaxPendingConnections = 1024;
+// How long passing on a death may take per connection.
+constexpr double kLostNoticeSeconds = 2.0;
+// How long the listener rests after accept() failed (e.g. out of descriptors).
+constexpr double kAcceptPauseSeconds = 0.1;
+
+}  // namespace
+
 void ControlMesh::monitorLoop() {
   std::vector<pollfd> fds;
-  std::vector<int> who;
+  struct Source {
+    int peer;  // -1: the listener, -2: a pending connection
+    int slot;  // the peer's slot, or the pending connection's index
+  };
+  std::vector<Source> who;
   while (!stopRequested_.load()) {
     fds.assign(1, pollfd{wake_.fd(), POLLIN, 0});
-    who.assign(1, -1);
-    for (int p = 0; p < size(); ++p) {
-      const auto& peer = peers_[static_cast<size_t>(p)];
-      if (peer && peer->polling) {
-        fds.push_back({peer->sock.fd(), POLLIN, 0});
-        who.push_back(p);
+    who.assign(1, Source{-3, 0});
+    int waitMs = 1000;  // the timeout only re-checks the stop flag
+    if (listener_.valid() && acceptPause_.expired()) {
+      fds.push_back({listener_.fd(), POLLIN, 0});
+      who.push_back({-1, 0});
+    } else if (listener_.valid()) {
+      waitMs = std::min(waitMs, std::max(1, acceptPause_.remainingMs()));
+    }
+    for (size_t i = 0; i < pending_.size(); ++i) {
+      fds.push_back({pending_[i].sock.fd(), POLLIN, 0});
+      who.push_back({-2, static_cast<int>(i)});
+      waitMs = std::min(waitMs, std::max(0, pending_[i].helloBy.remainingMs()));
+    }
+    {
+      std::lock_guard<std::mutex> lock(connMutex_);
+      for (int p = 0; p < size(); ++p) {
+        const auto& peer = peers_[static_cast<size_t>(p)];
+        for (int slot = 0; peer && slot < kSlots; ++slot)
+          if (peer->polling[slot]) {
+            fds.push_back({peer->socks[slot].fd(), POLLIN, 0});
+            who.push_back({p, slot});
+          }
       }
     }
-    // Woken by data, a closed peer or shutdown; the timeout only re-checks the stop flag.
-    int n = ::poll(fds.data(), fds.size(), 1000);
+    // Woken by data, a closed peer, a new connection or shutdown.
+    int n = ::poll(fds.data(), fds.size(), waitMs);
     if (n < 0) {
       if (errno == EINTR) continue;
       LANES_WARN(Bootstrap, rank_, "monitor poll failed: %s; peer failures will go unnoticed",
                  errnoText(errno).c_str());
       return;
     }
-    if (fds[0].revents) return;  // shutdown
-    for (size_t i = 1; i < fds.size() && !stopRequested_.load(); ++i)
-      if (fds[i].revents) readPeer(who[i]);
+    if (fds[0].revents) {
+      if (stopRequested_.load()) return;  // shutdown
+      uint64_t drained = 0;               // a new dialed connection to poll
+      ssize_t r = ::read(wake_.fd(), &drained, sizeof(drained));
+      (void)r;
+    }
+    bool accept = false;
+    std::vector<bool> pendingDone(pending_.size(), false);
+    for (size_t i = 1; i < fds.size() && !stopRequested_.load(); ++i) {
+      const Source& s = who[i];
+      if (s.peer == -1) {
+        accept = fds[i].revents != 0;
+      } else if (s.peer == -2) {
+        bool done = false;
+        readPending(pending_[static_cast<size_t>(s.slot)], fds[i].revents != 0, &done);
+        pendingDone[static_cast<size_t>(s.slot)] = done;
+      } else if (fds[i].revents) {
+        readPeer(s.peer, s.slot);
+      }
+    }
+    for (size_t i = pendingDone.size(); i-- > 0;)
+      if (pendingDone[i]) pending_.erase(pending_.begin() + static_cast<long>(i));
+    if (accept) acceptConnections();
   }
 }
 
-void ControlMesh::readPeer(int p) {
+void ControlMesh::acceptConnections() {
+  for (;;) {
+    Socket s;
+    Status st = listener_.accept(Deadline::after(0), &s);
+    if (st.code() == lanesTimeout) return;
+    if (!st.isOk()) {
+      // Out of descriptors or another local failure: peers that cannot
+      // connect report it, naming this rank, when they first need it.
+      LANES_WARN(Bootstrap, rank_, "could not accept a control connection: %s",
+                 st.message().c_str());
+      acceptPause_ = Deadline::after(kAcceptPauseSeconds);  // the backlog would spin the poll
+      std::lock_guard<std::mutex> lock(connMutex_);
+      acceptTrouble_ = "this rank could not accept a control connection: " + st.message();
+      return;
+    }
+    if (pending_.size() >= kMaxPendingConnections) {
+      LANES_WARN(Bootstrap, rank_, "too many unidentified control connections; dropped %s",
+                 s.peerName().c_str());
+      continue;
+    }
+    pending_.push_back(Pending{std::move(s), {}, Deadline::after(wire::kHelloTimeoutSeconds)});
+  }
+}
+
+// Reads a pending connection's hello; a rank of the mesh is answered and
+// read from then on, anyone else dropped (a silent one at its deadline).
+void ControlMesh::readPending(Pending& pending, bool readable, bool* done) {
+  bool complete = false;
+  Status st;
+  if (readable)
+    st = pending.reader.readSome(pending.sock, wire::kMaxHelloBytes, &complete);
+  else if (pending.helloBy.expired())
+    st = timeoutError("it sent no hello within " +
+                      std::to_string(static_cast<int>(wire::kHelloTimeoutSeconds)) + " s");
+  if (st.isOk() && !complete) return;
+  *done = true;
+  wire::Hello h;
+  if (st.isOk())
+    st = wire::checkMeshHello(id_, size(), pending.reader.payload(), pending.reader.header().type,
+                              &h);
+  if (st.isOk() && (h.rank < 0 || h.rank >= size() || h.rank == rank_))
+    st = invalidArgument("it claims rank " + std::to_string(h.rank) + ", which is not a peer");
+  Peer* peer = st.isOk() ? peers_[static_cast<size_t>(h.rank)].get() : nullptr;
+  if (peer) {
+    std::lock_guard<std::mutex> lock(connMutex_);
+    if (peer->socks[kAccepted].valid())
+      st = invalidArgument("rank " + std::to_string(h.rank) + " is already connected");
+  }
+  if (st.isOk()) {
+    const auto mine = wire::encodeHello(wire::meshHello(id_, size(), rank_), /*toRoot=*/false);
+    st = sendFrame(pending.sock, wire::kHello, 0, mine.data(), mine.size(), Deadline::after(1.0));
+  }
+  if (!st.isOk()) {
+    LANES_WARN(Bootstrap, rank_,
+               "dropped control connection from %s: %s (not a rank of this communicator)",
+               pending.sock.peerName().c_str(), st.message().c_str());
+    return;
+  }
+  std::lock_guard<std::mutex> lock(connMutex_);
+  peer->socks[kAccepted] = std::move(pending.sock);
+  peer->polling[kAccepted] = true;
+}
+
+void ControlMesh::readPeer(int p, int slot) {
   Peer& peer = *peers_[static_cast<size_t>(p)];
+  FrameReader& reader = peer.readers[slot];
   for (;;) {
     bool complete = false;
-    Status st = peer.reader.readSome(peer.sock, wire::kMaxDataBytes, &complete);
+    Status st = reader.readSome(peer.socks[slot], wire::kMaxDataBytes, &complete);
     if (!st.isOk()) {
-      peer.polling = false;
-      connectionLost(p, st.code() == lanesRemoteError
-                            ? "closed its control connection: the process exited or was killed"
-                            : "sent a corrupt control frame (" + st.message() +
-                                  "); this rank stopped listening to it");
+      {
+        std::lock_guard<std::mutex> lock(connMutex_);
+        peer.polling[slot] = false;
+      }
+      const bool closed = st.code() == lanesRemoteError;
+      peerLost(p,
+               closed ? "closed its control connection: the process exited or was killed"
+                      : "sent a corrupt control frame (" + st.message() +
+                            "); this rank stopped listening to it",
+               /*died=*/closed && !peer.leaving, /*heardFrom=*/p);
       return;
     }
     if (!complete) return;
-    const FrameHeader h = peer.reader.header();
-    deliver(h.channel, ControlFrame{p, h.type, h.tag, std::move(peer.reader.payload())});
-    peer.reader.reset();
+    const FrameHeader h = reader.header();
+    if (slot == kDialed && peer.awaitingHello) {
+      peer.awaitingHello = false;
+      wire::Hello hello;
+      Status ok = wire::checkMeshHello(id_, size(), reader.payload(), h.type, &hello);
+      if (ok && hello.rank != p)
+        ok = invalidArgument("the process there says it is rank " + std::to_string(hello.rank));
+      if (!ok) {
+        {
+          std::lock_guard<std::mutex> lock(connMutex_);
+          peer.polling[slot] = false;
+        }
+        ::shutdown(peer.socks[slot].fd(), SHUT_RDWR);  // this rank's sends on it fail from now on
+        LANES_WARN(Bootstrap, rank_, "control connection to %s at %s refused: %s",
+                   describe(p).c_str(), listens_[static_cast<size_t>(p)].toString().c_str(),
+                   ok.message().c_str());
+        peerLost(
+            p, "could not be reached: the process at its address is not it (" + ok.message() + ")",
+            /*died=*/false, p);
+        return;
+      }
+      reader.reset();
+      continue;
+    }
+    if (h.type == wire::kLeaving)
+      peer.leaving = true;
+    else if (h.type == wire::kLost)
+      handleLostNotice(p, reader.payload());
+    else
+      deliver(h.channel, ControlFrame{p, h.type, h.tag, std::move(reader.payload())});
+    reader.reset();
   }
 }
 
@@ -90,16 +241,47 @@ void ControlMesh::deliver(uint32_t channel, ControlFrame frame) {
   if (inbox) inbox->handleFrame(frame);
 }
 
-void ControlMesh::connectionLost(int p, const std::string& why) {
-  std::lock_guard<std::mutex> dispatching(dispatchMutex_);
-  std::vector<std::shared_ptr<ChannelInbox>> inboxes;
-  {
-    std::lock_guard<std::mutex> lock(channelsMutex_);
-    lost_[static_cast<size_t>(p)] = why;
-    for (auto& [channel, inbox] : channels_) inboxes.push_back(inbox);
+void ControlMesh::handleLostNotice(int from, const std::vector<uint8_t>& payload) {
+  int32_t dead = -1;
+  std::string why;
+  if (!wire::decodeFailureNotice(payload, size(), &dead, &why).isOk()) {
+    LANES_WARN(Bootstrap, rank_, "%s sent a malformed notice of a lost rank; ignored",
+               describe(from).c_str());
+    return;
   }
-  LANES_TRACE(Bootstrap, rank_, "%s %s", describe(p).c_str(), why.c_str());
-  for (auto& inbox : inboxes) inbox->connectionLost(p, why);
+  if (dead == rank_) {
+    LANES_WARN(Bootstrap, rank_, "%s reports that this rank's process is gone: %s",
+               describe(from).c_str(), why.c_str());
+    return;
+  }
+  peerLost(dead, why, /*died=*/true, from);
+}
+
+void ControlMesh::peerLost(int p, const std::string& why, bool died, int heardFrom) {
+  std::vector<int> tell;
+  {
+    std::lock_guard<std::mutex> dispatching(dispatchMutex_);
+    std::vector<std::shared_ptr<ChannelInbox>> inboxes;
+    {
+      std::lock_guard<std::mutex> lock(channelsMutex_);
+      if (!lost_[static_cast<size_t>(p)].empty()) return;  // known already
+      lost_[static_cast<size_t>(p)] = why;
+      for (auto& [channel, inbox] : channels_) inboxes.push_back(inbox);
+    }
+    LANES_TRACE(Bootstrap, rank_, "%s %s", describe(p).c_str(), why.c_str());
+    for (auto& inbox : inboxes) inbox->connectionLost(p, why);
+  }
+  if (!died) return;
+  for (int q = 0; q < size(); ++q)
+    if (q != rank_ && q != p && q != heardFrom && connected(q)) tell.push_back(q);
+  const auto notice = wire::encodeFailureNotice(p, why);
+  for (int q : tell) {
+    Status st = send(q, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
+                     Deadline::after(kLostNoticeSeconds));
+    if (!st.isOk())
+      LANES_TRACE(Bootstrap, rank_, "could not pass on that %s is gone: %s", describe(p).c_str(),
+                  st.message().c_str());
+  }
 }
 
 }  // namespace lanes

@@ -1,6 +1,6 @@
-// The two steps that turn a unique id into a mesh of control connections:
-// meet at the root to learn every rank's listen address, then connect every
-// pair of ranks. Internal to src/bootstrap.
+// The meeting at the root that turns a unique id into every rank's identity
+// and control listen address; connections between ranks open later, when a
+// pair first talks (ControlMesh). Internal to src/bootstrap.
 #pragma once
 
 #include <vector>
@@ -16,11 +16,5 @@ namespace lanes {
 Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadline deadline,
                 Socket* listener, std::vector<RankInfo>* ranks,
                 std::vector<SocketAddress>* listens);
-
-// Rank i connects to every j < i and accepts every j > i; both sides prove
-// they know the secret. peers[i] is the connection to rank i (self: empty).
-Status buildMesh(const UniqueIdData& id, int rank, const std::vector<RankInfo>& ranks,
-                 const std::vector<SocketAddress>& listens, const Socket& listener,
-                 Deadline deadline, std::vector<Socket>* peers);
 
 }  // namespace lanes

@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -129,6 +130,27 @@ Status decodeHello(const std::vector<uint8_t>& payload, bool toRoot, Hello* out)
   return Status::ok();
 }
 
+Hello meshHello(const UniqueIdData& id, int nranks, int rank) {
+  Hello h;
+  std::copy(id.secret, id.secret + sizeof(id.secret), h.secret);
+  h.commId = id.commId;
+  h.nranks = nranks;
+  h.rank = rank;
+  return h;
+}
+
+Status checkMeshHello(const UniqueIdData& id, int nranks, const std::vector<uint8_t>& payload,
+                      uint16_t type, Hello* h) {
+  if (type != kHello)
+    return invalidArgument("its first frame was of type " + std::to_string(type) + ", not a hello");
+  LANES_RETURN_IF_ERROR(decodeHello(payload, /*toRoot=*/false, h));
+  if (!constantTimeEqual(h->secret, id.secret, sizeof(id.secret)))
+    return invalidArgument("it presented the wrong secret");
+  if (h->commId != id.commId || h->nranks != nranks)
+    return invalidArgument("it belongs to another communicator");
+  return Status::ok();
+}
+
 std::vector<uint8_t> encodeError(const Status& s) {
   Writer w;
   w.put<int32_t>(s.code());
@@ -179,6 +201,12 @@ size_t maxTableBytes(int nranks) {
   // Per rank: RankInfo (4+8+4+4+hostname) and an address (1+2+16).
   constexpr size_t kEntry = 20 + sizeof(RankInfo::hostname) + 19;
   return sizeof(int32_t) + static_cast<size_t>(nranks > 0 ? nranks : 0) * kEntry;
+}
+
+std::vector<uint8_t> encodeRank(int32_t rank) {
+  Writer w;
+  w.put<int32_t>(rank);
+  return std::move(w.data());
 }
 
 std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why) {

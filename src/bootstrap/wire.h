@@ -22,6 +22,8 @@ enum FrameType : uint16_t {
   kGoodbye = 7,        // mesh: the sender is leaving normally; its EOF is no failure
   kProgressQuery = 8,  // mesh: "what are you running?" (tag: query id)
   kProgressReply = 9,  // mesh: the answer, an encoded ProgressReport (tag: query id)
+  kLeaving = 10,       // mesh, any channel: the process closes this connection on purpose
+  kLost = 11,          // mesh, any channel: a failure notice for mesh rank X, passed on
 };
 
 // A silent or slow stranger is dropped after this long.
@@ -83,6 +85,11 @@ struct Hello {
 };
 std::vector<uint8_t> encodeHello(const Hello& h, bool toRoot);
 Status decodeHello(const std::vector<uint8_t>& payload, bool toRoot, Hello* out);
+// The hello on a control connection between two ranks of a mesh.
+Hello meshHello(const UniqueIdData& id, int nranks, int rank);
+// Checks a mesh hello; an error says why the connection is refused.
+Status checkMeshHello(const UniqueIdData& id, int nranks, const std::vector<uint8_t>& payload,
+                      uint16_t type, Hello* h);
 
 std::vector<uint8_t> encodeError(const Status& s);
 Status decodeError(const std::vector<uint8_t>& payload);
@@ -95,6 +102,9 @@ Status decodeTable(const std::vector<uint8_t>& payload, int nranks, std::vector<
                    std::vector<SocketAddress>* listens);
 // Largest table for `nranks` ranks (the receive limit).
 size_t maxTableBytes(int nranks);
+
+// A goodbye's payload: the channel rank that leaves.
+std::vector<uint8_t> encodeRank(int32_t rank);
 
 // A failure notice on the mesh: "rank `dead` failed: why".
 std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why);

@@ -25,6 +25,8 @@
 #include "base/log.h"
 #include "base/socket.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/control_mesh.h"
+#include "bootstrap/mesh_channel.h"
 #include "bootstrap/rendezvous.h"
 #include "bootstrap/wire.h"
 #include "tests/multi/harness.h"
@@ -225,8 +227,9 @@ TEST(BootstrapSecurity, RootDropsSilentConnectionAndServesRanksAfter) {
   expectAllExitedZero(ranks.wait());
 }
 
-// Ranks in threads, driven through joinRoot/buildMesh so the test knows every
-// rank's control listener and can attack it between the two steps.
+// Ranks in threads, driven through joinRoot and a ControlMesh so the test
+// knows every rank's control listener and can attack it before the ranks
+// first talk (which is when their connections open).
 TEST(BootstrapSecurity, ControlListenerDropsStrangers) {
   constexpr int kRanks = 3;
   LogCapture log;
@@ -236,11 +239,14 @@ TEST(BootstrapSecurity, ControlListenerDropsStrangers) {
   ASSERT_TRUE(decodeUniqueId(uid, &id).isOk());
 
   struct Rank {
+    RankInfo self;
     Socket listener;
     std::vector<RankInfo> infos;
     std::vector<SocketAddress> listens;
-    std::vector<Socket> peers;
-    Status joined, meshed, talked;
+    std::shared_ptr<ControlMesh> mesh;
+    std::unique_ptr<Bootstrap> bootstrap;
+    Status joined, opened, talked;
+    std::vector<int> gathered;
   };
   std::vector<Rank> ranks(kRanks);
   std::latch joined(kRanks + 1), attacked(1);
@@ -250,30 +256,41 @@ TEST(BootstrapSecurity, ControlListenerDropsStrangers) {
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
       Rank& me = ranks[static_cast<size_t>(r)];
-      RankInfo self;
-      self.rank = r;
-      self.pid = ::getpid();
-      std::snprintf(self.hostname, sizeof(self.hostname), "thread%d", r);
+      me.self.rank = r;
+      me.self.pid = ::getpid();
+      std::snprintf(me.self.hostname, sizeof(me.self.hostname), "thread%d", r);
       const Deadline deadline = Deadline::after(60);
-      me.joined = joinRoot(id, kRanks, self, deadline, &me.listener, &me.infos, &me.listens);
+      me.joined = joinRoot(id, kRanks, me.self, deadline, &me.listener, &me.infos, &me.listens);
+      if (me.joined.isOk()) {
+        me.mesh =
+            std::make_shared<ControlMesh>(id, r, me.infos, me.listens, std::move(me.listener));
+        me.joined = me.mesh->start();
+      }
       joined.count_down();
       attacked.wait();
       if (!allJoined) return;
-      me.meshed = buildMesh(id, r, me.infos, me.listens, me.listener, deadline, &me.peers);
-      if (!me.meshed.isOk()) return;
-      // Every pair of control connections carries a frame both ways.
-      const uint32_t mine = 1000u + static_cast<uint32_t>(r);
-      for (int p = 0; p < kRanks && me.talked.isOk(); ++p)
-        if (p != r) me.talked = sendFrame(me.peers[p], wire::kData, mine, &mine, 4, deadline);
+      std::vector<int> everyone{0, 1, 2};
+      me.opened =
+          MeshChannel::open(me.mesh, kRootChannel, everyone, me.self, deadline, &me.bootstrap);
+      if (!me.opened.isOk()) return;
+      // Every pair talks, so every pair's connection opens past the strangers.
+      me.gathered.assign(kRanks, -1);
+      me.gathered[static_cast<size_t>(r)] = 100 + r;
+      me.talked = me.bootstrap->allGather(me.gathered.data(), sizeof(int), deadline);
+      for (int p = 0; p < kRanks && me.talked.isOk(); ++p) {
+        const uint32_t mine = 1000u + static_cast<uint32_t>(r);
+        if (p != r) me.talked = me.bootstrap->send(p, 7, &mine, 4);
+      }
       for (int p = 0; p < kRanks && me.talked.isOk(); ++p) {
         if (p == r) continue;
-        uint16_t type = 0;
-        uint32_t tag = 0;
-        std::vector<uint8_t> payload;
-        me.talked = recvFrame(me.peers[p], &type, &tag, &payload, 64, deadline);
-        if (me.talked.isOk() && (type != wire::kData || tag != 1000u + static_cast<uint32_t>(p)))
-          me.talked = internalError("wrong frame from rank " + std::to_string(p));
+        std::vector<uint8_t> got;
+        me.talked = me.bootstrap->recv(p, 7, &got, deadline);
+        uint32_t v = 0;
+        if (me.talked.isOk() && got.size() == 4) std::memcpy(&v, got.data(), 4);
+        if (me.talked.isOk() && v != 1000u + static_cast<uint32_t>(p))
+          me.talked = internalError("wrong message from rank " + std::to_string(p));
       }
+      if (me.talked.isOk()) me.talked = me.bootstrap->barrier(deadline);
     });
   }
   joined.count_down();
@@ -282,35 +299,96 @@ TEST(BootstrapSecurity, ControlListenerDropsStrangers) {
     EXPECT_TRUE(r.joined.isOk()) << r.joined.message();
     if (!r.joined.isOk()) allJoined = false;
   }
-  // Ranks 0 and 1 accept from higher ranks; the wrong-secret hello claims rank r+1's slot.
+  // Every rank's listener gets the strangers; the wrong-secret hello claims a real rank.
   std::vector<Stranger> strangers, silent;
-  for (int r = 0; allJoined && r < kRanks - 1; ++r) {
+  for (int r = 0; allJoined && r < kRanks; ++r) {
     const SocketAddress& at = ranks[0].listens[static_cast<size_t>(r)];
-    for (auto& s : openStrangers(at, id, kRanks, r + 1, /*toRoot=*/false))
+    for (auto& s : openStrangers(at, id, kRanks, (r + 1) % kRanks, /*toRoot=*/false))
       strangers.push_back(std::move(s));
     silent.push_back(Stranger::open("silent", at, {}));
   }
   const auto attackedAt = Clock::now();
   attacked.count_down();
   for (auto& t : threads) t.join();
-  const double meshSeconds = std::chrono::duration<double>(Clock::now() - attackedAt).count();
+  const double talkSeconds = std::chrono::duration<double>(Clock::now() - attackedAt).count();
   if (!allJoined) return;
 
   for (int r = 0; r < kRanks; ++r) {
     const Rank& me = ranks[static_cast<size_t>(r)];
-    EXPECT_TRUE(me.meshed.isOk()) << "rank " << r << ": " << me.meshed.message();
+    EXPECT_TRUE(me.opened.isOk()) << "rank " << r << ": " << me.opened.message();
     EXPECT_TRUE(me.talked.isOk()) << "rank " << r << ": " << me.talked.message();
+    EXPECT_EQ(me.gathered, (std::vector<int>{100, 101, 102})) << "rank " << r;
   }
-  // Silent strangers sat in the backlog ahead of the real ranks: the mesh must
-  // not have waited out their hello deadline (each would cost that long).
-  EXPECT_LT(meshSeconds, wire::kHelloTimeoutSeconds) << "the mesh waited for a silent stranger";
-  for (auto& s : silent) EXPECT_TRUE(s.closedWithin(10)) << "a silent stranger was kept open";
+  // Silent strangers sat in the backlog ahead of the real ranks: the ranks
+  // must not have waited out their hello deadline (each would cost that long).
+  EXPECT_LT(talkSeconds, wire::kHelloTimeoutSeconds) << "the mesh waited for a silent stranger";
+  for (auto& s : silent)
+    EXPECT_TRUE(s.closedWithin(wire::kHelloTimeoutSeconds + 10)) << "a silent stranger was kept";
   for (auto& s : strangers) EXPECT_TRUE(s.closedWithin(10)) << s.kind << " was not dropped";
   EXPECT_GE(log.count("dropped control connection from"), static_cast<int>(strangers.size()))
       << log.text();
   for (const char* why : {"bad magic", "protocol version 99", "announcing 1099511627776 bytes",
                           "wrong secret", "not a hello"})
     EXPECT_NE(log.text().find(why), std::string::npos) << "no drop logged for: " << why;
+  for (Rank& r : ranks) r.bootstrap.reset();
+}
+
+// A rank opens its control connections without waiting for the answer, so
+// the answering hello is checked when it comes: a process at a rank's
+// address that is not that rank (another job took the port) is reported,
+// its connection dropped, and the rank's later sends fail naming it.
+TEST(BootstrapSecurity, ConnectionToAnImpostorIsDropped) {
+  LogCapture log;
+  lanesUniqueId uid;
+  ASSERT_TRUE(createUniqueIdAndRoot("127.0.0.1:0", nullptr, &uid).isOk());
+  UniqueIdData id;
+  ASSERT_TRUE(decodeUniqueId(uid, &id).isOk());
+  uint8_t wrongSecret[32];
+  std::memcpy(wrongSecret, id.secret, 32);
+  wrongSecret[0] ^= 1;
+  // The impostor listens where rank 1 would, and answers any hello with its own.
+  SocketAddress impostorAt, mine;
+  ASSERT_TRUE(SocketAddress::parse("127.0.0.1:0", &impostorAt).isOk());
+  ASSERT_TRUE(SocketAddress::parse("127.0.0.1:0", &mine).isOk());
+  Socket impostor;
+  ASSERT_TRUE(Socket::listen(&impostorAt, 4, &impostor).isOk());
+  std::thread answer([&] {
+    Socket s;
+    if (!impostor.accept(Deadline::after(30), &s).isOk()) return;
+    const auto reply = helloFrame(wrongSecret, id.commId, 2, 1, /*toRoot=*/false);
+    (void)s.sendAll(reply.data(), reply.size(), Deadline::after(10));
+    uint8_t sink[256];
+    size_t n = 0;
+    const Deadline until = Deadline::after(10);  // holds the connection open meanwhile
+    while (!until.expired() && s.tryRecv(sink, sizeof(sink), &n).isOk())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  Socket listener;
+  ASSERT_TRUE(Socket::listen(&mine, 4, &listener).isOk());
+  std::vector<RankInfo> infos(2);
+  for (int r = 0; r < 2; ++r) {
+    infos[static_cast<size_t>(r)].rank = r;
+    std::snprintf(infos[static_cast<size_t>(r)].hostname, sizeof(infos[0].hostname), "node%d", r);
+  }
+  auto mesh = std::make_shared<ControlMesh>(
+      id, 0, infos, std::vector<SocketAddress>{mine, impostorAt}, std::move(listener));
+  ASSERT_TRUE(mesh->start().isOk());
+  const uint32_t x = 1;
+  // Opening the connection and writing the first frame does not wait for the answer.
+  EXPECT_TRUE(mesh->send(1, kRootChannel, wire::kData, 1, &x, 4, Deadline::after(10)).isOk());
+  Status later;
+  for (int i = 0; i < 500; ++i) {
+    later = mesh->send(1, kRootChannel, wire::kData, 1, &x, 4, Deadline::after(10));
+    if (!later.isOk()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(later.isOk()) << "sends to the impostor kept succeeding";
+  EXPECT_FALSE(mesh->connected(1));
+  EXPECT_NE(log.text().find("control connection to rank 1 (host node1"), std::string::npos)
+      << log.text();
+  EXPECT_NE(log.text().find("wrong secret"), std::string::npos) << log.text();
+  mesh.reset();
+  answer.join();
 }
 
 // A FakeBootstrap that tells the test the TCP transport's listen addresses

@@ -21,6 +21,17 @@ int countEntries(const char* dir) {
   return n;
 }
 
+// Descriptors that are sockets (control connections and listeners).
+int countSockets() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const auto target = std::filesystem::read_symlink(e.path(), ec);
+    if (!ec && target.string().rfind("socket:", 0) == 0) ++n;
+  }
+  return n;
+}
+
 int32_t allReduceOne(lanesComm_t comm, int32_t value) {
   int32_t in = value, out = -1;
   RANK_CHECK_LANES(lanesAllReduce(&in, &out, 1, lanesInt32, lanesSum, comm, nullptr), comm);
@@ -34,6 +45,7 @@ TEST(Splits, HundredFromOneParentShareItsConnectionsAndThread) {
     CommGuard parent(initComm(rank, nranks, id));
     RANK_CHECK(allReduceOne(parent.get(), 1) == nranks, "parent all-reduce");
     const int fdsBefore = countEntries("/proc/self/fd");
+    const int socketsBefore = countSockets();
     const int threadsBefore = countEntries("/proc/self/task");
 
     std::deque<CommGuard> children;  // CommGuard does not move
@@ -73,14 +85,21 @@ TEST(Splits, HundredFromOneParentShareItsConnectionsAndThread) {
     // Only the senders of shared-memory rings keep a descriptor, one per
     // ring they made (its lock): an all-reduce of one element among 8 ranks
     // sends to at most log2(8) = 3 peers. The control connections are the
-    // parent's, and the arena's descriptor goes once every rank mapped it.
+    // parent's mesh's (a child's rounds may open a few the parent's did not
+    // need), and the arena's descriptor goes once every rank mapped it.
     RANK_CHECK(fdsAdded <= 3 * static_cast<int>(children.size()),
                "%zu communicators opened %d descriptors", children.size(), fdsAdded);
 
     children.clear();
     RANK_CHECK(allReduceOne(parent.get(), 2) == 2 * nranks, "parent after its children");
-    const int fdsLeft = countEntries("/proc/self/fd") - fdsBefore;
+    // What stays are control connections the children opened: the mesh
+    // keeps them for the parent, at most one per peer (two where both
+    // ranks of a pair connected at once) besides the listener.
+    const int socketsLeft = countSockets() - socketsBefore;
+    const int fdsLeft = countEntries("/proc/self/fd") - fdsBefore - socketsLeft;
     RANK_CHECK(fdsLeft <= 0, "%d descriptors left after destroying the splits", fdsLeft);
+    RANK_CHECK(countSockets() <= 2 * (nranks - 1) + 1, "%d sockets after destroying the splits",
+               countSockets());
   });
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -118,9 +119,9 @@ TEST_P(Rendezvous, CollectivesAndPointToPointAreCorrect) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Rendezvous, ::testing::Values(1, 2, 3, 5, 7, 16));
 
-// The all-gather and barrier take log2 N rounds through other ranks, so a
-// rank that died must still fail every rank's call at once, not only its
-// direct partners' (who would leave the rest waiting for the deadline).
+// The all-gather and barrier run through a tree of the ranks, so a rank that
+// died must still fail every rank's call at once, not only its tree
+// neighbours' (who would leave the rest waiting for the deadline).
 TEST(Bootstrap, CollectivesFailAtOnceWhenAnyRankDies) {
   const int n = 8, victim = 5;
   std::vector<Status> gathered(n), barred(n);
@@ -271,10 +272,14 @@ TEST(Bootstrap, MismatchedRankCountIsRefused) {
       << st.message();
 }
 
+// Only the victim's tree neighbours hold a connection to it; the others
+// hear of its death passed on from rank to rank.
 TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
-  const int n = 4, victim = 2;
+  const int n = 8, victim = 2;
   std::vector<FailureLog> logs(n);
   std::vector<Status> recvAfter(n);
+  std::vector<int> connectedToVictim(n, -1);
+  std::latch beforeCrash(n);
   UniqueIdData id = newRoot();
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -283,6 +288,8 @@ TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
       ASSERT_TRUE(Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b).isOk());
       b->setFailureHandler(logs[r].handler());
       ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
+      connectedToVictim[r] = dynamic_cast<MeshChannel&>(*b).mesh().connected(victim) ? 1 : 0;
+      beforeCrash.arrive_and_wait();
       if (r == victim) {
         dynamic_cast<MeshChannel&>(*b).closeAbruptlyForTest();
         return;
@@ -292,8 +299,10 @@ TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
       recvAfter[r] = b->recv(victim, 5, &got, Deadline::after(60));
     });
   for (auto& t : threads) t.join();
+  int unconnected = 0;
   for (int r = 0; r < n; ++r) {
     if (r == victim) continue;
+    unconnected += connectedToVictim[r] == 0 ? 1 : 0;
     ASSERT_EQ(logs[r].calls.size(), 1u) << "rank " << r;
     EXPECT_EQ(logs[r].calls[0].first, victim);
     const std::string& why = logs[r].calls[0].second;
@@ -301,6 +310,51 @@ TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
     EXPECT_NE(why.find("closed its control connection"), std::string::npos) << why;
     EXPECT_EQ(recvAfter[r].code(), lanesRemoteError);
     EXPECT_NE(recvAfter[r].message().find("rank 2"), std::string::npos);
+  }
+  // Rank 2's tree neighbours are 0, 5 and 6: four survivors learned it second-hand.
+  EXPECT_EQ(unconnected, n - 1 - 3);
+}
+
+// A process opens a control connection only to the ranks it talks to: the
+// tree neighbours of the bootstrap's collectives, and the peers of its own
+// sends.
+TEST(Bootstrap, ConnectionsOpenOnlyWherePairsTalk) {
+  const int n = 16;
+  std::vector<std::vector<int>> connected(n), afterSend(n);
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    std::vector<int> all(n, -1);
+    all[static_cast<size_t>(r)] = r;
+    ASSERT_TRUE(b.allGather(all.data(), sizeof(int), Deadline::after(60)).isOk());
+    for (int p = 0; p < n; ++p) EXPECT_EQ(all[static_cast<size_t>(p)], p);
+    const ControlMesh& mesh = dynamic_cast<MeshChannel&>(b).mesh();
+    for (int p = 0; p < n; ++p)
+      if (mesh.connected(p)) connected[r].push_back(p);
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    // Rank 3 and rank 12 are not tree neighbours; a send connects them.
+    int x = 7;
+    if (r == 3) {
+      ASSERT_TRUE(b.send(12, 1, &x, sizeof(x)).isOk());
+    } else if (r == 12) {
+      std::vector<uint8_t> got;
+      ASSERT_TRUE(b.recv(3, 1, &got, Deadline::after(60)).isOk());
+    }
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    for (int p = 0; p < n; ++p)
+      if (mesh.connected(p)) afterSend[r].push_back(p);
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+  });
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> tree;
+    if (r > 0) tree.push_back((r - 1) / 2);
+    for (int c = 2 * r + 1; c <= 2 * r + 2 && c < n; ++c) tree.push_back(c);
+    std::sort(tree.begin(), tree.end());
+    EXPECT_EQ(connected[r], tree) << "rank " << r;
+    if (r == 3 || r == 12) {
+      tree.push_back(r == 3 ? 12 : 3);
+      std::sort(tree.begin(), tree.end());
+    }
+    EXPECT_EQ(afterSend[r], tree) << "rank " << r;
   }
 }
 
