@@ -129,7 +129,6 @@ struct lanesComm {
   // Host summation of host buffers (exec/arena_sum.h): made at the first call
   // that takes it; null before, or where it could not be made.
   std::unique_ptr<lanes::SumArena> sumArena;
-  uint64_t splitSeq = 0;
   // Held while the host engine drives this communicator's connections (the
   // caller's thread for host buffers, the device proxy for device buffers).
   std::mutex engineMutex;

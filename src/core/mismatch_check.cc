@@ -9,7 +9,7 @@
 namespace lanes {
 namespace {
 
-// Bootstrap tags of the exchanges (below 2^31; split uses "SPL").
+// Bootstrap tags of the exchanges (below 2^31; shrink uses "SHK").
 constexpr uint32_t kCollCheckTag = 0x4d434b00u;  // "MCK" 0
 constexpr uint32_t kP2pCheckTag = 0x4d434b01u;   // "MCK" 1
 // Each wait is sliced so an abort of the communicator is seen promptly.

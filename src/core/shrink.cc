@@ -17,7 +17,7 @@ namespace {
 // One tag for every shrink of a communicator: only the survivors of each call
 // it, so a count per rank would drift between them; the mailbox keeps each
 // peer's messages of a tag in order, and the fingerprint catches a mismatch.
-constexpr uint32_t kShrinkTag = 0x53484b00u;  // "SHK"; split uses "SPL"
+constexpr uint32_t kShrinkTag = 0x53484b00u;  // "SHK"
 
 Status checkExcludeList(const lanesComm* comm, const int* list, int count) {
   // As NCCL: a shrink that excludes nobody is refused (lanesCommSplit copies).
@@ -90,8 +90,10 @@ Status shrink(lanesComm* comm, const int* list, int count, lanesComm_t* newcomm,
 
   const uint32_t tag = kShrinkTag;
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);
-  return initChildComm(comm, survivors, newRank, tag, fingerprint(survivors), deadline,
-                       "lanesCommShrink", options, newcomm);
+  uint32_t channel = 0;
+  LANES_RETURN_IF_ERROR(handOutChannel(comm, survivors, newRank, tag, fingerprint(survivors),
+                                       deadline, "lanesCommShrink", &channel));
+  return initChildComm(comm, survivors, newRank, channel, options, newcomm);
 }
 
 }  // namespace

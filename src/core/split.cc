@@ -1,6 +1,7 @@
 // lanesCommSplit: ranks with equal colour form a new communicator, ordered
-// by key (then by old rank). The lowest new rank of each colour takes a fresh
-// channel of the parent's control mesh and tells its members.
+// by key (then by old rank). Every rank offers a fresh channel of the
+// parent's control mesh in the all-gather of colours and keys; each colour
+// takes the offer of its lowest new rank, so nobody sends to its members.
 #include "core/split.h"
 
 #include <algorithm>
@@ -12,9 +13,9 @@
 
 namespace lanes {
 
-Status initChildComm(lanesComm* parent, const std::vector<int>& members, int me, uint32_t tag,
-                     uint64_t agreement, Deadline deadline, const std::string& what,
-                     const CommOptions& options, lanesComm_t* out) {
+Status handOutChannel(lanesComm* parent, const std::vector<int>& members, int me, uint32_t tag,
+                      uint64_t agreement, Deadline deadline, const std::string& what,
+                      uint32_t* channel) {
   struct Message {
     uint32_t channel;
     uint32_t pad;
@@ -50,8 +51,14 @@ Status initChildComm(lanesComm* parent, const std::vector<int>& members, int me,
                           " asked for different communicators (the ranks passed different "
                           "arguments)");
   }
-  return initCommWith(bootstrap.childJoin(msg.channel, members), static_cast<int>(members.size()),
-                      me, options, out);
+  *channel = msg.channel;
+  return Status::ok();
+}
+
+Status initChildComm(lanesComm* parent, const std::vector<int>& members, int me, uint32_t channel,
+                     const CommOptions& options, lanesComm_t* out) {
+  return initCommWith(parent->bootstrap->childJoin(channel, members),
+                      static_cast<int>(members.size()), me, options, out);
 }
 
 }  // namespace lanes
@@ -59,12 +66,11 @@ Status initChildComm(lanesComm* parent, const std::vector<int>& members, int me,
 using namespace lanes;
 
 namespace {
-constexpr uint32_t kSplitTagBase = 0x53504c00u;  // "SPL" + sequence
-
 struct SplitEntry {
   int32_t color;
   int32_t key;
   int32_t rank;
+  uint32_t channel;  // offered; kRootChannel when this rank could not make one
 };
 
 Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesConfig_t* config) {
@@ -79,10 +85,14 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
   CommOptions options = comm->options;
   if (config != nullptr) LANES_RETURN_IF_ERROR(parseConfig(config, &options));
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);
+  uint32_t offer = 0;
+  // A failure here is reported after the all-gather, which every rank must join.
+  Status offered =
+      color == LANES_SPLIT_NOCOLOR ? Status::ok() : comm->bootstrap->newChannel(&offer);
   std::vector<SplitEntry> all(comm->nranks);
-  all[comm->rank] = {color, key, comm->rank};
+  all[comm->rank] = {color, key, comm->rank, offered ? offer : 0};
   LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(all.data(), sizeof(SplitEntry), deadline));
-  uint32_t tag = kSplitTagBase + static_cast<uint32_t>(comm->splitSeq++ & 0xff);
+  if (!offered) return Status(offered.code(), "lanesCommSplit: " + offered.message());
   if (color == LANES_SPLIT_NOCOLOR) return Status::ok();
 
   std::vector<SplitEntry> entries;
@@ -96,8 +106,12 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
   const int newRank =
       static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
 
-  return initChildComm(comm, members, newRank, tag, static_cast<uint64_t>(color), deadline,
-                       "lanesCommSplit", options, newcomm);
+  const SplitEntry& first = entries.front();
+  if (first.channel == 0)
+    return remoteError("lanesCommSplit: rank " + std::to_string(first.rank) +
+                       ", the new communicator's rank 0, could not make its control channel "
+                       "(its own error says why)");
+  return initChildComm(comm, members, newRank, first.channel, options, newcomm);
 }
 
 }  // namespace
