@@ -14,8 +14,8 @@ bin=${BIN:-$root/build/release/bin}
 }
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(8 16 32 64 128 256)
-# Every rank holds a control connection to every other: 256 ranks need more
-# than the usual 1024 descriptors.
+# Simulated hosts (LANES_HOSTID) connect every remote rank over TCP, and the
+# all-to-all every shared-memory peer: more than the usual 1024 descriptors.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 for n in "${sizes[@]}"; do
   t0=$(date +%s.%N)
