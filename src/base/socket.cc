@@ -215,7 +215,8 @@ Status Socket::listen(SocketAddress* address, int backlog, Socket* out) {
   return Status::ok();
 }
 
-Status Socket::connect(const SocketAddress& address, Deadline deadline, Socket* out) {
+Status Socket::connect(const SocketAddress& address, Deadline deadline, Socket* out,
+                       bool retryRefused) {
   // Ranks may start before the listener: a refused connection is retried
   // until the deadline, with a growing pause.
   int pauseMs = 5;
@@ -244,14 +245,17 @@ Status Socket::connect(const SocketAddress& address, Deadline deadline, Socket* 
       return Status::ok();
     }
     lastErr = err;
-    bool retry = err == ECONNREFUSED || err == ECONNRESET || err == EAGAIN || err == ENETUNREACH ||
-                 err == EHOSTUNREACH;
+    bool retry = (err == ECONNREFUSED && retryRefused) || err == ECONNRESET || err == EAGAIN ||
+                 err == ENETUNREACH || err == EHOSTUNREACH;
     if (!retry || deadline.expired()) break;
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::min(pauseMs, std::max(1, deadline.remainingMs()))));
     pauseMs = std::min(pauseMs * 2, 200);
     if (deadline.expired()) break;
   }
+  if (lastErr == ECONNREFUSED && !retryRefused)
+    return remoteError("connection to " + address.toString() + " refused (" + errnoText(lastErr) +
+                       "): the process that listened there is gone");
   if (lastErr == ETIMEDOUT || lastErr == ECONNREFUSED)
     return timeoutError("could not connect to " + address.toString() + " before the deadline (" +
                         errnoText(lastErr) +

@@ -70,7 +70,11 @@ class Socket {
   // Listens on `address`; address gets the real port. Port 0 picks a free
   // one: the first free port of LANES_PORT_RANGE when set, else any.
   static Status listen(SocketAddress* address, int backlog, Socket* out);
-  static Status connect(const SocketAddress& address, Deadline deadline, Socket* out);
+  // A refused connection is retried until the deadline (ranks may start
+  // before the listener) unless `retryRefused` is false: a listener that is
+  // known to be up refuses only once its process is gone.
+  static Status connect(const SocketAddress& address, Deadline deadline, Socket* out,
+                        bool retryRefused = true);
   Status accept(Deadline deadline, Socket* out, SocketAddress* peer = nullptr) const;
 
   // Whole-buffer I/O bounded by the deadline. A closed peer is a RemoteError

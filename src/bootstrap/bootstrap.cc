@@ -55,8 +55,8 @@ Status Bootstrap::create(const UniqueIdData& id, int nranks, const RankInfo& sel
   std::unique_ptr<Bootstrap> root;
   LANES_RETURN_IF_ERROR(
       MeshChannel::open(std::move(mesh), kRootChannel, std::move(everyone), self, deadline, &root));
-  // Its rounds connect every rank to log2 N others, the ring among them, so
-  // a death is seen and passed on even before the ranks' first exchange.
+  // It connects every rank to its tree neighbours, so a death is seen and
+  // passed on even before the ranks' first exchange.
   st = root->barrier(deadline);
   if (!st.isOk()) return nameBootstrapExpiry(st, budget);
   *out = std::move(root);

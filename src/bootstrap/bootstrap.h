@@ -106,19 +106,23 @@ class Bootstrap {
                                                           Deadline /*deadline*/) {
     return std::vector<std::vector<uint8_t>>(peers.size());
   }
+  // How a rank joins a communicator's bootstrap: Bootstrap::create for one
+  // made from a unique id, childJoin for one made from some of this one's
+  // ranks. It may run later, on another thread (non-blocking init).
+  using Join = std::function<Status(const RankInfo& self, Deadline deadline,
+                                    std::unique_ptr<Bootstrap>* out)>;
   // Communicators made from some of this one's ranks (lanesCommSplit,
   // lanesCommShrink) talk over the same control connections on a channel of
-  // their own. The child's first rank calls newChannel and hands the number
-  // to the other members over this bootstrap; each member then runs the
-  // join that childJoin returns, with `members` (this communicator's ranks
-  // in the child's rank order) alike everywhere. The join may run later, on
-  // another thread, after this bootstrap is gone: it holds the connections.
-  using ChildJoin = std::function<Status(const RankInfo& self, Deadline deadline,
-                                         std::unique_ptr<Bootstrap>* out)>;
+  // their own: a number from newChannel that the members agree on over this
+  // bootstrap (split: in its all-gather; shrink: sent by the first
+  // survivor). Each member then runs the join that childJoin returns, with
+  // `members` (this communicator's ranks in the child's rank order) alike
+  // everywhere. The join holds the connections, so it may run after this
+  // bootstrap is gone.
   virtual Status newChannel(uint32_t* /*channel*/) {
     return invalidUsage("this bootstrap cannot make communicators from its ranks");
   }
-  virtual ChildJoin childJoin(uint32_t /*channel*/, const std::vector<int>& /*members*/) {
+  virtual Join childJoin(uint32_t /*channel*/, const std::vector<int>& /*members*/) {
     return [](const RankInfo&, Deadline, std::unique_ptr<Bootstrap>*) {
       return invalidUsage("this bootstrap cannot make communicators from its ranks");
     };

@@ -109,22 +109,26 @@ void ChannelInbox::handleFailureNotice(int p, const std::vector<uint8_t>& payloa
 }
 
 void ChannelInbox::handleGoodbye(int p, const std::vector<uint8_t>& payload) {
-  int32_t leaver = p;
+  int32_t leaver = -1;
+  std::string told;
   wire::Reader r(payload);
-  if (!payload.empty() &&
-      (!r.get(&leaver) || leaver < 0 || leaver >= static_cast<int>(members_.size()))) {
+  if (!r.get(&leaver) || !r.str(&told, members_.size() / 8 + 1) || leaver < 0 ||
+      leaver >= static_cast<int>(members_.size())) {
     LANES_WARN(Bootstrap, rank_, "%s sent a malformed goodbye; ignored", describe(p).c_str());
     return;
   }
   if (leaver == rank_) return;
-  // A rank connected to the leaver takes only the leaver's own goodbye: it
-  // follows the leaver's last frames on that connection, which one passed on
-  // by another rank could overtake.
-  if ((leaver == p || !mesh_->connected(meshRank(leaver))) && !mailbox_.isLeft(leaver)) {
+  // A member the leaver told itself takes only that goodbye: it follows the
+  // leaver's last frames on their connection, which one passed on by
+  // another rank could overtake.
+  const size_t bit = static_cast<size_t>(rank_);
+  const bool toldDirectly =
+      bit / 8 < told.size() && (static_cast<uint8_t>(told[bit / 8]) >> (bit % 8)) & 1;
+  if ((leaver == p || !toldDirectly) && !mailbox_.isLeft(leaver)) {
     mailbox_.markLeft(leaver);
     LANES_INFO(Bootstrap, rank_, "%s left the communicator", describe(leaver).c_str());
   }
-  passOn(wire::kGoodbye, leaver, payload.empty() ? wire::encodeRank(leaver) : payload, p);
+  passOn(wire::kGoodbye, leaver, payload, p);
 }
 
 bool ChannelInbox::notifiesDirectly(int peer) const {

@@ -4,6 +4,8 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
+#include <cstdio>
 #include <limits>
 
 #include "base/log.h"
@@ -19,7 +21,8 @@ ControlMesh::ControlMesh(const UniqueIdData& id, int rank, std::vector<RankInfo>
       ranks_(std::move(ranks)),
       listens_(std::move(listens)),
       listener_(std::move(listener)),
-      lost_(ranks_.size()) {
+      lost_(ranks_.size()),
+      died_(ranks_.size(), false) {
   for (size_t i = 0; i < ranks_.size(); ++i)
     peers_.push_back(static_cast<int>(i) == rank_ ? nullptr : std::make_unique<Peer>());
 }
@@ -63,9 +66,10 @@ Status ControlMesh::attach(uint32_t channel, const std::shared_ptr<ChannelInbox>
     for (ControlFrame& f : early->second) inbox->handleFrame(f);
     early_.erase(early);
   }
-  for (int m : inbox->members())
-    if (!lost_[static_cast<size_t>(m)].empty())
-      inbox->connectionLost(m, lost_[static_cast<size_t>(m)]);
+  for (int m : inbox->members()) {
+    const std::string lost = lostReason(m);
+    if (!lost.empty()) inbox->connectionLost(m, lost);
+  }
   return Status::ok();
 }
 
@@ -85,36 +89,41 @@ void ControlMesh::detach(uint32_t channel) {
 Status ControlMesh::send(int peer, uint32_t channel, uint16_t type, uint32_t tag, const void* data,
                          size_t bytes, Deadline deadline, bool mayConnect) {
   Peer& p = *peers_[static_cast<size_t>(peer)];
-  std::lock_guard<std::mutex> lock(p.writeMutex);
+  std::unique_lock<std::timed_mutex> lock(p.writeMutex, std::defer_lock);
+  if ((mayConnect && !onMonitorThread()) || deadline.at() == Clock::time_point::max())
+    lock.lock();  // the writer before may be connecting: bounded by its own deadline
+  else if (!lock.try_lock_until(deadline.at()))
+    return timeoutError("the control connection stayed busy until the deadline");
   int slot = -1;
   LANES_RETURN_IF_ERROR(writeSlot(peer, p, deadline, mayConnect, &slot));
   return sendFrame(p.socks[slot], type, tag, data, bytes, deadline, channel);
 }
 
+std::string ControlMesh::lostReason(int peer) const {
+  std::lock_guard<std::mutex> lock(lostMutex_);
+  return lost_[static_cast<size_t>(peer)];
+}
+
 Status ControlMesh::writeSlot(int peer, Peer& p, Deadline deadline, bool mayConnect, int* slot) {
+  const std::string lost = lostReason(peer);
+  if (!lost.empty()) return remoteError(lost);
+  {
+    std::lock_guard<std::mutex> lock(connMutex_);
+    if (stopped_) return invalidUsage("this process already closed its control connections");
+    // A connection the monitor stopped reading is closed or broken: never
+    // written to again.
+    if (p.write >= 0 && !p.polling[p.write]) p.write = -1;
+    if (p.write < 0 && p.polling[kAccepted]) p.write = kAccepted;
+    if (p.write < 0 && p.polling[kDialed]) p.write = kDialed;
+  }
   if (p.write < 0) {
-    {
-      std::lock_guard<std::mutex> lock(connMutex_);
-      if (stopped_) return invalidUsage("this process already closed its control connections");
-      if (p.socks[kAccepted].valid()) p.write = kAccepted;
-    }
-    if (p.write < 0) {
-      // The monitor never waits for a connect (a host that does not answer
-      // would hold up every frame of this process).
-      if (!mayConnect || onMonitorThread())
-        return remoteError("no control connection is open to it");
-      {
-        std::lock_guard<std::mutex> lock(channelsMutex_);
-        const std::string& lost = lost_[static_cast<size_t>(peer)];
-        if (!lost.empty()) return remoteError(lost);
-      }
-      LANES_RETURN_IF_ERROR(dial(peer, p, deadline));
-      p.write = kDialed;
-    }
+    // The monitor never waits for a connect (a host that does not answer
+    // would hold up every frame of this process).
+    if (!mayConnect || onMonitorThread()) return remoteError("no control connection is open to it");
+    LANES_RETURN_IF_ERROR(dial(peer, p, deadline));
+    p.write = kDialed;
   }
   *slot = p.write;
-  if (!p.socks[*slot].valid())
-    return invalidUsage("this process already closed its control connections");
   return Status::ok();
 }
 
@@ -122,7 +131,9 @@ Status ControlMesh::dial(int peer, Peer& p, Deadline deadline) {
   const SocketAddress& at = listens_[static_cast<size_t>(peer)];
   const auto mine = wire::encodeHello(wire::meshHello(id_, size(), rank_), /*toRoot=*/false);
   Socket s;
-  Status st = Socket::connect(at, deadline, &s);
+  // The peer listened before the ranks met and listens while its mesh
+  // lives: a refusal means its process is gone.
+  Status st = Socket::connect(at, deadline, &s, /*retryRefused=*/false);
   if (st) st = sendFrame(s, wire::kHello, 0, mine.data(), mine.size(), deadline);
   if (!st)
     return Status(
@@ -131,11 +142,13 @@ Status ControlMesh::dial(int peer, Peer& p, Deadline deadline) {
   {
     std::lock_guard<std::mutex> lock(connMutex_);
     if (stopped_) return invalidUsage("this process already closed its control connections");
+    // Replaces a dialed connection the monitor no longer reads, if any.
     p.socks[kDialed] = std::move(s);
     // Frames may follow the hello at once: the monitor checks the peer's
     // answering hello when it comes, so no sender waits for another
     // process's monitor (which may be stopped, or waiting on this one).
     p.awaitingHello = true;
+    p.dialedAt = Clock::now();
     p.polling[kDialed] = true;
   }
   wake_.signal();  // the monitor reads it from now on
@@ -149,9 +162,22 @@ bool ControlMesh::connected(int peer) const {
   return p.polling[kDialed] || p.polling[kAccepted];
 }
 
-std::string ControlMesh::acceptTrouble() const {
+std::string ControlMesh::trouble() const {
   std::lock_guard<std::mutex> lock(connMutex_);
-  return acceptTrouble_;
+  std::string out = acceptTrouble_;
+  const auto now = Clock::now();
+  for (int q = 0; q < size(); ++q) {
+    const auto& p = peers_[static_cast<size_t>(q)];
+    if (!p || !p->awaitingHello || !p->polling[kDialed]) continue;
+    const double waited = std::chrono::duration<double>(now - p->dialedAt).count();
+    if (waited < 1.0) continue;
+    char s[64];
+    std::snprintf(s, sizeof(s), " %.0f s ago", waited);
+    out += std::string(out.empty() ? "" : "; ") + "the control connection this rank opened to " +
+           describe(q) + " at " + listens_[static_cast<size_t>(q)].toString() + s +
+           " has had no answer (is that process stopped, or out of descriptors?)";
+  }
+  return out;
 }
 
 int ControlMesh::connectedPeers() const {
@@ -176,7 +202,7 @@ void ControlMesh::stop(bool graceful) {
   listener_.reset();
   for (auto& peer : peers_) {
     if (!peer) continue;
-    std::lock_guard<std::mutex> wl(peer->writeMutex);
+    std::lock_guard<std::timed_mutex> wl(peer->writeMutex);
     for (int slot = 0; slot < kSlots; ++slot) {
       Socket& sock = peer->socks[slot];
       if (!sock.valid()) continue;

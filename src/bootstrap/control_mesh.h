@@ -95,10 +95,10 @@ class ControlMesh {
   bool connected(int peer) const;
   // Control connections open now (counted once per pair).
   int connectedPeers() const;
-  // Why the monitor last failed to accept a connection ("" if it never
-  // did): a wait that timed out adds it, since the peers' frames are then
-  // stuck unread.
-  std::string acceptTrouble() const;
+  // What this process's connections are stuck on ("" if nothing): the
+  // monitor could not accept (out of descriptors), or a connection this
+  // rank opened got no answering hello. A wait that timed out adds it.
+  std::string trouble() const;
   bool onMonitorThread() const { return std::this_thread::get_id() == monitor_.get_id(); }
   // Test hook: drops every connection without a goodbye, as a crashed
   // process would.
@@ -106,20 +106,24 @@ class ControlMesh {
 
  private:
   // A pair may hold two connections, when both ranks connected at once; each
-  // side writes on one (chosen at its first send, never changed), so frames
-  // stay in order, and the monitor reads both.
+  // side writes on one (chosen at its first send, kept while it is open), so
+  // frames stay in order, and the monitor reads both. The pair is lost when
+  // its last connection closes.
   enum Slot { kDialed = 0, kAccepted = 1, kSlots = 2 };
   struct Peer {
-    std::mutex writeMutex;  // one writer at a time: callers and the monitor
-    int write = -1;         // the slot this side writes on; under writeMutex
-    // Set once under connMutex_ and then kept until stop().
+    // One writer at a time: callers and the monitor. Timed, so the monitor
+    // never waits long behind a caller that is connecting.
+    std::timed_mutex writeMutex;
+    int write = -1;  // the slot this side writes on; under writeMutex
+    // Assigned under connMutex_ (and only where polling is false).
     Socket socks[kSlots];
     bool polling[kSlots] = {false, false};  // under connMutex_
-    FrameReader readers[kSlots];            // monitor thread only
-    bool leaving = false;                   // monitor thread only
-    // The dialed connection's first frame is still to come: the peer's
-    // hello. Set under connMutex_, then the monitor's.
+    // The dialed connection's first frame, the peer's answering hello, is
+    // still to come; since when. Under connMutex_.
     bool awaitingHello = false;
+    Clock::time_point dialedAt{};
+    FrameReader readers[kSlots];  // monitor thread only
+    bool leaving = false;         // monitor thread only
   };
   // An accepted connection whose hello has not arrived yet.
   struct Pending {
@@ -144,6 +148,10 @@ class ControlMesh {
   // passed on to every connected rank but `heardFrom`.
   void peerLost(int peer, const std::string& why, bool died, int heardFrom);
   void handleLostNotice(int from, const std::vector<uint8_t>& payload);
+  // A new connection to `peer` hears of every death this rank knows, so a
+  // rank cut off from where one was seen still learns of it.
+  void tellDeaths(int peer);
+  std::string lostReason(int peer) const;
   std::string describe(int rank) const;
   void stop(bool graceful);
 
@@ -165,7 +173,11 @@ class ControlMesh {
   std::map<uint32_t, std::shared_ptr<ChannelInbox>> channels_;
   std::map<uint32_t, std::vector<ControlFrame>> early_;  // for channels not attached yet
   std::set<uint32_t> detached_;
-  std::vector<std::string> lost_;  // by mesh rank: why it is gone ("" while it is not)
+  // By mesh rank: why it is gone ("" while it is not), and whether it died
+  // (rather than left). A leaf lock: taken under any other.
+  mutable std::mutex lostMutex_;
+  std::vector<std::string> lost_;
+  std::vector<bool> died_;
   std::atomic<uint32_t> channelsMade_{0};
 
   WakeFd wake_;

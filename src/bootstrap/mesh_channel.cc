@@ -70,9 +70,9 @@ Status MeshChannel::open(std::shared_ptr<ControlMesh> mesh, uint32_t channel,
 
 MeshChannel::~MeshChannel() { shutdown(); }
 
-Status MeshChannel::withAcceptTrouble(Status st) const {
+Status MeshChannel::withMeshTrouble(Status st) const {
   if (st.code() != lanesTimeout) return st;
-  const std::string trouble = mesh_->acceptTrouble();
+  const std::string trouble = mesh_->trouble();
   if (trouble.empty()) return st;
   return Status(st.code(), st.message() + "; " + trouble);
 }
@@ -119,8 +119,8 @@ Status MeshChannel::recv(int peer, uint32_t tag, std::vector<uint8_t>* data, Dea
   if (peer < 0 || peer >= nranks())
     return invalidArgument("bootstrap recv from rank " + std::to_string(peer) +
                            ", which is outside 0.." + std::to_string(nranks() - 1));
-  return withAcceptTrouble(inbox_->mailbox().pop(peer, tag, data, deadline,
-                                                 "the message with tag " + std::to_string(tag)));
+  return withMeshTrouble(inbox_->mailbox().pop(peer, tag, data, deadline,
+                                               "the message with tag " + std::to_string(tag)));
 }
 
 uint32_t MeshChannel::nextCollectiveTag(std::string* what, const char* op) {
@@ -150,8 +150,10 @@ Status MeshChannel::runTree(const char* op, const TreeUp& up, const TreeDown& do
   const int parent = treeParent(rank_);
   const std::vector<int> children = treeChildren(rank_, n);
   bool sentUp = false;
+  // What a notice passes on: the first failure's own words, never rewrapped.
+  std::string cause;
   auto giveUp = [&](const Status& st) {
-    const std::string& reason = st.message();
+    const std::string& reason = cause.empty() ? st.message() : cause;
     std::vector<uint8_t> notice(1, kTreeFailed);
     notice.insert(notice.end(), reason.begin(),
                   reason.begin() +
@@ -167,12 +169,14 @@ Status MeshChannel::runTree(const char* op, const TreeUp& up, const TreeDown& do
   // A message from `peer`, without its mark; a notice becomes the error.
   std::vector<uint8_t> got;
   auto receive = [&](int peer) -> Status {
-    Status st = withAcceptTrouble(inbox_->mailbox().pop(peer, tag, &got, deadline, what));
+    Status st = withMeshTrouble(inbox_->mailbox().pop(peer, tag, &got, deadline, what));
     if (!st) return Status(st.code(), what + ": " + st.message());
     if (got.empty()) return internalError(describe(peer) + " sent an empty " + what + " frame");
-    if (got[0] == kTreeFailed)
-      return remoteError(what + " cannot finish: " + std::string(got.begin() + 1, got.end()) +
-                         " (as " + describe(peer) + " reports)");
+    if (got[0] == kTreeFailed) {
+      cause.assign(got.begin() + 1, got.end());
+      return remoteError(what + " cannot finish: " + cause + " (as " + describe(peer) +
+                         " reports)");
+    }
     got.erase(got.begin());
     return Status::ok();
   };
@@ -310,10 +314,21 @@ std::vector<std::vector<uint8_t>> MeshChannel::queryProgress(const std::vector<i
                                                              Deadline deadline) {
   std::vector<std::vector<uint8_t>> out(peers.size());
   const uint32_t id = querySeq_.fetch_add(1);
-  std::vector<int> waiting;
+  std::vector<int> waiting, unconnected;
   for (int p : peers) {
     if (p < 0 || p >= nranks() || p == rank_) continue;
-    if (sendTo(p, wire::kProgressQuery, id, nullptr, 0, deadline).isOk()) waiting.push_back(p);
+    if (!mesh_->connected(inbox_->meshRank(p)))
+      unconnected.push_back(p);
+    else if (sendTo(p, wire::kProgressQuery, id, nullptr, 0, deadline).isOk())
+      waiting.push_back(p);
+  }
+  // Then the peers this rank has no connection to yet, each connect cut
+  // short, so a host that does not answer leaves time for the others.
+  for (int p : unconnected) {
+    Deadline connect =
+        std::min(Deadline::after(kStragglerSeconds), deadline,
+                 [](const Deadline& a, const Deadline& b) { return a.at() < b.at(); });
+    if (sendTo(p, wire::kProgressQuery, id, nullptr, 0, connect).isOk()) waiting.push_back(p);
   }
   Deadline wait = deadline;
   while (!waiting.empty()) {
@@ -335,7 +350,7 @@ std::vector<std::vector<uint8_t>> MeshChannel::queryProgress(const std::vector<i
 
 Status MeshChannel::newChannel(uint32_t* channel) { return mesh_->newChannel(channel); }
 
-Bootstrap::ChildJoin MeshChannel::childJoin(uint32_t channel, const std::vector<int>& members) {
+Bootstrap::Join MeshChannel::childJoin(uint32_t channel, const std::vector<int>& members) {
   std::vector<int> meshRanks;
   for (int m : members) meshRanks.push_back(inbox_->meshRank(m));
   return [mesh = mesh_, channel, meshRanks](const RankInfo& self, Deadline deadline,
@@ -358,12 +373,22 @@ void MeshChannel::shutdown() {
     closeMailboxes();
     return;
   }
-  // The members this rank does not reach itself get it passed on along the tree.
-  const auto goodbye = wire::encodeRank(rank_);
-  (void)inbox_->firstToPass(wire::kGoodbye, rank_);
+  // The members this rank does not reach itself get it passed on along the
+  // tree; the goodbye says which ones it told, who wait for this copy.
+  std::vector<int> direct;
+  std::string told(static_cast<size_t>(nranks()) / 8 + 1, '\0');
   for (int p = 0; p < nranks(); ++p)
-    if (inbox_->notifiesDirectly(p))
-      (void)sendTo(p, wire::kGoodbye, 0, goodbye.data(), goodbye.size(), Deadline::after(1.0));
+    if (inbox_->notifiesDirectly(p)) {
+      direct.push_back(p);
+      told[static_cast<size_t>(p) / 8] = static_cast<char>(
+          static_cast<uint8_t>(told[static_cast<size_t>(p) / 8]) | (1u << (p % 8)));
+    }
+  wire::Writer w;
+  w.put<int32_t>(rank_);
+  w.str(told);
+  (void)inbox_->firstToPass(wire::kGoodbye, rank_);
+  for (int p : direct)
+    (void)sendTo(p, wire::kGoodbye, 0, w.data().data(), w.data().size(), Deadline::after(1.0));
   shut_.store(true);
   mesh_->detach(channel_);
   closeMailboxes();

@@ -54,7 +54,7 @@ class MeshChannel final : public Bootstrap {
   std::vector<std::vector<uint8_t>> queryProgress(const std::vector<int>& peers,
                                                   Deadline deadline) override;
   Status newChannel(uint32_t* channel) override;
-  ChildJoin childJoin(uint32_t channel, const std::vector<int>& members) override;
+  Join childJoin(uint32_t channel, const std::vector<int>& members) override;
   void shutdown() override;
 
   // Test hook: drops every control connection of the process without a
@@ -84,8 +84,8 @@ class MeshChannel final : public Bootstrap {
   Status runTree(const char* op, const TreeUp& up, const TreeDown& down, Deadline deadline);
   std::string describe(int rank) const;
   void closeMailboxes();
-  // A timeout while this process could not accept connections says so.
-  Status withAcceptTrouble(Status st) const;
+  // A timeout while this process's connections were stuck says so.
+  Status withMeshTrouble(Status st) const;
 
   std::shared_ptr<ControlMesh> mesh_;
   const uint32_t channel_;

@@ -51,10 +51,12 @@ void ControlMesh::monitorLoop() {
     fds.assign(1, pollfd{wake_.fd(), POLLIN, 0});
     who.assign(1, Source{-3, 0});
     int waitMs = 1000;  // the timeout only re-checks the stop flag
-    if (listener_.valid() && acceptPause_.expired()) {
+    // A full queue of unidentified connections leaves the rest in the
+    // kernel's backlog rather than closing them.
+    if (listener_.valid() && acceptPause_.expired() && pending_.size() < kMaxPendingConnections) {
       fds.push_back({listener_.fd(), POLLIN, 0});
       who.push_back({-1, 0});
-    } else if (listener_.valid()) {
+    } else if (listener_.valid() && !acceptPause_.expired()) {
       waitMs = std::min(waitMs, std::max(1, acceptPause_.remainingMs()));
     }
     for (size_t i = 0; i < pending_.size(); ++i) {
@@ -122,12 +124,8 @@ void ControlMesh::acceptConnections() {
       acceptTrouble_ = "this rank could not accept a control connection: " + st.message();
       return;
     }
-    if (pending_.size() >= kMaxPendingConnections) {
-      LANES_WARN(Bootstrap, rank_, "too many unidentified control connections; dropped %s",
-                 s.peerName().c_str());
-      continue;
-    }
     pending_.push_back(Pending{std::move(s), {}, Deadline::after(wire::kHelloTimeoutSeconds)});
+    if (pending_.size() >= kMaxPendingConnections) return;
   }
 }
 
@@ -151,8 +149,10 @@ void ControlMesh::readPending(Pending& pending, bool readable, bool* done) {
     st = invalidArgument("it claims rank " + std::to_string(h.rank) + ", which is not a peer");
   Peer* peer = st.isOk() ? peers_[static_cast<size_t>(h.rank)].get() : nullptr;
   if (peer) {
+    // A connection of the peer's that this monitor stopped reading (closed,
+    // broken) gives way to its new one.
     std::lock_guard<std::mutex> lock(connMutex_);
-    if (peer->socks[kAccepted].valid())
+    if (peer->polling[kAccepted])
       st = invalidArgument("rank " + std::to_string(h.rank) + " is already connected");
   }
   if (st.isOk()) {
@@ -160,14 +160,34 @@ void ControlMesh::readPending(Pending& pending, bool readable, bool* done) {
     st = sendFrame(pending.sock, wire::kHello, 0, mine.data(), mine.size(), Deadline::after(1.0));
   }
   if (!st.isOk()) {
-    LANES_WARN(Bootstrap, rank_,
-               "dropped control connection from %s: %s (not a rank of this communicator)",
-               pending.sock.peerName().c_str(), st.message().c_str());
+    LANES_WARN(Bootstrap, rank_, "dropped control connection from %s: %s%s",
+               pending.sock.peerName().c_str(), st.message().c_str(),
+               peer ? "" : " (not a rank of this communicator)");
     return;
   }
-  std::lock_guard<std::mutex> lock(connMutex_);
-  peer->socks[kAccepted] = std::move(pending.sock);
-  peer->polling[kAccepted] = true;
+  {
+    std::lock_guard<std::mutex> lock(connMutex_);
+    peer->socks[kAccepted] = std::move(pending.sock);
+    peer->polling[kAccepted] = true;
+  }
+  peer->readers[kAccepted].reset();
+  peer->leaving = false;
+  tellDeaths(h.rank);
+}
+
+void ControlMesh::tellDeaths(int peer) {
+  std::vector<std::pair<int, std::string>> deaths;
+  {
+    std::lock_guard<std::mutex> lock(lostMutex_);
+    for (int q = 0; q < size(); ++q)
+      if (q != peer && died_[static_cast<size_t>(q)])
+        deaths.emplace_back(q, lost_[static_cast<size_t>(q)]);
+  }
+  for (const auto& [dead, why] : deaths) {
+    const auto notice = wire::encodeFailureNotice(dead, why);
+    (void)send(peer, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
+               Deadline::after(kLostNoticeSeconds), /*mayConnect=*/false);
+  }
 }
 
 void ControlMesh::readPeer(int p, int slot) {
@@ -177,26 +197,47 @@ void ControlMesh::readPeer(int p, int slot) {
     bool complete = false;
     Status st = reader.readSome(peer.socks[slot], wire::kMaxDataBytes, &complete);
     if (!st.isOk()) {
+      bool beforeHello = false, lastOpen = false;
       {
         std::lock_guard<std::mutex> lock(connMutex_);
         peer.polling[slot] = false;
+        beforeHello = slot == kDialed && peer.awaitingHello;
+        peer.awaitingHello = peer.awaitingHello && slot != kDialed;
+        lastOpen = !peer.polling[kDialed] && !peer.polling[kAccepted];
       }
+      reader.reset();
       const bool closed = st.code() == lanesRemoteError;
-      peerLost(p,
-               closed ? "closed its control connection: the process exited or was killed"
-                      : "sent a corrupt control frame (" + st.message() +
-                            "); this rank stopped listening to it",
-               /*died=*/closed && !peer.leaving, /*heardFrom=*/p);
+      if (closed && !lastOpen) return;  // the pair's other connection still carries it
+      if (!closed) {
+        peerLost(p,
+                 "sent a corrupt control frame (" + st.message() +
+                     "); this rank stopped listening to it",
+                 /*died=*/false, p);
+      } else if (beforeHello) {
+        // Its process closed the connection before answering: it left or
+        // died; a death its tree neighbours see and pass on.
+        peerLost(p, "closed its control connection: the process exited or was killed",
+                 /*died=*/false, p);
+      } else {
+        peerLost(p, "closed its control connection: the process exited or was killed",
+                 /*died=*/!peer.leaving, p);
+      }
       return;
     }
     if (!complete) return;
     const FrameHeader h = reader.header();
-    if (slot == kDialed && peer.awaitingHello) {
-      peer.awaitingHello = false;
-      wire::Hello hello;
-      Status ok = wire::checkMeshHello(id_, size(), reader.payload(), h.type, &hello);
-      if (ok && hello.rank != p)
-        ok = invalidArgument("the process there says it is rank " + std::to_string(hello.rank));
+    bool hello = false;
+    {
+      std::lock_guard<std::mutex> lock(connMutex_);
+      hello = slot == kDialed && peer.awaitingHello;
+      if (hello) peer.awaitingHello = false;
+    }
+    if (hello) {
+      wire::Hello answer;
+      Status ok = wire::checkMeshHello(id_, size(), reader.payload(), h.type, &answer);
+      if (ok && answer.rank != p)
+        ok = invalidArgument("the process there says it is rank " + std::to_string(answer.rank));
+      reader.reset();
       if (!ok) {
         {
           std::lock_guard<std::mutex> lock(connMutex_);
@@ -211,7 +252,7 @@ void ControlMesh::readPeer(int p, int slot) {
             /*died=*/false, p);
         return;
       }
-      reader.reset();
+      tellDeaths(p);
       continue;
     }
     if (h.type == wire::kLeaving)
@@ -258,30 +299,31 @@ void ControlMesh::handleLostNotice(int from, const std::vector<uint8_t>& payload
 }
 
 void ControlMesh::peerLost(int p, const std::string& why, bool died, int heardFrom) {
-  std::vector<int> tell;
+  std::lock_guard<std::mutex> dispatching(dispatchMutex_);
+  std::vector<std::shared_ptr<ChannelInbox>> inboxes;
   {
-    std::lock_guard<std::mutex> dispatching(dispatchMutex_);
-    std::vector<std::shared_ptr<ChannelInbox>> inboxes;
-    {
-      std::lock_guard<std::mutex> lock(channelsMutex_);
-      if (!lost_[static_cast<size_t>(p)].empty()) return;  // known already
-      lost_[static_cast<size_t>(p)] = why;
-      for (auto& [channel, inbox] : channels_) inboxes.push_back(inbox);
+    std::lock_guard<std::mutex> lock(channelsMutex_);
+    std::lock_guard<std::mutex> lost(lostMutex_);
+    if (!lost_[static_cast<size_t>(p)].empty()) return;  // known already
+    lost_[static_cast<size_t>(p)] = why;
+    died_[static_cast<size_t>(p)] = died;
+    for (auto& [channel, inbox] : channels_) inboxes.push_back(inbox);
+  }
+  LANES_TRACE(Bootstrap, rank_, "%s %s", describe(p).c_str(), why.c_str());
+  // Passed on before any inbox hears it: a communicator that fails may be
+  // destroyed at once, and this process's connections with it.
+  if (died) {
+    const auto notice = wire::encodeFailureNotice(p, why);
+    for (int q = 0; q < size(); ++q) {
+      if (q == rank_ || q == p || q == heardFrom || !connected(q)) continue;
+      Status st = send(q, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
+                       Deadline::after(kLostNoticeSeconds), /*mayConnect=*/false);
+      if (!st.isOk())
+        LANES_TRACE(Bootstrap, rank_, "could not pass on that %s is gone: %s", describe(p).c_str(),
+                    st.message().c_str());
     }
-    LANES_TRACE(Bootstrap, rank_, "%s %s", describe(p).c_str(), why.c_str());
-    for (auto& inbox : inboxes) inbox->connectionLost(p, why);
   }
-  if (!died) return;
-  for (int q = 0; q < size(); ++q)
-    if (q != rank_ && q != p && q != heardFrom && connected(q)) tell.push_back(q);
-  const auto notice = wire::encodeFailureNotice(p, why);
-  for (int q : tell) {
-    Status st = send(q, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
-                     Deadline::after(kLostNoticeSeconds));
-    if (!st.isOk())
-      LANES_TRACE(Bootstrap, rank_, "could not pass on that %s is gone: %s", describe(p).c_str(),
-                  st.message().c_str());
-  }
+  for (auto& inbox : inboxes) inbox->connectionLost(p, why);
 }
 
 }  // namespace lanes

@@ -203,12 +203,6 @@ size_t maxTableBytes(int nranks) {
   return sizeof(int32_t) + static_cast<size_t>(nranks > 0 ? nranks : 0) * kEntry;
 }
 
-std::vector<uint8_t> encodeRank(int32_t rank) {
-  Writer w;
-  w.put<int32_t>(rank);
-  return std::move(w.data());
-}
-
 std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why) {
   Writer w;
   w.put<int32_t>(dead);

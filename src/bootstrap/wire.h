@@ -103,9 +103,6 @@ Status decodeTable(const std::vector<uint8_t>& payload, int nranks, std::vector<
 // Largest table for `nranks` ranks (the receive limit).
 size_t maxTableBytes(int nranks);
 
-// A goodbye's payload: the channel rank that leaves.
-std::vector<uint8_t> encodeRank(int32_t rank);
-
 // A failure notice on the mesh: "rank `dead` failed: why".
 std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why);
 Status decodeFailureNotice(const std::vector<uint8_t>& payload, int nranks, int32_t* dead,

@@ -129,6 +129,7 @@ struct lanesComm {
   // Host summation of host buffers (exec/arena_sum.h): made at the first call
   // that takes it; null before, or where it could not be made.
   std::unique_ptr<lanes::SumArena> sumArena;
+  uint64_t shrinkSeq = 0;  // lanesCommShrink calls on this communicator, in order
   // Held while the host engine drives this communicator's connections (the
   // caller's thread for host buffers, the device proxy for device buffers).
   std::mutex engineMutex;

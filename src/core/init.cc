@@ -192,7 +192,7 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
 
 // Everything after the object exists: join the bootstrap, connect, set up the
 // device paths. On failure the bootstrap is shut down again.
-Status setUpComm(lanesComm* comm, const Bootstrap::ChildJoin& join) {
+Status setUpComm(lanesComm* comm, const Bootstrap::Join& join) {
   logVersionOnce(comm->rank);
   logNcclEnvironmentOnce(comm->rank);
   RankInfo self;
@@ -261,7 +261,7 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
       nranks, rank, options, out);
 }
 
-Status initCommWith(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
+Status initCommWith(Bootstrap::Join join, int nranks, int rank, const CommOptions& options,
                     lanesComm_t* out) {
   if (!options.blocking || inGroup()) return startInit(std::move(join), nranks, rank, options, out);
   auto comm = newComm(nranks, rank, options);
@@ -271,7 +271,7 @@ Status initCommWith(Bootstrap::ChildJoin join, int nranks, int rank, const CommO
   return Status::ok();
 }
 
-Status startInit(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
+Status startInit(Bootstrap::Join join, int nranks, int rank, const CommOptions& options,
                  lanesComm_t* out) {
   std::unique_ptr<lanesComm> owned = newComm(nranks, rank, options);
   lanesComm* comm = owned.release();

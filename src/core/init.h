@@ -16,9 +16,9 @@ Status initComm(const lanesUniqueId& id, int nranks, int rank, const CommOptions
                 lanesComm_t* out);
 // Same, joining the bootstrap by `join` (a child of an existing
 // communicator's: Bootstrap::childJoin).
-Status initCommWith(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
+Status initCommWith(Bootstrap::Join join, int nranks, int rank, const CommOptions& options,
                     lanesComm_t* out);
-Status startInit(Bootstrap::ChildJoin join, int nranks, int rank, const CommOptions& options,
+Status startInit(Bootstrap::Join join, int nranks, int rank, const CommOptions& options,
                  lanesComm_t* out);
 // Waits until a communicator created in the background is ready or failed.
 Status awaitInit(lanesComm* comm);

@@ -17,7 +17,7 @@ namespace {
 // One tag for every shrink of a communicator: only the survivors of each call
 // it, so a count per rank would drift between them; the mailbox keeps each
 // peer's messages of a tag in order, and the fingerprint catches a mismatch.
-constexpr uint32_t kShrinkTag = 0x53484b00u;  // "SHK"
+constexpr uint32_t kShrinkTag = 0x53484b00u;  // "SHK" + sequence
 
 Status checkExcludeList(const lanesComm* comm, const int* list, int count) {
   // As NCCL: a shrink that excludes nobody is refused (lanesCommSplit copies).
@@ -88,7 +88,9 @@ Status shrink(lanesComm* comm, const int* list, int count, lanesComm_t* newcomm,
   const int newRank = static_cast<int>(std::find(survivors.begin(), survivors.end(), comm->rank) -
                                        survivors.begin());
 
-  const uint32_t tag = kShrinkTag;
+  // Numbered, so a late handout of an earlier shrink of this communicator
+  // (one this rank gave up waiting for) is never taken for this one's.
+  const uint32_t tag = kShrinkTag | static_cast<uint32_t>(comm->shrinkSeq++ & 0xff);
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);
   uint32_t channel = 0;
   LANES_RETURN_IF_ERROR(handOutChannel(comm, survivors, newRank, tag, fingerprint(survivors),

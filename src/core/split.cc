@@ -86,13 +86,13 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
   if (config != nullptr) LANES_RETURN_IF_ERROR(parseConfig(config, &options));
   Deadline deadline = Deadline::after(comm->options.timeoutSeconds);
   uint32_t offer = 0;
-  // A failure here is reported after the all-gather, which every rank must join.
+  // A failure here matters only to the colour it would have served, after
+  // the all-gather, which every rank must join.
   Status offered =
       color == LANES_SPLIT_NOCOLOR ? Status::ok() : comm->bootstrap->newChannel(&offer);
   std::vector<SplitEntry> all(comm->nranks);
   all[comm->rank] = {color, key, comm->rank, offered ? offer : 0};
   LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(all.data(), sizeof(SplitEntry), deadline));
-  if (!offered) return Status(offered.code(), "lanesCommSplit: " + offered.message());
   if (color == LANES_SPLIT_NOCOLOR) return Status::ok();
 
   std::vector<SplitEntry> entries;
@@ -106,7 +106,10 @@ Status split(lanesComm* comm, int color, int key, lanesComm_t* newcomm, lanesCon
   const int newRank =
       static_cast<int>(std::find(members.begin(), members.end(), comm->rank) - members.begin());
 
+  // Only rank 0's offer counts: every member fails alike when it had none.
   const SplitEntry& first = entries.front();
+  if (first.channel == 0 && first.rank == comm->rank)
+    return Status(offered.code(), "lanesCommSplit: " + offered.message());
   if (first.channel == 0)
     return remoteError("lanesCommSplit: rank " + std::to_string(first.rank) +
                        ", the new communicator's rank 0, could not make its control channel "

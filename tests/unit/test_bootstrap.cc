@@ -358,6 +358,48 @@ TEST(Bootstrap, ConnectionsOpenOnlyWherePairsTalk) {
   }
 }
 
+// Ranks 2 and 3 of 4 are no tree neighbours: sending to each other at once,
+// both connect, and the pair keeps two connections. Frames stay in order on
+// each side's own, and one rank leaving is no failure for the other though
+// one connection closes before the other.
+TEST(Bootstrap, PairThatConnectsAtOnceKeepsOrderAndLeavesCleanly) {
+  const int n = 4;
+  std::vector<FailureLog> logs(n);
+  std::vector<Status> recvAfter(n);
+  std::latch both(2);
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    b.setFailureHandler(logs[r].handler());
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    if (r == 2 || r == 3) {
+      const int other = 5 - r;
+      both.arrive_and_wait();
+      for (int i = 0; i < 200; ++i) ASSERT_TRUE(b.send(other, 4, &i, sizeof(i)).isOk());
+      for (int i = 0; i < 200; ++i) {
+        std::vector<uint8_t> got;
+        ASSERT_TRUE(b.recv(other, 4, &got, Deadline::after(60)).isOk());
+        int v = -1;
+        std::memcpy(&v, got.data(), sizeof(v));
+        ASSERT_EQ(v, i) << "rank " << r;
+      }
+    }
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    if (r == 3) {
+      b.shutdown();
+      return;
+    }
+    if (r == 2) {
+      std::vector<uint8_t> got;
+      recvAfter[r] = b.recv(3, 9, &got, Deadline::after(60));
+    }
+  });
+  for (int r = 0; r < n; ++r)
+    EXPECT_TRUE(logs[r].calls.empty()) << "rank " << r << ": " << logs[r].calls[0].second;
+  EXPECT_EQ(recvAfter[2].code(), lanesRemoteError);
+  EXPECT_NE(recvAfter[2].message().find("already left"), std::string::npos)
+      << recvAfter[2].message();
+}
+
 TEST(Bootstrap, NormalShutdownIsNotAFailure) {
   const int n = 3, leaver = 1;
   std::vector<FailureLog> logs(n);
