@@ -111,9 +111,9 @@ class ControlMesh {
   // its last connection closes.
   enum Slot { kDialed = 0, kAccepted = 1, kSlots = 2 };
   struct Peer {
-    // One writer at a time: callers and the monitor. Timed, so the monitor
-    // never waits long behind a caller that is connecting.
-    std::timed_mutex writeMutex;
+    // One writer at a time: callers and the monitor (which waits only until
+    // its deadline behind a caller that is connecting).
+    std::mutex writeMutex;
     int write = -1;  // the slot this side writes on; under writeMutex
     // Assigned under connMutex_ (and only where polling is false).
     Socket socks[kSlots];
