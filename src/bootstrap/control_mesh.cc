@@ -187,12 +187,6 @@ std::string ControlMesh::trouble() const {
   return out;
 }
 
-int ControlMesh::connectedPeers() const {
-  int n = 0;
-  for (int p = 0; p < size(); ++p) n += connected(p) ? 1 : 0;
-  return n;
-}
-
 void ControlMesh::closeAbruptly() { stop(/*graceful=*/false); }
 
 void ControlMesh::stop(bool graceful) {

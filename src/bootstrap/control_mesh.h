@@ -93,8 +93,6 @@ class ControlMesh {
               size_t bytes, Deadline deadline, bool mayConnect = true);
   // Whether this process holds a connection to mesh rank `peer` now.
   bool connected(int peer) const;
-  // Control connections open now (counted once per pair).
-  int connectedPeers() const;
   // What this process's connections are stuck on ("" if nothing): the
   // monitor could not accept (out of descriptors), or a connection this
   // rank opened got no answering hello. A wait that timed out adds it.
