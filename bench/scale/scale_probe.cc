@@ -74,6 +74,9 @@ struct Report {
   double initSeconds, splitSeconds, firstAllReduceSeconds, smallAllReduceSeconds;
   double fdsBefore, fdsComm, fdsSplit, threadsBefore, threadsComm, threadsSplit;
   double ringBytes;
+  // Held by the communicator after its all-reduces and all-gather (ring and
+  // tree peers connected), and after its all-to-all (every peer connected).
+  double fdsRings, threadsRings, fdsAllToAll, threadsAllToAll;
 };
 constexpr size_t kFields = sizeof(Report) / sizeof(double);
 
@@ -125,10 +128,14 @@ int main() {
   if (!check(lanesAllGather(part.data(), all.data(), 16, lanesFloat32, comm, nullptr), comm,
              "all-gather"))
     return 1;
+  me.fdsRings = countEntries("/proc/self/fd") - me.fdsBefore;
+  me.threadsRings = countEntries("/proc/self/task") - me.threadsBefore;
   std::vector<float> a2aIn(4 * static_cast<size_t>(n), 1.0f), a2aOut(a2aIn.size());
   if (!check(lanesAlltoAll(a2aIn.data(), a2aOut.data(), 4, lanesFloat32, comm, nullptr), comm,
              "all-to-all"))
     return 1;
+  me.fdsAllToAll = countEntries("/proc/self/fd") - me.fdsBefore;
+  me.threadsAllToAll = countEntries("/proc/self/task") - me.threadsBefore;
 
   const double fdsBeforeSplit = countEntries("/proc/self/fd");
   const double threadsBeforeSplit = countEntries("/proc/self/task");
@@ -166,15 +173,21 @@ int main() {
     worst.fdsSplit = std::max(worst.fdsSplit, x.fdsSplit);
     worst.threadsComm = std::max(worst.threadsComm, x.threadsComm);
     worst.threadsSplit = std::max(worst.threadsSplit, x.threadsSplit);
+    worst.fdsRings = std::max(worst.fdsRings, x.fdsRings);
+    worst.threadsRings = std::max(worst.threadsRings, x.threadsRings);
+    worst.fdsAllToAll = std::max(worst.fdsAllToAll, x.fdsAllToAll);
+    worst.threadsAllToAll = std::max(worst.threadsAllToAll, x.threadsAllToAll);
     rings += x.ringBytes;
   }
   std::printf(
       "{\"ranks\": %d, \"init_s\": %.4f, \"split_s\": %.4f, \"first_allreduce_s\": %.5f, "
       "\"allreduce_4B_us\": %.1f, \"fds_per_comm\": %.0f, \"fds_per_split\": %.0f, "
-      "\"threads_per_comm\": %.0f, \"threads_per_split\": %.0f, \"ring_mib\": %.1f, "
-      "\"devshm_peak_mib\": %.1f}\n",
+      "\"threads_per_comm\": %.0f, \"threads_per_split\": %.0f, \"fds_after_rings\": %.0f, "
+      "\"threads_after_rings\": %.0f, \"fds_after_alltoall\": %.0f, "
+      "\"threads_after_alltoall\": %.0f, \"ring_mib\": %.1f, \"devshm_peak_mib\": %.1f}\n",
       n, worst.initSeconds, worst.splitSeconds, worst.firstAllReduceSeconds,
       worst.smallAllReduceSeconds * 1e6, worst.fdsComm, worst.fdsSplit, worst.threadsComm,
-      worst.threadsSplit, rings / (1 << 20), static_cast<double>(peak) / (1 << 20));
+      worst.threadsSplit, worst.fdsRings, worst.threadsRings, worst.fdsAllToAll,
+      worst.threadsAllToAll, rings / (1 << 20), static_cast<double>(peak) / (1 << 20));
   return 0;
 }

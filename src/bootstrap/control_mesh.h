@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "base/wake_fd.h"
 #include "bootstrap/bootstrap.h"
 
 namespace lanes {
@@ -30,20 +31,6 @@ namespace lanes {
 inline constexpr uint32_t kRootChannel = 0;
 
 class ChannelInbox;
-
-// An eventfd that wakes the monitor's poll; closed on destruction.
-class WakeFd {
- public:
-  WakeFd();
-  ~WakeFd();
-  WakeFd(const WakeFd&) = delete;
-  WakeFd& operator=(const WakeFd&) = delete;
-  int fd() const { return fd_; }
-  void signal() const;
-
- private:
-  int fd_ = -1;
-};
 
 // One frame as the monitor received it.
 struct ControlFrame {

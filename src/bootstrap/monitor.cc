@@ -3,7 +3,6 @@
 // that channel is attached); a lost rank goes to every inbox, and a death on
 // to every connected rank.
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,18 +15,6 @@
 #include "bootstrap/wire.h"
 
 namespace lanes {
-
-WakeFd::WakeFd() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-WakeFd::~WakeFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void WakeFd::signal() const {
-  uint64_t one = 1;
-  ssize_t n = ::write(fd_, &one, sizeof(one));
-  (void)n;  // a full counter already wakes the poll
-}
 
 namespace {
 
@@ -85,9 +72,7 @@ void ControlMesh::monitorLoop() {
     }
     if (fds[0].revents) {
       if (stopRequested_.load()) return;  // shutdown
-      uint64_t drained = 0;               // a new dialed connection to poll
-      ssize_t r = ::read(wake_.fd(), &drained, sizeof(drained));
-      (void)r;
+      wake_.drain();                      // a new dialed connection to poll
     }
     bool accept = false;
     std::vector<bool> pendingDone(pending_.size(), false);

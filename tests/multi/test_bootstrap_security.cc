@@ -392,12 +392,12 @@ TEST(BootstrapSecurity, ConnectionToAnImpostorIsDropped) {
   answer.join();
 }
 
-// A FakeBootstrap that tells the test the TCP transport's listen addresses
-// (the first all-gather of SocketAddress-sized slots).
+// A FakeBootstrap that tells the test rank 1's TCP listen address (the
+// transport's first all-gather: slots that start with the address).
 class SpyBootstrap final : public Bootstrap {
  public:
   SpyBootstrap(testing::FakeBootstrapGroup* group, int rank,
-               std::function<void(const SocketAddress*)> onAddresses)
+               std::function<void(const SocketAddress&)> onAddresses)
       : inner_(group, rank), onAddresses_(std::move(onAddresses)) {}
   int rank() const override { return inner_.rank(); }
   int nranks() const override { return inner_.nranks(); }
@@ -405,8 +405,10 @@ class SpyBootstrap final : public Bootstrap {
   const UniqueIdData& id() const override { return inner_.id(); }
   Status allGather(void* data, size_t bytes, Deadline deadline) override {
     Status st = inner_.allGather(data, bytes, deadline);
-    if (st.isOk() && bytes == sizeof(SocketAddress) && onAddresses_) {
-      onAddresses_(static_cast<const SocketAddress*>(data));
+    if (st.isOk() && bytes >= sizeof(SocketAddress) && onAddresses_) {
+      SocketAddress rank1;
+      std::memcpy(&rank1, static_cast<const uint8_t*>(data) + bytes, sizeof(rank1));
+      onAddresses_(rank1);
       onAddresses_ = nullptr;
     }
     return st;
@@ -426,17 +428,17 @@ class SpyBootstrap final : public Bootstrap {
 
  private:
   testing::FakeBootstrap inner_;
-  std::function<void(const SocketAddress*)> onAddresses_;
+  std::function<void(const SocketAddress&)> onAddresses_;
 };
 
 // The data transport's hello (transport/socket/socket_transport.cc), as a
 // stranger that knows the layout but not the secret would send it.
 struct DataHello {
   uint32_t magic = 0x4c4e4454;  // "LNDT"
-  uint32_t version = 1;
+  uint32_t version = 2;
   uint8_t secret[32] = {};
   uint64_t commId = 0;
-  int32_t srcRank = 0, dstRank = 1, socketIndex = 0, sockets = 2, lanes = 2, reserved = 0;
+  int32_t srcRank = 0, dstRank = 1, socketIndex = 0, reserved = 0, sockets = 2, lanes = 2;
   uint64_t bufferBytes = 0, stripeBytes = 0;
 };
 
@@ -479,9 +481,9 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
   std::vector<testing::RankConnections> conns(2);
   std::chrono::steady_clock::time_point connectedAt{};
   testing::runRanks(2, [&](int rank) {
-    SpyBootstrap bootstrap(&group, rank, [&](const SocketAddress* all) {
+    SpyBootstrap bootstrap(&group, rank, [&](const SocketAddress& rank1) {
       std::lock_guard lock(mu);
-      if (!target) target = all[1];
+      if (!target) target = rank1;
       cv.notify_all();
     });
     TransportContext ctx;
@@ -492,21 +494,20 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
     ctx.commTag = group.commTag();
     ctx.lanes = 2;
     ctx.timeoutSeconds = 60;
-    // Rank 0 connects only after the strangers are in rank 1's backlog.
-    if (rank == 0)
-      ctx.checkAbort = [&] {
-        std::unique_lock lock(mu);
-        cv.wait_for(lock, std::chrono::seconds(30), [&] { return attacked; });
-        return Status::ok();
-      };
     auto& mine = conns[static_cast<size_t>(rank)];
     mine.status = makeSocketTransport()->connect(ctx, {1 - rank}, &mine.owned);
-    if (rank == 1) connectedAt = std::chrono::steady_clock::now();
     mine.byPeer.assign(2, nullptr);
     if (!mine.status.isOk()) return;
     for (auto& c : mine.owned) mine.byPeer[static_cast<size_t>(c->peer())] = c.get();
+    // The ranks dial each other (at first use) only after the strangers are
+    // in the listener's backlog.
+    {
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::seconds(30), [&] { return attacked; });
+    }
     const std::string moved =
         testing::driveStreams(rank, mine.byPeer, {1000, 65537}, Deadline::after(60));
+    if (rank == 1) connectedAt = std::chrono::steady_clock::now();
     if (!moved.empty()) mine.status = internalError(moved);
   });
   attacker.join();  // attackedTime is settled

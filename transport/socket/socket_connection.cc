@@ -1,7 +1,6 @@
 #include "transport/socket/socket_connection.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 
 #include "base/deadline.h"
 #include "base/log.h"
+#include "base/wake_fd.h"
 #include "transport/common/byte_ring.h"
 #include "transport/socket/stripe_map.h"
 
@@ -39,29 +39,6 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 16);
 
-class EventFd {
- public:
-  EventFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-  ~EventFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  EventFd(const EventFd&) = delete;
-  EventFd& operator=(const EventFd&) = delete;
-  bool valid() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
-  void signal() const {
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(fd_, &one, sizeof(one));
-  }
-  void drain() const {
-    uint64_t value = 0;
-    [[maybe_unused]] ssize_t n = ::read(fd_, &value, sizeof(value));
-  }
-
- private:
-  int fd_;
-};
-
 void storeMax(std::atomic<uint64_t>& a, uint64_t value) {
   uint64_t cur = a.load(std::memory_order_relaxed);
   while (cur < value && !a.compare_exchange_weak(cur, value, std::memory_order_acq_rel,
@@ -78,8 +55,13 @@ uint64_t minCursor(const Cursors& cursors, int n) {
 }
 
 // One lane, this rank -> peer.
+// Lane buffers are left uninitialised: pages are touched only as the
+// stream reaches them, so a pair that moves a few bytes (an all-to-all of
+// many small blocks) does not pay resident memory for the whole ring.
+using LaneBuffer = std::unique_ptr<std::byte[]>;
+
 struct SendLane {
-  std::vector<std::byte> buffer;
+  LaneBuffer buffer;
   std::atomic<uint64_t> produced{0};  // bytes post() copied in
   std::atomic<uint64_t> released{0};  // bytes every socket is past (reusable)
   std::atomic<uint64_t> limit{0};     // peer's consumed + buffer size (credit)
@@ -88,7 +70,7 @@ struct SendLane {
 
 // One lane, peer -> this rank.
 struct RecvLane {
-  std::vector<std::byte> buffer;
+  LaneBuffer buffer;
   Cursors cursor;                       // per socket: next byte it receives
   std::atomic<uint64_t> committed{0};   // every byte below arrived
   std::atomic<uint64_t> consumed{0};    // freed by consume()
@@ -120,7 +102,7 @@ struct DataSocket {
 };
 
 struct Worker {
-  EventFd wake;
+  WakeFd wake;
   std::atomic<bool> sleeping{false};
   std::thread thread;
   int first = 0;  // sockets [first, first + count)
@@ -152,12 +134,11 @@ class SocketRecvPort final : public RecvPort {
 
 class SocketConnection final : public Connection {
  public:
-  SocketConnection(const SocketConnectionConfig& config, std::vector<Socket> sockets);
+  SocketConnection(const SocketConnectionConfig& config, EstablishSockets establish);
   ~SocketConnection() override {
     drain(Deadline::after(kDrainSeconds));
     close();
   }
-  Status start();
 
   int peer() const override { return cfg_.peer; }
   const char* transportName() const override { return "tcp"; }
@@ -172,6 +153,10 @@ class SocketConnection final : public Connection {
   std::vector<uint64_t> payloadSent() const;
 
  private:
+  // The first use starts the connection; later calls return at once.
+  void ensureStarted();
+  void firstWorker();
+  Status takeSockets(std::vector<Socket> sockets);
   void drain(Deadline deadline);
   void workerLoop(Worker& w);
   Status sendSome(DataSocket& s, bool* progressed);
@@ -189,6 +174,7 @@ class SocketConnection final : public Connection {
   int creditSocket(int lane) const { return lane % nsockets_; }
 
   SocketConnectionConfig cfg_;
+  EstablishSockets establish_;
   int nsockets_;
   size_t capacity_;
   uint64_t creditThreshold_;
@@ -200,13 +186,17 @@ class SocketConnection final : public Connection {
   std::vector<SocketSendPort> sendPorts_;
   std::vector<SocketRecvPort> recvPorts_;
 
+  std::atomic<bool> started_{false};
+  // Set once sockets_ hold the connected sockets; fail() shuts them down
+  // only then (before, the first worker sees failed_ and gives up).
+  std::atomic<bool> socketsReady_{false};
   std::atomic<bool> failed_{false};
   // Data sockets the peer closed in order; the connection fails when all
   // are: one socket's end of file may overtake data still on the others.
   std::atomic<int> peerClosedSockets_{0};
   mutable std::mutex failMu_;
   Status failure_;
-  std::mutex closeMu_;
+  std::mutex lifeMu_;  // orders the start against close()
   bool closed_ = false;
 };
 
@@ -216,33 +206,40 @@ Status SocketSendPort::post(const void* src, size_t bytes, size_t* taken) {
 Status SocketRecvPort::peek(std::span<const std::byte>* view) { return c_->peek(lane_, view); }
 void SocketRecvPort::consume(size_t bytes) { c_->consume(lane_, bytes); }
 
-SocketConnection::SocketConnection(const SocketConnectionConfig& config,
-                                   std::vector<Socket> sockets)
+SocketConnection::SocketConnection(const SocketConnectionConfig& config, EstablishSockets establish)
     : cfg_(config),
-      nsockets_(static_cast<int>(sockets.size())),
+      establish_(std::move(establish)),
+      nsockets_(config.threads * config.socketsPerThread),
       capacity_(config.bufferBytes),
       creditThreshold_(std::max<uint64_t>(config.bufferBytes / 4, kRingGranule)),
-      map_{config.stripeBytes, static_cast<int>(sockets.size())},
+      map_{config.stripeBytes, config.threads * config.socketsPerThread},
       send_(static_cast<size_t>(config.lanes)),
       recv_(static_cast<size_t>(config.lanes)) {
   for (int l = 0; l < cfg_.lanes; ++l) {
+    sendPorts_.emplace_back(this, l);
+    recvPorts_.emplace_back(this, l);
+  }
+}
+
+void SocketConnection::ensureStarted() {
+  if (started_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(lifeMu_);
+  if (started_.load(std::memory_order_relaxed) || closed_) return;
+  for (int l = 0; l < cfg_.lanes; ++l) {
     SendLane& s = send_[static_cast<size_t>(l)];
-    s.buffer.resize(capacity_);
+    s.buffer = std::make_unique_for_overwrite<std::byte[]>(capacity_);
     s.limit.store(capacity_);
     s.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     RecvLane& r = recv_[static_cast<size_t>(l)];
-    r.buffer.resize(capacity_);
+    r.buffer = std::make_unique_for_overwrite<std::byte[]>(capacity_);
     r.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     for (int i = 0; i < nsockets_; ++i) {
       s.cursor[i].store(map_.firstOffset(l, i));
       r.cursor[i].store(map_.firstOffset(l, i));
     }
-    sendPorts_.emplace_back(this, l);
-    recvPorts_.emplace_back(this, l);
   }
   for (int i = 0; i < nsockets_; ++i) {
     auto ds = std::make_unique<DataSocket>();
-    ds->socket = std::move(sockets[static_cast<size_t>(i)]);
     ds->index = i;
     sockets_.push_back(std::move(ds));
   }
@@ -252,36 +249,66 @@ SocketConnection::SocketConnection(const SocketConnectionConfig& config,
     w->count = cfg_.socketsPerThread;
     workers_.push_back(std::move(w));
   }
+  started_.store(true, std::memory_order_release);
+  for (auto& w : workers_) {
+    if (!w->wake.valid()) {
+      fail(systemError("eventfd() for a socket worker failed: " + errnoText(errno)));
+      return;
+    }
+  }
+  workers_[0]->thread = std::thread([this] { firstWorker(); });
 }
 
-Status SocketConnection::start() {
-  for (auto& s : sockets_) {
-    LANES_RETURN_IF_ERROR(s->socket.setNonBlocking(true));
-    LANES_RETURN_IF_ERROR(s->socket.setNoDelay());
-  }
-  for (auto& w : workers_) {
-    if (!w->wake.valid())
-      return systemError("eventfd() for a socket worker failed: " + errnoText(errno));
-  }
-  for (auto& w : workers_) {
-    Worker* worker = w.get();
-    w->thread = std::thread([this, worker] { workerLoop(*worker); });
+Status SocketConnection::takeSockets(std::vector<Socket> sockets) {
+  if (sockets.size() != static_cast<size_t>(nsockets_))
+    return internalError("socket connection: established the wrong number of sockets");
+  for (int i = 0; i < nsockets_; ++i) {
+    Socket& s = sockets[static_cast<size_t>(i)];
+    LANES_RETURN_IF_ERROR(s.setNonBlocking(true));
+    LANES_RETURN_IF_ERROR(s.setNoDelay());
+    sockets_[static_cast<size_t>(i)]->socket = std::move(s);
   }
   return Status::ok();
 }
 
+void SocketConnection::firstWorker() {
+  std::vector<Socket> sockets;
+  Status st = establish_(failed_, &sockets);
+  if (st.isOk()) st = takeSockets(std::move(sockets));
+  if (!st.isOk()) {
+    if (!failed_.load(std::memory_order_acquire))
+      LANES_INFO(Transport, cfg_.rank, "%s", st.message().c_str());
+    fail(st);
+    return;
+  }
+  // seq_cst pairs with fail(): either it sees the sockets and shuts them
+  // down, or this sees the failure.
+  socketsReady_.store(true, std::memory_order_seq_cst);
+  if (failed_.load(std::memory_order_seq_cst)) {
+    for (auto& s : sockets_) s->socket.shutdownBoth();
+    return;
+  }
+  for (size_t t = 1; t < workers_.size(); ++t) {
+    Worker* worker = workers_[t].get();
+    worker->thread = std::thread([this, worker] { workerLoop(*worker); });
+  }
+  workerLoop(*workers_[0]);
+}
+
 void SocketConnection::close() {
-  std::lock_guard lock(closeMu_);
+  std::lock_guard lock(lifeMu_);
   if (closed_) return;
   closed_ = true;
   fail(remoteError("the socket connection to peer rank " + std::to_string(cfg_.peer) + " (" +
                    cfg_.peerAddress + ") was closed on rank " + std::to_string(cfg_.rank)));
+  // The first worker starts the others: once it is joined, they are all known.
   for (auto& w : workers_) {
     if (w->thread.joinable()) w->thread.join();
   }
 }
 
 void SocketConnection::drain(Deadline deadline) {
+  if (!started_.load(std::memory_order_acquire)) return;
   Backoff backoff;
   while (!failed_.load(std::memory_order_acquire) && !deadline.expired()) {
     bool sent = true;
@@ -303,7 +330,9 @@ void SocketConnection::fail(const Status& why) {
   }
   // The peer sees EOF at once instead of waiting for its own timeout, and
   // workers blocked in poll() wake.
-  for (auto& s : sockets_) s->socket.shutdownBoth();
+  if (socketsReady_.load(std::memory_order_seq_cst)) {
+    for (auto& s : sockets_) s->socket.shutdownBoth();
+  }
   for (auto& w : workers_) w->wake.signal();
 }
 
@@ -320,6 +349,7 @@ void SocketConnection::wakeSleepers() {
 
 Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* taken) {
   *taken = 0;
+  ensureStarted();
   if (failed_.load(std::memory_order_acquire)) return failure();
   SendLane& s = send_[static_cast<size_t>(lane)];
   uint64_t p = s.produced.load(std::memory_order_relaxed);
@@ -333,7 +363,7 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
   for (size_t done = 0; done < n;) {
     size_t at = static_cast<size_t>((p + done) % capacity_);
     size_t piece = std::min({n - done, capacity_ - at, kRingCommitBytes});
-    std::memcpy(s.buffer.data() + at, in + done, piece);
+    std::memcpy(s.buffer.get() + at, in + done, piece);
     done += piece;
     // seq_cst pairs with the worker's sleeping flag: either it sees the
     // bytes before sleeping, or we see it asleep and wake it.
@@ -345,6 +375,11 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
 }
 
 Status SocketConnection::peek(int lane, std::span<const std::byte>* view) {
+  ensureStarted();
+  if (!started_.load(std::memory_order_acquire)) {  // closed before its first use
+    *view = {};
+    return failure();
+  }
   RecvLane& r = recv_[static_cast<size_t>(lane)];
   bool failed = failed_.load(std::memory_order_acquire);
   // Partial reads leave the cursor mid-granule; hand out whole granules only.
@@ -353,7 +388,7 @@ Status SocketConnection::peek(int lane, std::span<const std::byte>* view) {
   if (committed > consumed) {
     size_t at = static_cast<size_t>(consumed % capacity_);
     size_t len = std::min(static_cast<size_t>(committed - consumed), capacity_ - at);
-    *view = {r.buffer.data() + at, len};
+    *view = {r.buffer.get() + at, len};
     return Status::ok();
   }
   *view = {};
@@ -373,6 +408,7 @@ void SocketConnection::consume(int lane, size_t bytes) {
 
 std::vector<uint64_t> SocketConnection::payloadSent() const {
   std::vector<uint64_t> out;
+  if (!started_.load(std::memory_order_acquire)) return out;
   for (const auto& s : sockets_) out.push_back(s->payloadSent.load(std::memory_order_relaxed));
   return out;
 }
@@ -425,7 +461,7 @@ bool SocketConnection::buildFrame(DataSocket& s) {
     if (lim <= cur) continue;
     uint64_t len = std::min(lim - cur, map_.stripeEnd(cur) - cur);
     s.out = WireHeader{kKindData, static_cast<uint16_t>(l), static_cast<uint32_t>(len), cur};
-    s.outPayload = lane.buffer.data() + cur % capacity_;
+    s.outPayload = lane.buffer.get() + cur % capacity_;
     s.outDone = 0;
     s.outPending = true;
     s.nextLane = (l + 1) % cfg_.lanes;
@@ -556,7 +592,7 @@ Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
       continue;
     }
     RecvLane& r = recv_[s.in.lane];
-    LANES_RETURN_IF_ERROR(receive(s, r.buffer.data() + s.inPos % capacity_, s.inLeft, &got, &eof));
+    LANES_RETURN_IF_ERROR(receive(s, r.buffer.get() + s.inPos % capacity_, s.inLeft, &got, &eof));
     if (eof) return onPeerClosed(s);
     if (got == 0) return Status::ok();
     *progressed = true;
@@ -630,17 +666,14 @@ void SocketConnection::workerLoop(Worker& w) {
 
 }  // namespace
 
-Status makeSocketConnection(const SocketConnectionConfig& config, std::vector<Socket> sockets,
+Status makeSocketConnection(const SocketConnectionConfig& config, EstablishSockets establish,
                             std::unique_ptr<Connection>* out) {
-  if (config.threads <= 0 || config.socketsPerThread <= 0 || config.lanes <= 0 ||
-      sockets.size() != static_cast<size_t>(config.threads * config.socketsPerThread) ||
+  if (config.threads <= 0 || config.socketsPerThread <= 0 || config.lanes <= 0 || !establish ||
       config.stripeBytes == 0 || config.bufferBytes % config.stripeBytes != 0 ||
       config.stripeBytes % kRingGranule != 0 || config.stripeBytes > (1u << 30)) {
     return invalidArgument("socket connection: inconsistent configuration");
   }
-  auto c = std::make_unique<SocketConnection>(config, std::move(sockets));
-  LANES_RETURN_IF_ERROR(c->start());
-  *out = std::move(c);
+  *out = std::make_unique<SocketConnection>(config, std::move(establish));
   return Status::ok();
 }
 

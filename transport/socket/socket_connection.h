@@ -9,9 +9,16 @@
 // plus the buffer size, so a receiving worker always has room and one full
 // lane never stalls another lane sharing its socket. Workers sleep in poll()
 // on their sockets and an eventfd that post()/consume() ring when needed.
+//
+// Nothing is opened until the connection is first used: the first post()
+// or peek() allocates the buffers and starts the first worker, which gets
+// the sockets from `establish` (dialled or accepted) and then starts the
+// others. A connection never used costs no descriptor, thread or buffer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,9 +39,13 @@ struct SocketConnectionConfig {
   size_t stripeBytes = 128u << 10;
 };
 
-// Takes the connected sockets (threads * socketsPerThread, in index order)
-// and starts the workers.
-Status makeSocketConnection(const SocketConnectionConfig& config, std::vector<Socket> sockets,
+// Called on the first worker's thread: fills the threads * socketsPerThread
+// connected sockets, in index order, or fails. Gives up once `abandoned` is
+// set (the connection was closed).
+using EstablishSockets =
+    std::function<Status(const std::atomic<bool>& abandoned, std::vector<Socket>* sockets)>;
+
+Status makeSocketConnection(const SocketConnectionConfig& config, EstablishSockets establish,
                             std::unique_ptr<Connection>* out);
 
 // Payload bytes each data socket of `c` has sent so far (for tests: a large
