@@ -216,7 +216,9 @@ Status Socket::listen(SocketAddress* address, int backlog, Socket* out) {
 }
 
 Status Socket::connect(const SocketAddress& address, Deadline deadline, Socket* out,
-                       bool retryRefused) {
+                       bool retryRefused, const std::atomic<bool>* stop) {
+  constexpr int kStopCheckMs = 100;
+  auto stopped = [stop] { return stop != nullptr && stop->load(std::memory_order_acquire); };
   // Ranks may start before the listener: a refused connection is retried
   // until the deadline, with a growing pause.
   int pauseMs = 5;
@@ -230,8 +232,13 @@ Status Socket::connect(const SocketAddress& address, Deadline deadline, Socket* 
     if (err == EINPROGRESS) {
       pollfd p{s.fd(), POLLOUT, 0};
       int n;
-      do n = ::poll(&p, 1, deadline.remainingMs());
-      while (n < 0 && errno == EINTR);
+      do {
+        if (stopped())
+          return remoteError("connecting to " + address.toString() + " was given up on");
+        int waitMs = deadline.remainingMs();
+        if (stop != nullptr) waitMs = std::min(waitMs, kStopCheckMs);
+        n = ::poll(&p, 1, waitMs);
+      } while ((n < 0 && errno == EINTR) || (n == 0 && stop != nullptr && !deadline.expired()));
       if (n == 0) {
         err = ETIMEDOUT;
       } else {
@@ -247,7 +254,7 @@ Status Socket::connect(const SocketAddress& address, Deadline deadline, Socket* 
     lastErr = err;
     bool retry = (err == ECONNREFUSED && retryRefused) || err == ECONNRESET || err == EAGAIN ||
                  err == ENETUNREACH || err == EHOSTUNREACH;
-    if (!retry || deadline.expired()) break;
+    if (!retry || deadline.expired() || stopped()) break;
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::min(pauseMs, std::max(1, deadline.remainingMs()))));
     pauseMs = std::min(pauseMs * 2, 200);

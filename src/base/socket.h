@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -72,9 +73,10 @@ class Socket {
   static Status listen(SocketAddress* address, int backlog, Socket* out);
   // A refused connection is retried until the deadline (ranks may start
   // before the listener) unless `retryRefused` is false: a listener that is
-  // known to be up refuses only once its process is gone.
+  // known to be up refuses only once its process is gone. Once `*stop` is
+  // set (when given), gives up within 100 ms with a RemoteError.
   static Status connect(const SocketAddress& address, Deadline deadline, Socket* out,
-                        bool retryRefused = true);
+                        bool retryRefused = true, const std::atomic<bool>* stop = nullptr);
   Status accept(Deadline deadline, Socket* out, SocketAddress* peer = nullptr) const;
 
   // Whole-buffer I/O bounded by the deadline. A closed peer is a RemoteError

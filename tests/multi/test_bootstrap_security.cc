@@ -455,12 +455,16 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<SocketAddress> target;  // rank 1's data listener
+  bool registered = false;
   bool attacked = false;
   std::chrono::steady_clock::time_point attackedTime{};
   std::vector<Stranger> strangers;
   std::thread attacker([&] {
     std::unique_lock lock(mu);
-    if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return target.has_value(); })) return;
+    // Rank 1's communicator is in the hub once its connect returned.
+    if (!cv.wait_for(lock, std::chrono::seconds(60),
+                     [&] { return target.has_value() && registered; }))
+      return;
     DataHello wrongSecret;
     std::memcpy(wrongSecret.secret, group.id().secret, 32);
     wrongSecret.secret[0] ^= 0x80;
@@ -496,6 +500,11 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
     ctx.timeoutSeconds = 60;
     auto& mine = conns[static_cast<size_t>(rank)];
     mine.status = makeSocketTransport()->connect(ctx, {1 - rank}, &mine.owned);
+    if (rank == 1) {
+      std::lock_guard lock(mu);
+      registered = true;
+      cv.notify_all();
+    }
     mine.byPeer.assign(2, nullptr);
     if (!mine.status.isOk()) return;
     for (auto& c : mine.owned) mine.byPeer[static_cast<size_t>(c->peer())] = c.get();
@@ -521,6 +530,9 @@ TEST(BootstrapSecurity, DataListenerRefusesStrangers) {
   ASSERT_EQ(strangers.size(), 4u);
   for (auto& s : strangers) EXPECT_TRUE(s.closedWithin(15)) << s.kind << " was not refused";
   EXPECT_EQ(log.count("refused a data connection"), 4) << log.text();
+  EXPECT_EQ(log.count("it sent no hello in time"), 1) << log.text();
+  EXPECT_EQ(log.count("wrong hello: not Lanes"), 2) << log.text();
+  EXPECT_EQ(log.count("(wrong secret)"), 1) << log.text();
 }
 
 }  // namespace

@@ -138,6 +138,10 @@ class SocketConnection final : public Connection {
   ~SocketConnection() override {
     drain(Deadline::after(kDrainSeconds));
     close();
+    // The first worker starts the others: once it is joined, they are all known.
+    for (auto& w : workers_) {
+      if (w->thread.joinable()) w->thread.join();
+    }
   }
 
   int peer() const override { return cfg_.peer; }
@@ -299,12 +303,10 @@ void SocketConnection::close() {
   std::lock_guard lock(lifeMu_);
   if (closed_) return;
   closed_ = true;
+  // No join here: a communicator closes all its connections first, so their
+  // workers (some perhaps still connecting) stop together, not one by one.
   fail(remoteError("the socket connection to peer rank " + std::to_string(cfg_.peer) + " (" +
                    cfg_.peerAddress + ") was closed on rank " + std::to_string(cfg_.rank)));
-  // The first worker starts the others: once it is joined, they are all known.
-  for (auto& w : workers_) {
-    if (w->thread.joinable()) w->thread.join();
-  }
 }
 
 void SocketConnection::drain(Deadline deadline) {

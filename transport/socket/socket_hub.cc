@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -22,6 +23,12 @@ namespace {
 constexpr double kHelloSeconds = 10;
 // The kernel caps it at net.core.somaxconn; the hub accepts at once anyway.
 constexpr int kBacklog = 4096;
+// Connections waiting for their hello; past this the oldest is dropped, so
+// strangers cannot take every descriptor of the process.
+constexpr size_t kMaxPending = 1024;
+// After a failed accept (out of descriptors, most likely) the listener is
+// left alone this long: the connection stays queued and would wake every poll.
+constexpr int kAcceptPauseMs = 100;
 
 // A data connection accepted but not yet identified by its hello.
 struct PendingHello {
@@ -33,10 +40,18 @@ struct PendingHello {
 };
 
 void refuse(const PendingHello& p, const std::string& why) {
+  // Only a Lanes hello's fields mean something.
+  if (p.got < sizeof(DataHello) || p.hello.magic != kDataHelloMagic) {
+    LANES_WARN(Transport, -1, "socket transport: refused a data connection from %s (%s)",
+               p.from.toString().c_str(), why.c_str());
+    return;
+  }
+  const DataHello& h = p.hello;
   LANES_WARN(Transport, -1,
-             "socket transport: refused a data connection from %s that is not of this "
-             "communicator (%s)",
-             p.from.toString().c_str(), why.c_str());
+             "socket transport: refused a data connection from %s claiming to be rank %d "
+             "dialling rank %d of communicator %016llx (%s)",
+             p.from.toString().c_str(), h.srcRank, h.dstRank,
+             static_cast<unsigned long long>(h.commId), why.c_str());
 }
 
 class Hub final : public SocketHub {
@@ -85,7 +100,9 @@ class Hub final : public SocketHub {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::vector<PendingHello> pending_;  // the hub's thread only
-  std::mutex mu_;                      // guards targets_; held while a target is offered a socket
+  Deadline acceptPause_ = Deadline::after(0);
+  Deadline nextAcceptWarning_ = Deadline::after(0);
+  std::mutex mu_;  // guards targets_; held while a target is offered a socket
   std::map<std::pair<uint64_t, int>, HelloTarget*> targets_;
 };
 
@@ -112,11 +129,21 @@ void Hub::acceptAll() {
     Status st = listener_.accept(Deadline::after(0), &p.sock, &p.from);
     if (st.code() == lanesTimeout) return;
     if (!st.isOk()) {
-      // Out of descriptors, most likely; the dialler retries nothing, so
-      // its connection fails and names this rank's address.
-      LANES_WARN(Transport, -1, "socket transport: accepting a data connection on %s: %s",
-                 address_.toString().c_str(), st.message().c_str());
+      // Out of descriptors, most likely: the dialler gets no answer and its
+      // error names this address; this process's log says why.
+      acceptPause_ = Deadline::after(kAcceptPauseMs / 1000.0);
+      if (nextAcceptWarning_.expired()) {
+        LANES_WARN(Transport, -1,
+                   "socket transport: accepting a data connection on %s: %s; raise the "
+                   "descriptor limit (ulimit -n) if it says too many open files",
+                   address_.toString().c_str(), st.message().c_str());
+        nextAcceptWarning_ = Deadline::after(10);
+      }
       return;
+    }
+    if (pending_.size() >= kMaxPending) {
+      refuse(pending_.front(), "too many connections waiting for their hello");
+      pending_.erase(pending_.begin());
     }
     p.by = Deadline::after(kHelloSeconds);
     pending_.push_back(std::move(p));
@@ -127,15 +154,18 @@ void Hub::run() {
   std::vector<pollfd> fds;
   while (!stop_.load()) {
     int waitMs = 1000;
-    fds.assign({pollfd{wake_.fd(), POLLIN, 0}, pollfd{listener_.fd(), POLLIN, 0}});
+    const bool listen = acceptPause_.expired();
+    if (!listen) waitMs = std::max(acceptPause_.remainingMs(), 1);
+    fds.assign({pollfd{wake_.fd(), POLLIN, 0}, pollfd{listen ? listener_.fd() : -1, POLLIN, 0}});
     for (const PendingHello& p : pending_) {
       fds.push_back({p.sock.fd(), POLLIN, 0});
       waitMs = std::min(waitMs, std::max(p.by.remainingMs(), 0));
     }
-    if (::poll(fds.data(), fds.size(), waitMs) < 0 && errno != EINTR) {
-      LANES_WARN(Transport, -1, "socket transport: poll on the data listener failed: %s",
-                 errnoText(errno).c_str());
-      return;
+    if (::poll(fds.data(), fds.size(), waitMs) < 0) {
+      // EINTR, or ENOMEM for the poll's own tables: try again shortly
+      // rather than leave connections unanswered.
+      if (errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
     }
     if (fds[0].revents != 0) wake_.drain();
     for (size_t i = pending_.size(); i-- > 0;) {

@@ -15,7 +15,7 @@ namespace {
 
 // Waits are cut into slices this long, so that a connection closed while it
 // connects (abort, or a peer declared dead) stops within one.
-constexpr double kSliceSeconds = 0.25;
+constexpr double kSliceSeconds = 0.1;
 
 bool sameSecret(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;  // no early exit: the time taken says nothing about the secret
@@ -156,11 +156,8 @@ Status SocketSide::dial(int peer, const std::atomic<bool>& abandoned, Deadline d
     Socket& s = sockets[static_cast<size_t>(i)];
     // The peer's hub listened before its address was published: a refusal
     // means its process is gone, and is not retried.
-    Status st = timeoutError("not connected yet");
-    while (st.code() == lanesTimeout && !deadline.expired()) {
-      if (abandoned.load(std::memory_order_acquire)) return abandonedError(peer);
-      st = Socket::connect(to, slice(deadline), &s, /*retryRefused=*/false);
-    }
+    Status st = Socket::connect(to, deadline, &s, /*retryRefused=*/false, &abandoned);
+    if (abandoned.load(std::memory_order_acquire)) return abandonedError(peer);
     if (!st.isOk()) return failed(st);
     hello.socketIndex = i;
     st = s.sendAll(&hello, sizeof(hello), deadline);
