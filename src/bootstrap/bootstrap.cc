@@ -52,6 +52,8 @@ Status Bootstrap::create(const UniqueIdData& id, int nranks, const RankInfo& sel
   LANES_INFO(Bootstrap, self.rank, "control mesh of %d ranks is up", nranks);
   std::vector<int> everyone(static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) everyone[static_cast<size_t>(r)] = r;
+  st = MeshChannel::gatherTable(mesh, self, deadline);
+  if (!st.isOk()) return nameBootstrapExpiry(st, budget);
   std::unique_ptr<Bootstrap> root;
   LANES_RETURN_IF_ERROR(
       MeshChannel::open(std::move(mesh), kRootChannel, std::move(everyone), self, deadline, &root));

@@ -18,12 +18,13 @@ ControlMesh::ControlMesh(const UniqueIdData& id, int rank, std::vector<RankInfo>
                          std::vector<SocketAddress> listens, Socket listener)
     : id_(id),
       rank_(rank),
+      size_(static_cast<int>(ranks.size())),
       ranks_(std::move(ranks)),
       listens_(std::move(listens)),
       listener_(std::move(listener)),
-      lost_(ranks_.size()),
-      died_(ranks_.size(), false) {
-  for (size_t i = 0; i < ranks_.size(); ++i)
+      lost_(static_cast<size_t>(size_)),
+      died_(static_cast<size_t>(size_), false) {
+  for (size_t i = 0; i < static_cast<size_t>(size_); ++i)
     peers_.push_back(static_cast<int>(i) == rank_ ? nullptr : std::make_unique<Peer>());
 }
 
@@ -37,7 +38,29 @@ Status ControlMesh::start() {
 }
 
 std::string ControlMesh::describe(int rank) const {
-  return wire::describeRank(ranks_[static_cast<size_t>(rank)]);
+  std::lock_guard<std::mutex> lock(tableMutex_);
+  const RankInfo& info = ranks_[static_cast<size_t>(rank)];
+  if (info.rank != rank) return "rank " + std::to_string(rank);  // not gathered yet
+  return wire::describeRank(info);
+}
+
+std::vector<RankInfo> ControlMesh::ranks() const {
+  std::lock_guard<std::mutex> lock(tableMutex_);
+  return ranks_;
+}
+
+SocketAddress ControlMesh::listenOf(int rank) const {
+  std::lock_guard<std::mutex> lock(tableMutex_);
+  return listens_[static_cast<size_t>(rank)];
+}
+
+void ControlMesh::completeTable(const std::vector<RankInfo>& ranks,
+                                const std::vector<SocketAddress>& listens) {
+  std::lock_guard<std::mutex> lock(tableMutex_);
+  for (size_t i = 0; i < ranks_.size() && i < ranks.size(); ++i) {
+    ranks_[i] = ranks[i];
+    listens_[i] = listens[i];
+  }
 }
 
 Status ControlMesh::newChannel(uint32_t* channel) {
@@ -135,7 +158,7 @@ Status ControlMesh::writeSlot(int peer, Peer& p, Deadline deadline, bool mayConn
 }
 
 Status ControlMesh::dial(int peer, Peer& p, Deadline deadline) {
-  const SocketAddress& at = listens_[static_cast<size_t>(peer)];
+  const SocketAddress at = listenOf(peer);
   const auto mine = wire::encodeHello(wire::meshHello(id_, size(), rank_), /*toRoot=*/false);
   Socket s;
   // The peer listened before the ranks met and listens while its mesh
@@ -181,7 +204,7 @@ std::string ControlMesh::trouble() const {
     char s[64];
     std::snprintf(s, sizeof(s), " %.0f s ago", waited);
     out += std::string(out.empty() ? "" : "; ") + "the control connection this rank opened to " +
-           describe(q) + " at " + listens_[static_cast<size_t>(q)].toString() + s +
+           describe(q) + " at " + listenOf(q).toString() + s +
            " has had no answer (is that process stopped, or out of descriptors?)";
   }
   return out;

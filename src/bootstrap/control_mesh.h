@@ -29,6 +29,9 @@ namespace lanes {
 
 // The communicator made from the unique id talks on channel 0.
 inline constexpr uint32_t kRootChannel = 0;
+// The ranks gather the rank table on this channel before the root channel
+// opens; newChannel() never makes it (it makes rank + size * k).
+inline constexpr uint32_t kTableChannel = 0xffffffffu;
 
 class ChannelInbox;
 
@@ -57,8 +60,13 @@ class ControlMesh {
   Status start();  // the monitor thread
 
   int rank() const { return rank_; }
-  int size() const { return static_cast<int>(ranks_.size()); }
-  const std::vector<RankInfo>& ranks() const { return ranks_; }
+  int size() const { return size_; }
+  std::vector<RankInfo> ranks() const;
+  SocketAddress listenOf(int rank) const;
+  // Fills the entries the mesh was made without (the root sends each rank
+  // only its tree neighbours). Every rank completes its table before any
+  // rank talks to one that is not its tree neighbour.
+  void completeTable(const std::vector<RankInfo>& ranks, const std::vector<SocketAddress>& listens);
   const UniqueIdData& id() const { return id_; }
 
   // A channel number no other rank of the mesh will hand out (this rank
@@ -142,8 +150,10 @@ class ControlMesh {
 
   const UniqueIdData id_;
   const int rank_;
-  const std::vector<RankInfo> ranks_;
-  const std::vector<SocketAddress> listens_;
+  const int size_;
+  mutable std::mutex tableMutex_;  // leaf lock: ranks_ and listens_ entries
+  std::vector<RankInfo> ranks_;
+  std::vector<SocketAddress> listens_;
   Socket listener_;
   std::vector<std::unique_ptr<Peer>> peers_;   // by mesh rank; self is an empty slot
   mutable std::mutex connMutex_;               // socks/polling assignment

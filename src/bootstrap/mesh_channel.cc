@@ -47,9 +47,10 @@ Status MeshChannel::open(std::shared_ptr<ControlMesh> mesh, uint32_t channel,
   const int rank = static_cast<int>(at - members.begin());
   // Who each member is, as far as the mesh knows; the swap below adds what
   // may differ since (the GPU).
+  const std::vector<RankInfo> meshRanks = mesh->ranks();
   std::vector<RankInfo> ranks;
   for (size_t i = 0; i < members.size(); ++i) {
-    RankInfo info = mesh->ranks()[static_cast<size_t>(members[i])];
+    RankInfo info = meshRanks[static_cast<size_t>(members[i])];
     info.rank = static_cast<int>(i);
     ranks.push_back(info);
   }
@@ -65,6 +66,20 @@ Status MeshChannel::open(std::shared_ptr<ControlMesh> mesh, uint32_t channel,
     c->ranks_ = std::move(swapped);
   }
   *out = std::move(c);
+  return Status::ok();
+}
+
+Status MeshChannel::gatherTable(const std::shared_ptr<ControlMesh>& mesh, const RankInfo& self,
+                                Deadline deadline) {
+  std::vector<int> everyone(static_cast<size_t>(mesh->size()));
+  for (int r = 0; r < mesh->size(); ++r) everyone[static_cast<size_t>(r)] = r;
+  std::unique_ptr<Bootstrap> table;
+  // Opening a channel other than the root's gathers every member's RankInfo.
+  LANES_RETURN_IF_ERROR(open(mesh, kTableChannel, std::move(everyone), self, deadline, &table));
+  std::vector<SocketAddress> listens(static_cast<size_t>(mesh->size()));
+  listens[static_cast<size_t>(mesh->rank())] = mesh->listenOf(mesh->rank());
+  LANES_RETURN_IF_ERROR(table->allGather(listens.data(), sizeof(SocketAddress), deadline));
+  mesh->completeTable(table->ranks(), listens);
   return Status::ok();
 }
 

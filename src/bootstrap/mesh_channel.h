@@ -33,6 +33,12 @@ class MeshChannel final : public Bootstrap {
   // are, unless the channel is the root one, whose table the mesh holds.
   static Status open(std::shared_ptr<ControlMesh> mesh, uint32_t channel, std::vector<int> members,
                      const RankInfo& self, Deadline deadline, std::unique_ptr<Bootstrap>* out);
+  // Completes the mesh's table (the root sent each rank only its tree
+  // neighbours) by a gather over the tree on kTableChannel. Collective over
+  // the whole mesh; run before the root channel opens, so that it opens with
+  // every rank's name.
+  static Status gatherTable(const std::shared_ptr<ControlMesh>& mesh, const RankInfo& self,
+                            Deadline deadline);
   ~MeshChannel() override;
 
   int rank() const override { return rank_; }

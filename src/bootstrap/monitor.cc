@@ -230,8 +230,7 @@ void ControlMesh::readPeer(int p, int slot) {
         }
         ::shutdown(peer.socks[slot].fd(), SHUT_RDWR);  // this rank's sends on it fail from now on
         LANES_WARN(Bootstrap, rank_, "control connection to %s at %s refused: %s",
-                   describe(p).c_str(), listens_[static_cast<size_t>(p)].toString().c_str(),
-                   ok.message().c_str());
+                   describe(p).c_str(), listenOf(p).toString().c_str(), ok.message().c_str());
         peerLost(
             p, "could not be reached: the process at its address is not it (" + ok.message() + ")",
             /*died=*/false, p);

@@ -63,7 +63,8 @@ Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadli
   uint32_t tag = 0;
   std::vector<uint8_t> payload;
   st = recvFrame(conn, &type, &tag, &payload,
-                 std::max(wire::maxTableBytes(nranks), wire::kMaxErrorBytes), deadline);
+                 std::max(wire::maxTableBytes(wire::kMaxTableEntries), wire::kMaxErrorBytes),
+                 deadline);
   if (!st.isOk()) {
     std::string hint;
     if (st.code() == lanesTimeout)

@@ -12,7 +12,9 @@ namespace lanes {
 
 // Opens this rank's listener (on the interface that reaches the root, or the
 // first LANES_SOCKET_IFNAME match of the root's family), presents the secret
-// to the root and receives the table: ranks[i] and listens[i] for every rank.
+// to the root and receives its part of the table: ranks[i] and listens[i]
+// for itself and its tree neighbours (channel_tree.h); the others' entries
+// are RankInfo{} until the ranks gather them (Bootstrap::create).
 Status joinRoot(const UniqueIdData& id, int nranks, const RankInfo& self, Deadline deadline,
                 Socket* listener, std::vector<RankInfo>* ranks,
                 std::vector<SocketAddress>* listens);

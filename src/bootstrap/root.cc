@@ -17,6 +17,7 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/channel_tree.h"
 #include "bootstrap/wire.h"
 
 namespace lanes {
@@ -218,22 +219,30 @@ class RootServer {
                 count_);
   }
 
+  // Each rank gets only itself and its tree neighbours: enough to join the
+  // tree, over which the ranks then gather the whole table. So the root
+  // sends O(N) bytes in all, not N tables of N entries.
   void sendTables(Deadline overall) {
-    std::vector<RankInfo> infos;
-    std::vector<SocketAddress> listens;
-    for (const auto& a : arrived_) {
-      infos.push_back(a->info);
-      listens.push_back(a->listen);
-    }
-    const auto table = wire::encodeTable(infos, listens);
     Deadline d = Deadline::after(std::max(5.0, std::min(30.0, overall.remainingMs() / 1000.0)));
+    std::vector<RankInfo> infos(static_cast<size_t>(nranks_));
+    std::vector<SocketAddress> listens(static_cast<size_t>(nranks_));
     for (const auto& a : arrived_) {
+      const int rank = a->info.rank;
+      std::vector<int> entries = treeNeighbours(rank, nranks_);
+      entries.push_back(rank);
+      for (int e : entries) {
+        infos[static_cast<size_t>(e)] = arrived_[static_cast<size_t>(e)]->info;
+        listens[static_cast<size_t>(e)] = arrived_[static_cast<size_t>(e)]->listen;
+      }
+      const auto table = wire::encodeTable(infos, listens);
+      for (int e : entries) infos[static_cast<size_t>(e)] = RankInfo{};
       Status st = sendFrame(a->sock, wire::kTable, 0, table.data(), table.size(), d);
       if (!st.isOk())
         LANES_WARN(Bootstrap, -1, "bootstrap root: could not send the rank table to rank %d: %s",
-                   a->info.rank, st.message().c_str());
+                   rank, st.message().c_str());
     }
-    LANES_INFO(Bootstrap, -1, "bootstrap root: all %d ranks arrived; rank table sent", nranks_);
+    LANES_INFO(Bootstrap, -1, "bootstrap root: all %d ranks arrived; each sent its tree neighbours",
+               nranks_);
   }
 
   void forget() {

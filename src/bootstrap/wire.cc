@@ -169,9 +169,13 @@ Status decodeError(const std::vector<uint8_t>& payload) {
 
 std::vector<uint8_t> encodeTable(const std::vector<RankInfo>& ranks,
                                  const std::vector<SocketAddress>& listens) {
+  int32_t entries = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) entries += ranks[i].rank == static_cast<int>(i);
   Writer w;
   w.put<int32_t>(static_cast<int32_t>(ranks.size()));
+  w.put<int32_t>(entries);
   for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i].rank != static_cast<int>(i)) continue;  // not known: not sent
     putRankInfo(w, ranks[i]);
     putAddress(w, listens[i]);
   }
@@ -181,26 +185,31 @@ std::vector<uint8_t> encodeTable(const std::vector<RankInfo>& ranks,
 Status decodeTable(const std::vector<uint8_t>& payload, int nranks, std::vector<RankInfo>* ranks,
                    std::vector<SocketAddress>* listens) {
   Reader r(payload);
-  int32_t n = 0;
+  int32_t n = 0, entries = 0;
   if (!r.get(&n) || n != nranks)
     return internalError("the bootstrap root sent a table for " + std::to_string(n) +
                          " ranks, but this rank expected " + std::to_string(nranks));
+  if (!r.get(&entries) || entries < 0 || entries > std::min(n, kMaxTableEntries))
+    return internalError("the bootstrap root sent a rank table of a wrong size");
   ranks->assign(static_cast<size_t>(n), RankInfo{});
   listens->assign(static_cast<size_t>(n), SocketAddress{});
-  for (int i = 0; i < n; ++i) {
-    auto& info = (*ranks)[static_cast<size_t>(i)];
-    if (!getRankInfo(r, &info) || !getAddress(r, &(*listens)[static_cast<size_t>(i)]) ||
-        info.rank != i)
+  for (int i = 0; i < entries; ++i) {
+    RankInfo info;
+    SocketAddress listen;
+    if (!getRankInfo(r, &info) || !getAddress(r, &listen) || info.rank < 0 || info.rank >= n ||
+        (*ranks)[static_cast<size_t>(info.rank)].rank >= 0)
       return internalError("the bootstrap root sent a malformed rank table");
+    (*listens)[static_cast<size_t>(info.rank)] = listen;
+    (*ranks)[static_cast<size_t>(info.rank)] = info;
   }
   if (!r.atEnd()) return internalError("the bootstrap root sent a rank table with trailing bytes");
   return Status::ok();
 }
 
-size_t maxTableBytes(int nranks) {
-  // Per rank: RankInfo (4+8+4+4+hostname) and an address (1+2+16).
+size_t maxTableBytes(int entries) {
+  // Per entry: RankInfo (4+8+4+4+hostname) and an address (1+2+16).
   constexpr size_t kEntry = 20 + sizeof(RankInfo::hostname) + 19;
-  return sizeof(int32_t) + static_cast<size_t>(nranks > 0 ? nranks : 0) * kEntry;
+  return 2 * sizeof(int32_t) + static_cast<size_t>(entries > 0 ? entries : 0) * kEntry;
 }
 
 std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why) {

@@ -14,7 +14,7 @@ namespace lanes::wire {
 
 enum FrameType : uint16_t {
   kHello = 1,          // secret + identity; first frame on every connection
-  kTable = 2,          // root -> rank: every rank's RankInfo and listen address
+  kTable = 2,          // root -> rank: its own and its tree neighbours' RankInfo and listen address
   kError = 3,          // root -> rank: why it was refused (code + sentence)
   kData = 4,           // mesh: tagged bytes for the mailbox
   kFailure = 5,        // mesh: "rank X failed: why"
@@ -94,14 +94,19 @@ Status checkMeshHello(const UniqueIdData& id, int nranks, const std::vector<uint
 std::vector<uint8_t> encodeError(const Status& s);
 Status decodeError(const std::vector<uint8_t>& payload);
 
-// The root's table: nranks, then (RankInfo, listen address) per rank in rank
-// order. Decoding checks the count against `nranks` and every entry's rank.
+// The root's table for one rank: nranks, the entry count, then (RankInfo,
+// listen address) per entry, each naming its rank. The root sends a rank
+// only itself and its tree neighbours (kMaxTableEntries), so it moves O(N)
+// bytes, not O(N^2); the ranks gather the rest over the tree. Decoding
+// checks the count, every entry's rank and that none repeats; the ranks not
+// sent keep RankInfo{} (rank -1) and an empty address.
+constexpr int kMaxTableEntries = 4;
 std::vector<uint8_t> encodeTable(const std::vector<RankInfo>& ranks,
                                  const std::vector<SocketAddress>& listens);
 Status decodeTable(const std::vector<uint8_t>& payload, int nranks, std::vector<RankInfo>* ranks,
                    std::vector<SocketAddress>* listens);
-// Largest table for `nranks` ranks (the receive limit).
-size_t maxTableBytes(int nranks);
+// Largest table of `entries` entries (the receive limit).
+size_t maxTableBytes(int entries);
 
 // A failure notice on the mesh: "rank `dead` failed: why".
 std::vector<uint8_t> encodeFailureNotice(int32_t dead, const std::string& why);

@@ -37,7 +37,7 @@ void table(const std::vector<uint8_t>& payload) {
   std::vector<RankInfo> ranks;
   std::vector<SocketAddress> listens;
   if (!wire::decodeTable(payload, n, &ranks, &listens).isOk()) return;
-  check(payload.size() <= wire::maxTableBytes(n));
+  check(payload.size() <= wire::maxTableBytes(wire::kMaxTableEntries));
   const auto again = wire::encodeTable(ranks, listens);
   check(wire::decodeTable(again, n, &ranks, &listens).isOk());
   for (const auto& a : listens) (void)a.toString();

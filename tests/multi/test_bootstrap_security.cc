@@ -270,8 +270,12 @@ TEST(BootstrapSecurity, ControlListenerDropsStrangers) {
       attacked.wait();
       if (!allJoined) return;
       std::vector<int> everyone{0, 1, 2};
-      me.opened =
-          MeshChannel::open(me.mesh, kRootChannel, everyone, me.self, deadline, &me.bootstrap);
+      // As Bootstrap::create does: the table first (its connections too
+      // open past the strangers), then the root channel.
+      me.opened = MeshChannel::gatherTable(me.mesh, me.self, deadline);
+      if (me.opened.isOk())
+        me.opened =
+            MeshChannel::open(me.mesh, kRootChannel, everyone, me.self, deadline, &me.bootstrap);
       if (!me.opened.isOk()) return;
       // Every pair talks, so every pair's connection opens past the strangers.
       me.gathered.assign(kRanks, -1);
@@ -299,7 +303,8 @@ TEST(BootstrapSecurity, ControlListenerDropsStrangers) {
     EXPECT_TRUE(r.joined.isOk()) << r.joined.message();
     if (!r.joined.isOk()) allJoined = false;
   }
-  // Every rank's listener gets the strangers; the wrong-secret hello claims a real rank.
+  // Every rank's listener gets the strangers; the wrong-secret hello claims a
+  // real rank. (Rank 0's tree neighbours are the other two: it knows them all.)
   std::vector<Stranger> strangers, silent;
   for (int r = 0; allJoined && r < kRanks; ++r) {
     const SocketAddress& at = ranks[0].listens[static_cast<size_t>(r)];

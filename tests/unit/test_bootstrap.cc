@@ -13,6 +13,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/mesh_channel.h"
+#include "bootstrap/rendezvous.h"
 #include "bootstrap/wire.h"
 #include "tests/unit/bootstrap_ranks.h"
 
@@ -318,6 +319,93 @@ TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
 // A process opens a control connection only to the ranks it talks to: the
 // tree neighbours of the bootstrap's collectives, and the peers of its own
 // sends.
+// The root sends each rank itself and its tree neighbours only (O(N) bytes in
+// all); the ranks gather the rest, so every rank still knows every other.
+TEST(Bootstrap, RootSendsTreeNeighboursAndTheRanksGatherTheRest) {
+  const int n = 11;
+  UniqueIdData id = newRoot();
+  std::vector<std::vector<RankInfo>> fromRoot(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Socket listener;
+      std::vector<SocketAddress> listens;
+      Status st = joinRoot(id, n, infoFor(r), Deadline::after(60), &listener,
+                           &fromRoot[static_cast<size_t>(r)], &listens);
+      EXPECT_TRUE(st.isOk()) << "rank " << r << ": " << st.message();
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> want;
+    if (r > 0) want.push_back((r - 1) / 2);
+    want.push_back(r);
+    for (int c = 2 * r + 1; c <= 2 * r + 2 && c < n; ++c) want.push_back(c);
+    std::sort(want.begin(), want.end());
+    std::vector<int> got;
+    for (const RankInfo& info : fromRoot[static_cast<size_t>(r)]) {
+      if (info.rank < 0) continue;
+      got.push_back(info.rank);
+      EXPECT_EQ(info.pid, infoFor(info.rank).pid);
+    }
+    EXPECT_EQ(got, want) << "rank " << r;
+  }
+
+  runRanks(n, [&](Bootstrap& b) {
+    ASSERT_EQ(b.ranks().size(), static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      const RankInfo& info = b.ranks()[static_cast<size_t>(p)];
+      EXPECT_EQ(info.rank, p);
+      EXPECT_EQ(info.pid, infoFor(p).pid);
+      EXPECT_STREQ(info.hostname, infoFor(p).hostname);
+    }
+    // Any pair can talk: the gathered listen addresses are right.
+    const int r = b.rank();
+    const int to = (r + n / 2) % n;
+    const int from = (r - n / 2 + n) % n;
+    int x = 100 + r;
+    ASSERT_TRUE(b.send(to, 3, &x, sizeof(x)).isOk());
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(b.recv(from, 3, &got, Deadline::after(60)).isOk());
+    ASSERT_EQ(got.size(), sizeof(int));
+    int y = 0;
+    std::memcpy(&y, got.data(), sizeof(y));
+    EXPECT_EQ(y, 100 + from);
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+  });
+}
+
+TEST(WireTable, DecodingRefusesMalformedTables) {
+  std::vector<RankInfo> ranks(6);
+  std::vector<SocketAddress> listens(6);
+  for (int r = 0; r < 6; ++r)
+    ASSERT_TRUE(SocketAddress::parse("127.0.0.1:" + std::to_string(4000 + r),
+                                     &listens[static_cast<size_t>(r)])
+                    .isOk());
+  for (int r : {0, 1, 2}) ranks[static_cast<size_t>(r)] = infoFor(r);
+  const auto good = wire::encodeTable(ranks, listens);
+  std::vector<RankInfo> outRanks;
+  std::vector<SocketAddress> outListens;
+  ASSERT_TRUE(wire::decodeTable(good, 6, &outRanks, &outListens).isOk());
+  EXPECT_EQ(outRanks[1].pid, infoFor(1).pid);
+  EXPECT_EQ(outListens[2].port(), 4002);
+  EXPECT_EQ(outRanks[4].rank, -1);  // not sent
+  EXPECT_FALSE(wire::decodeTable(good, 7, &outRanks, &outListens).isOk());
+  // More entries than a rank's tree neighbours and itself.
+  for (int r : {3, 4}) ranks[static_cast<size_t>(r)] = infoFor(r);
+  EXPECT_FALSE(
+      wire::decodeTable(wire::encodeTable(ranks, listens), 6, &outRanks, &outListens).isOk());
+  // An entry twice.
+  ranks.assign(6, RankInfo{});
+  ranks[2] = infoFor(2);
+  auto twice = wire::encodeTable(ranks, listens);
+  const size_t entry = twice.size() - 2 * sizeof(int32_t);
+  twice.insert(twice.end(), twice.end() - static_cast<long>(entry), twice.end());
+  const int32_t two = 2;
+  std::memcpy(twice.data() + sizeof(int32_t), &two, sizeof(two));
+  EXPECT_FALSE(wire::decodeTable(twice, 6, &outRanks, &outListens).isOk());
+  EXPECT_LE(good.size(), wire::maxTableBytes(wire::kMaxTableEntries));
+}
+
 TEST(Bootstrap, ConnectionsOpenOnlyWherePairsTalk) {
   const int n = 16;
   std::vector<std::vector<int>> connected(n), afterSend(n);
