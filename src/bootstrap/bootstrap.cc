@@ -57,8 +57,8 @@ Status Bootstrap::create(const UniqueIdData& id, int nranks, const RankInfo& sel
   std::unique_ptr<Bootstrap> root;
   LANES_RETURN_IF_ERROR(
       MeshChannel::open(std::move(mesh), kRootChannel, std::move(everyone), self, deadline, &root));
-  // It connects every rank to its tree neighbours, so a death is seen and
-  // passed on even before the ranks' first exchange.
+  // Every rank has its whole table once this returns (each gathered it
+  // before entering), so any pair may talk from here on.
   st = root->barrier(deadline);
   if (!st.isOk()) return nameBootstrapExpiry(st, budget);
   *out = std::move(root);

@@ -65,10 +65,10 @@ void ControlMesh::completeTable(const std::vector<RankInfo>& ranks,
 
 Status ControlMesh::newChannel(uint32_t* channel) {
   // Rank r makes r + size * k for k = 1, 2, ...: unique across the mesh
-  // without asking anyone, and never the root channel.
+  // without asking anyone, and never the root or the table channel.
   const uint64_t k = channelsMade_.fetch_add(1) + 1;
   const uint64_t c = static_cast<uint64_t>(rank_) + static_cast<uint64_t>(size()) * k;
-  if (c > std::numeric_limits<uint32_t>::max())
+  if (c >= kTableChannel)
     return invalidUsage("rank " + std::to_string(rank_) + " has made " + std::to_string(k - 1) +
                         " communicators over the control connections of one communicator, "
                         "the most it can; make new ones from a fresh unique id");

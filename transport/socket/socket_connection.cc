@@ -54,12 +54,12 @@ uint64_t minCursor(const Cursors& cursors, int n) {
   return m;
 }
 
-// One lane, this rank -> peer.
 // Lane buffers are left uninitialised: pages are touched only as the
 // stream reaches them, so a pair that moves a few bytes (an all-to-all of
 // many small blocks) does not pay resident memory for the whole ring.
 using LaneBuffer = std::unique_ptr<std::byte[]>;
 
+// One lane, this rank -> peer.
 struct SendLane {
   LaneBuffer buffer;
   std::atomic<uint64_t> produced{0};  // bytes post() copied in
