@@ -393,6 +393,22 @@ job_small_mps() {
   done
 }
 
+job ll-pairs "lanes-run lanes_sendrecv_perf" "$ROW|^=== " \
+  "issue 20: device send/recv, LL pair slots (default) vs the staged pair slots (^ll_pairs), 2 and 4 processes under MPS, P2P off"
+# The two side by side in one call, each process count in turn.
+job_ll_pairs() {
+  one_gpu
+  local np mode
+  for np in 2 4; do
+    for mode in "LANES_PROTO=^ll_pairs" ""; do
+      # shellcheck disable=SC2086 # the mode is one variable or none
+      step 40 "lanes_sendrecv_perf, $np processes under MPS, P2P off, ${mode:-defaults}" -- \
+        bash bench/gpu/with_mps.sh env LANES_P2P_DISABLE=1 $mode @bin@/lanes-run -n $np \
+        @bin@/lanes_sendrecv_perf -b 8 -e 4M -f 2 -n 100 -w 10 --memory device
+    done
+  done
+}
+
 job ll-grid "lanes-run $TOOLS5 lanes_reduce_perf" "$ROW|^=== " \
   "issue 20: LL on grids of blocks vs the staged path, 2 and 8 processes under MPS, 4 KiB-256 KiB"
 # Forced each way (LANES_PROTO), P2P off: what the planner's LL and staged costs are

@@ -42,10 +42,13 @@
 
 #include "base/datatype.h"
 #include "kernels/cuda/ll_allreduce.h"
+#include "kernels/cuda/ll_lines.cuh"
 #include "kernels/cuda/reduce_ops.cuh"
 
 namespace lanes::cuda {
 namespace {
+
+using namespace ll;
 
 constexpr int kThreads = 512;
 constexpr int kTileWords = 4096;  // 32 KiB: one 8-byte payload per (rank, line) of a tile
@@ -56,12 +59,6 @@ constexpr int kBatch = 4;         // peer lines one thread has in flight
 // 21 us instead of 10); more lines push themselves out, and the fence would
 // only delay the reads (64 KiB: +20%).
 constexpr size_t kFenceBelowLines = 1536;
-constexpr unsigned kAbortEvery = 256;  // polls between reads of the host's abort word (2^k)
-constexpr unsigned long long kDefaultTimeoutNs = 300ull * 1000 * 1000 * 1000;
-// Every 2^21 calls (both parities) a rank rewrites its whole slot, so no line
-// keeps a flag older than that: the 32-bit flag cannot wrap around to a stale
-// line's value (that would take 2^32 calls).
-constexpr unsigned long long kRefreshMask = (1ull << 21) - 1;
 
 template <class S>
 struct Args {
@@ -103,63 +100,18 @@ union Line {
   S e[kLlLinePayload / sizeof(S)];
 };
 
-__device__ __forceinline__ unsigned long long nowNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// One 16-byte store: {data0, flag, data1, flag}.
-__device__ __forceinline__ void storeLine(uint4* p, uint64_t v, uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p),
-               "r"(static_cast<uint32_t>(v)), "r"(flag), "r"(static_cast<uint32_t>(v >> 32)),
-               "r"(flag)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 loadLine(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
 // Payload line i of the input block at `block` (PreMulSum: already scaled).
-// Bytes past the block's end read as zero; any pointer alignment.
 template <class S>
 __device__ __forceinline__ uint64_t inputLine(const Args<S>& a, const unsigned char* block,
                                               size_t i) {
-  const size_t b0 = i * kLlLinePayload;
-  const size_t len = a.bytes - b0 < kLlLinePayload ? a.bytes - b0 : kLlLinePayload;
-  const unsigned char* p = block + b0;
   Line<S> l;
-  if (len == kLlLinePayload && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-    l.u = *reinterpret_cast<const uint64_t*>(p);
-  } else {
-    l.u = 0;
-    for (size_t k = 0; k < len; ++k) l.u |= static_cast<uint64_t>(p[k]) << (8 * k);
-  }
+  l.u = loadBytes(block, a.bytes, i);
   if (a.premul) {
 #pragma unroll
     for (int e = 0; e < static_cast<int>(kLlLinePayload / sizeof(S)); ++e)
       l.e[e] = Num<S>::mul(l.e[e], a.scalar);
   }
   return l.u;
-}
-
-// Payload line i of a `bytes`-long output at `base`; any alignment.
-__device__ __forceinline__ void storeBytes(unsigned char* base, size_t bytes, size_t i,
-                                           uint64_t v) {
-  const size_t b0 = i * kLlLinePayload;
-  const size_t len = bytes - b0 < kLlLinePayload ? bytes - b0 : kLlLinePayload;
-  unsigned char* p = base + b0;
-  if (len == kLlLinePayload && (reinterpret_cast<uintptr_t>(p) & 7) == 0) {
-    *reinterpret_cast<uint64_t*>(p) = v;
-  } else {
-    for (size_t k = 0; k < len; ++k) p[k] = static_cast<unsigned char>(v >> (8 * k));
-  }
 }
 
 template <class S>
@@ -216,43 +168,6 @@ __device__ __forceinline__ uint64_t reduceColumn(const Args<S>& a, const uint64_
       acc.e[e] = Num<S>::div(acc.e[e], a.nranks);
   }
   return acc.u;
-}
-
-// First failure of this call: the block stops (the others see state->failed
-// at their next miss), and the first block to fail tells the host code, peer and seq.
-__device__ void recordFailure(LlDeviceState* state, LlControl* c, int* failed, uint32_t code,
-                              int peer, unsigned long long seq) {
-  if (atomicCAS(failed, 0, 1) != 0) return;
-  if (atomicExch(&state->failed, 1u) != 0) return;
-  volatile LlControl* vc = c;
-  if (vc->error != kLlOk) return;  // sticky: the first failed call is the one to report
-  vc->peer = static_cast<uint32_t>(peer);
-  vc->seq = seq;
-  __threadfence_system();
-  vc->error = code;
-  __threadfence_system();
-}
-
-// A wait for a peer's line that has not come: whether to give up (the call
-// failed elsewhere, ran past its deadline, or the host set the abort word).
-__device__ __forceinline__ bool giveUp(LlDeviceState* state, LlControl* c, int* failed,
-                                       unsigned long long deadline, unsigned* polls, int peer,
-                                       unsigned long long seq) {
-  if (*static_cast<volatile int*>(failed)) return true;
-  if (*static_cast<volatile unsigned*>(&state->failed) != 0) {  // another block gave up
-    atomicExch(failed, 1);
-    return true;
-  }
-  if (nowNs() > deadline) {
-    recordFailure(state, c, failed, kLlTimedOut, peer, seq);
-    return true;
-  }
-  // The abort word lives in host memory: read at the first miss, then rarely.
-  if ((++*polls & (kAbortEvery - 1)) == 1 && static_cast<volatile LlControl*>(c)->abort != 0) {
-    recordFailure(state, c, failed, kLlAborted, peer, seq);
-    return true;
-  }
-  return false;
 }
 
 template <class S>
@@ -377,9 +292,8 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
 #pragma unroll
           for (int k = 0; k < kBatch; ++k) {
             if (!need[k]) continue;
-            if (v[k].y == flag && v[k].w == flag) {
-              const uint64_t got =
-                  static_cast<uint64_t>(v[k].x) | (static_cast<uint64_t>(v[k].z) << 32);
+            if (lineHas(v[k], flag)) {
+              const uint64_t got = linePayload(v[k]);
               if (gathering)
                 storeBytes(gatheredBlock(a, peer[k]), a.bytes, t0 + col[k], got);
               else
@@ -416,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
       unsigned polls = 0;
       for (;;) {
         const uint4 v = loadLine(line);
-        if (v.y == flag && v.w == flag) break;
+        if (lineHas(v, flag)) break;
         if (giveUp(a.state, a.control, &sFailed, sDeadline, &polls, peer, seq)) break;
       }
     }

@@ -49,6 +49,10 @@ enum LlError : uint32_t {
   kLlOk = 0,
   kLlAborted = 1,   // the host set `abort` (communicator failed, aborted or destroyed)
   kLlTimedOut = 2,  // a peer's lines did not arrive within the timeout
+  // The send/recv kernel (ll_pairs.h); LlControl::seq is then the message's
+  // number between the two ranks.
+  kLlSendTimedOut = 3,     // the receiver did not read the message kLlPairDepth before
+  kLlReceiveTimedOut = 4,  // the sender's message did not arrive
 };
 
 // One rank's control block, in host memory mapped into the device (the kernel
@@ -61,13 +65,24 @@ struct alignas(64) LlControl {
   uint64_t seq;      // sequence number of the failed call
   uint64_t entered;  // sequence number of the last call that started
   uint64_t exited;   // sequence number of the last call that finished
+  // The same for the send/recv kernel (ll_pairs.h), which counts its launches.
+  uint64_t pairEntered;
+  uint64_t pairExited;
 };
 
 // One rank's state in device memory (read at every call without crossing PCIe).
 struct LlDeviceState {
   unsigned long long seq;   // the last sequence number used
-  unsigned int failed;      // a call of this rank gave up: later calls do nothing
+  unsigned int failed;      // a call of this rank gave up: later LL calls and sends do nothing
   unsigned int blocksDone;  // blocks of the running call that finished
+  // The send/recv kernel's (ll_pairs.h): messages sent to and received from
+  // each peer, the receiver's acknowledgement last seen per peer, launches.
+  unsigned long long sent[kLlMaxRanks];
+  unsigned long long received[kLlMaxRanks];
+  unsigned long long ackSeen[kLlMaxRanks];
+  unsigned long long pairLaunches;
+  unsigned int pairBlocksDone;
+  unsigned int pairSendsDone;  // sending blocks of the running launch that read all their input
 };
 
 // Which collective a call is. Counts and buffers as in lanes.h: `count` is

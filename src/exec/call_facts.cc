@@ -18,6 +18,8 @@ const char* devicePathName(DevicePath p) {
       return "pairs";
     case DevicePath::P2pPairs:
       return "p2p_pairs";
+    case DevicePath::LlPairs:
+      return "ll_pairs";
     case DevicePath::Proxy:
       return "proxy";
   }

@@ -17,6 +17,8 @@ namespace lanes {
 // Where a batch of device-buffer calls runs. LlThreads is the LL kernel for
 // ranks that are threads of one process: off unless named in LANES_PROTO (a
 // spinning kernel can sit behind a peer thread's work in the shared context).
+// LlPairs carries one small send or receive in LL lines through the LL
+// arena's pair slots (one kernel per group, ll_pairs.h).
 // Pairs and P2pPairs carry one send or receive through the staged path's
 // pair slots, in shared host memory or in the receiver's GPU memory over P2P
 // (off unless named: where P2P is on, the slots then move to GPU memory).
@@ -30,9 +32,10 @@ enum class DevicePath : uint8_t {
   HostSum,
   Pairs,
   P2pPairs,
+  LlPairs,
   Proxy
 };
-inline constexpr int kDevicePaths = 8;
+inline constexpr int kDevicePaths = 9;
 const char* devicePathName(DevicePath p);
 
 // What selection reads about one batch of calls and its communicator. Every
@@ -61,6 +64,7 @@ struct CallFacts {
     size_t maxBytes = 0;
   };
   Limit sharedContext, ll;
+  Limit llPairs;  // the LL pair slots: messages up to maxBytes
   // Ranks of different processes share a GPU that does not run MPS: every
   // hand-off between them on the GPU waits for a time slice.
   bool timeSliced = false;

@@ -47,6 +47,13 @@ bool onePair(const CallFacts& f) {
          (f.staged.proxyUpToBytes == 0 || f.bytes > f.staged.proxyUpToBytes);
 }
 
+// One non-empty send or receive to another process's rank of this host that
+// fits the LL pair slots (both ends agreed their size at init).
+bool llPairServes(const CallFacts& f) {
+  return f.device && f.p2p && f.calls == 0 && f.p2pCalls == 1 && !f.p2pSelf && f.oneHost &&
+         !f.threadRanks && f.llPairs.ready && f.bytes > 0 && f.bytes <= f.llPairs.maxBytes;
+}
+
 // What the proxy runs on the host for `f`: the host algorithm chosen for each
 // collective of the batch (priced at the batch's mean size), or one hop for
 // sends and receives (a socket hop where the ranks span hosts).
@@ -131,6 +138,10 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
      "all-reduces (any batch) and one reduce-scatter, ranks of one host, the staged path's "
      "slots in host memory: summed by CPU threads, no GPU kernel",
      hostSumServes, costOf<DevicePath::HostSum>, nullptr},
+    {DevicePath::LlPairs, "ll_pairs",
+     "one send or receive of up to the LL pair slots' size (64 KiB at up to 11 ranks) between "
+     "processes of one host, in LL lines through mapped host memory",
+     llPairServes, costOf<DevicePath::LlPairs>, nullptr},
     {DevicePath::Pairs, "pairs",
      "one send or receive between ranks of one host, through the staged path's pair slots in "
      "shared host memory",

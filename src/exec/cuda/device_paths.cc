@@ -16,6 +16,7 @@
 #include "exec/cuda/stream_join.h"
 #include "exec/device_path.h"
 #include "kernels/cuda/ll_allreduce.h"
+#include "kernels/cuda/ll_pairs.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/stream_flags.h"
 #include "kernels/cuda/wire_codec.h"
@@ -47,8 +48,10 @@ CallFacts rankSetFacts(CommView comm) {
   DevicePaths& paths = comm.paths();
   if (auto* shared = static_cast<ContextAllReduce*>(paths.sharedContext.get()))
     f.sharedContext = {true, shared->maxBytes()};
-  if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled())
+  if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled()) {
     f.ll = {true, ll->maxBytes()};
+    if (ll->pairsEnabled()) f.llPairs = {true, ll->pairMaxBytes()};
+  }
   if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
       staged != nullptr && staged->enabled()) {
     const StageArenaConfig& arena = comm.config().stage;
@@ -114,11 +117,13 @@ void notePlans(CommView comm, const std::vector<Request>& requests, DevicePath p
   }
 }
 
-// The sends and receives the chooser puts on the pair slots, taken out of
-// `requests`. Each is decided alone, on facts both of its ends share, so
-// both take the same path; *path says which pair slots.
+// The sends and receives the chooser puts on the staged path's pair slots,
+// taken out of `requests`, and those it puts on the LL pair slots (*llPairs).
+// Each is decided alone, on facts both of its ends share, so both take the
+// same path; *path says which staged pair slots.
 std::vector<Request> takePairs(CommView comm, std::vector<Request>& requests,
-                               const PathChooser& chooser, DevicePath* path) {
+                               const PathChooser& chooser, DevicePath* path,
+                               std::vector<Request>* llPairs) {
   std::vector<Request> pairs, rest;
   for (Request& r : requests) {
     DevicePath p = DevicePath::Proxy;
@@ -130,6 +135,8 @@ std::vector<Request> takePairs(CommView comm, std::vector<Request>& requests,
     if (p == DevicePath::Pairs || p == DevicePath::P2pPairs) {
       *path = p;
       pairs.push_back(std::move(r));
+    } else if (p == DevicePath::LlPairs) {
+      llPairs->push_back(std::move(r));
     } else {
       rest.push_back(std::move(r));
     }
@@ -154,6 +161,8 @@ Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
     case DevicePath::Ll:
     case DevicePath::LlThreads:
       return static_cast<LlAllReduce*>(paths.ll.get())->enqueue(requests.front(), stream);
+    case DevicePath::LlPairs:
+      return static_cast<LlAllReduce*>(paths.ll.get())->enqueuePairs(requests, stream);
     case DevicePath::Staged:
     case DevicePath::HostSum:
     case DevicePath::Pairs:
@@ -191,16 +200,20 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   // Before takePairs takes requests out: the split below joins every stream.
   const std::vector<cudaStream_t> others = otherStreams(requests, stream);
 
-  // Sends and receives between ranks of one host: the pair slots of the
-  // host-staged path (staged_sendrecv.cc).
+  // Sends and receives between ranks of one host: the LL pair slots
+  // (ll_pairs.cc) and the pair slots of the host-staged path (staged_sendrecv.cc).
   DevicePath pairsPath = DevicePath::Proxy;
-  std::vector<Request> pairs = takePairs(comm, requests, chooser, &pairsPath);
+  std::vector<Request> llPairs;
+  std::vector<Request> pairs = takePairs(comm, requests, chooser, &pairsPath, &llPairs);
   StagedCollectives* pairPath = nullptr;
-  if (!pairs.empty()) {
+  LlAllReduce* llPairPath = nullptr;
+  if (!pairs.empty() || !llPairs.empty()) {
     std::lock_guard<std::mutex> lock(comm.paths().mutex);
-    pairPath = static_cast<StagedCollectives*>(comm.paths().staged.get());
+    if (!pairs.empty()) pairPath = static_cast<StagedCollectives*>(comm.paths().staged.get());
+    if (!llPairs.empty()) llPairPath = static_cast<LlAllReduce*>(comm.paths().ll.get());
   }
   if (pairPath != nullptr) notePlans(comm, pairs, pairsPath, chooser);
+  if (llPairPath != nullptr) notePlans(comm, llPairs, DevicePath::LlPairs, chooser);
   // Sends and receives left (to itself, small ones between processes on one
   // GPU, ranks of other hosts) beside collectives that a GPU-driven path
   // takes: they go to the proxy on their own, or they would turn those
@@ -218,15 +231,19 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     else
       leftover.clear();
   }
-  if (pairPath == nullptr && leftover.empty()) return enqueueChosen(requests, stream, chooser);
+  if (pairPath == nullptr && llPairPath == nullptr && leftover.empty())
+    return enqueueChosen(requests, stream, chooser);
 
   // A split group: every part runs on `stream`, which the group's other
   // streams join first and wait for after (NCCL completes a group on all of
   // its streams).
   DeviceScope device(comm.cudaDev());
   LANES_RETURN_IF_ERROR(joinStreams(stream, others));
-  for (std::vector<Request>* part : {&pairs, &requests, &leftover})
+  for (std::vector<Request>* part : {&llPairs, &pairs, &requests, &leftover})
     for (Request& r : *part) r.stream = stream;
+  // The LL kernel first: its sends never wait for this group's receives, so
+  // the peers' LL receives complete whatever their streams hold after.
+  if (llPairPath != nullptr) LANES_RETURN_IF_ERROR(llPairPath->enqueuePairs(llPairs, stream));
   if (pairPath != nullptr) LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
   if (!requests.empty()) LANES_RETURN_IF_ERROR(enqueueChosen(requests, stream, chooser));
   if (!leftover.empty()) LANES_RETURN_IF_ERROR(enqueueChosen(leftover, stream, chooser));
@@ -247,6 +264,7 @@ Status setupProxyPath(lanesComm* handle) {
   // call, where loading can wait for streams parked on peers (reduce.h).
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadReduceKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlKernels()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlPairKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadFlagKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadWireKernels()));
   DeviceProxy* proxy = nullptr;

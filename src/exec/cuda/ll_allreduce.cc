@@ -10,6 +10,7 @@
 #include "base/env.h"
 #include "base/log.h"
 #include "exec/cuda/device_scope.h"
+#include "kernels/cuda/ll_pairs.h"
 #include "transport/common/numa_policy.h"
 
 namespace lanes {
@@ -33,9 +34,26 @@ size_t roundedMaxBytes(size_t bytes) {
 // What every rank states before LL is used.
 struct Proposal {
   int32_t willing = 0;
-  int32_t pad = 0;
+  int32_t pairStreams = 0;  // send/recv kernel blocks a launch may run; 0: no pair slots wanted
   uint64_t maxBytes = 0;
 };
+
+// The pair slots of all ordered pairs take at most this much of the arena:
+// larger communicators get smaller messages (11 ranks: 64 KiB; 16: 16 KiB;
+// 32: 4 KiB; 46 and more: none).
+constexpr size_t kPairRegionBudget = size_t{64} << 20;
+// Below this the copy-engine pair slots do as well: no LL pair slots.
+constexpr size_t kPairMinBytes = size_t{4} << 10;
+
+// The largest LL message for `n` ranks and LL calls of at most `maxBytes`: 0
+// where the pair slots would not fit the budget at kPairMinBytes.
+size_t pairMaxBytesFor(int n, size_t maxBytes) {
+  size_t bytes =
+      std::min(maxBytes, cuda::kLlPairMaxBytes) / cuda::kLlLinePayload * cuda::kLlLinePayload;
+  while (bytes >= kPairMinBytes && cuda::llPairRegionBytes(n, bytes) > kPairRegionBudget)
+    bytes /= 2;
+  return bytes >= kPairMinBytes ? bytes : 0;
+}
 
 // The kernel's name for a collective the registry gives LL (planner/registry.cc).
 cuda::LlCollective llCollective(CollType c) {
@@ -102,6 +120,8 @@ Status LlAllReduce::createLocalResources() {
   LANES_CUDA_RETURN(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, comm_.cudaDev()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::llResidentBlocksPerSm(&perSm)));
   maxBlocks_ = std::max(1, sms * perSm / std::max(1, comm_.ranksPerGpu()) / 2);
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::llPairResidentBlocksPerSm(&perSm)));
+  pairMaxStreams_ = std::max(1, sms * perSm / std::max(1, comm_.ranksPerGpu()) / 2);
   return Status::ok();
 }
 
@@ -157,15 +177,26 @@ Status LlAllReduce::setup() {
     std::vector<Proposal> all(static_cast<size_t>(n));
     all[static_cast<size_t>(comm_.rank())].willing = why.empty() ? 1 : 0;
     all[static_cast<size_t>(comm_.rank())].maxBytes = mine;
+    // Sends and receives of thread ranks stay off LL, as their collectives
+    // do unless LANES_PROTO names ll_threads.
+    const bool pairsWanted =
+        llPath == DevicePath::Ll && pathAllowed(comm_.selection(), DevicePath::LlPairs);
+    all[static_cast<size_t>(comm_.rank())].pairStreams = pairsWanted ? pairMaxStreams_ : 0;
     LANES_RETURN_IF_ERROR(comm_.bootstrap().allGather(all.data(), sizeof(Proposal), deadline));
     maxBytes_ = mine;
+    int pairStreams = cuda::kLlPairMaxStreams;
     for (int r = 0; r < n; ++r) {
       const Proposal& p = all[static_cast<size_t>(r)];
       maxBytes_ = std::min<size_t>(maxBytes_, p.maxBytes);
+      pairStreams = std::min(pairStreams, p.pairStreams);
       if (!p.willing && why.empty())
         why = "rank " + std::to_string(r) + " cannot use it (its log says why)";
     }
     slotBytes_ = cuda::llSlotBytes(maxBytes_);
+    // Pair slots where every rank wants them and a launch can hold a send
+    // and a receive stream per peer on every rank's GPU at once.
+    pairMaxStreams_ = pairStreams;
+    pairMaxBytes_ = pairStreams >= 2 * (n - 1) ? pairMaxBytesFor(n, maxBytes_) : 0;
 
     // 2. The shared slots (collective; on failure every rank falls back alike).
     if (why.empty()) {
@@ -173,10 +204,12 @@ Status LlAllReduce::setup() {
       snprintf(tag, sizeof(tag), "lanes-%016llx", static_cast<unsigned long long>(comm_.commId()));
       bool fatal = false;
       const size_t rankBytes = 2 * slotBytes_;
-      const size_t bytes = (static_cast<size_t>(n) * rankBytes + 4095) / 4096 * 4096;
-      // Each rank's lines on its GPU's NUMA node; a slot pair shorter than a page
-      // shares pages with its neighbours, and a page goes to the rank owning
-      // its first byte.
+      pairRegion_ = (static_cast<size_t>(n) * rankBytes + 4095) / 4096 * 4096;
+      const size_t pairBytes = pairMaxBytes_ > 0 ? cuda::llPairRegionBytes(n, pairMaxBytes_) : 0;
+      const size_t bytes = (pairRegion_ + pairBytes + 4095) / 4096 * 4096;
+      // Each rank's lines on its GPU's NUMA node (its pair slots as a sender
+      // too); a range shorter than a page shares pages with its neighbours,
+      // and a page goes to the rank owning its first byte.
       const std::vector<int> rankNodes = comm_.rankNumaNodes();
       HostArenaSpec spec;
       spec.name = "/" + std::string(tag) + "-ll";
@@ -185,6 +218,11 @@ Status LlAllReduce::setup() {
       std::vector<NumaRange> wanted;
       for (size_t r = 0; r < rankNodes.size(); ++r)
         wanted.push_back({r * rankBytes, rankBytes, rankNodes[r]});
+      const size_t senderBytes = pairMaxBytes_ > 0 ? static_cast<size_t>(n) * cuda::kLlPairDepth *
+                                                         cuda::llPairSlotBytes(pairMaxBytes_)
+                                                   : 0;
+      for (size_t r = 0; r < rankNodes.size() && senderBytes > 0; ++r)
+        wanted.push_back({pairRegion_ + r * senderBytes, senderBytes, rankNodes[r]});
       spec.placement = pageAlignedRanges(std::move(wanted), bytes, 4096);
       spec.placed = describeRankNodes(rankNodes, "lines");
       Status s = HostArena::create(comm_.bootstrap(), spec, deadline, &arena_, &fatal);
@@ -216,6 +254,10 @@ Status LlAllReduce::setup() {
   LANES_INFO(Init, comm_.rank(),
              "small device collectives: one LL kernel through mapped host memory, up to %zu bytes",
              maxBytes_);
+  if (pairMaxBytes_ > 0)
+    LANES_INFO(Init, comm_.rank(),
+               "small device send/recv: LL pair slots, %d x %zu bytes per ordered pair of ranks",
+               cuda::kLlPairDepth, pairMaxBytes_);
   return Status::ok();
 }
 
@@ -231,18 +273,35 @@ Status LlAllReduce::checkKernels() {
   const auto peer = static_cast<int>(loadWord(&control_->peer));
   const auto seq = static_cast<unsigned long long>(loadWord(&control_->seq));
   Status s;
+  char text[640];
+  const double waited = comm_.timeoutSeconds();
+  const std::string on = comm_.describe();
   if (error == cuda::kLlTimedOut) {
-    char text[512];
     snprintf(text, sizeof(text),
              "small device collective #%llu (LL kernel) on %s waited %.0f s for rank %d's data "
              "and gave up: rank %d did not make the same call (check that every rank issues the "
              "same collectives in the same order) or its GPU stream is stuck; destroy the "
              "communicator",
-             seq, comm_.describe().c_str(), comm_.timeoutSeconds(), peer, peer);
+             seq, on.c_str(), waited, peer, peer);
+    s = timeoutError(text);
+  } else if (error == cuda::kLlSendTimedOut) {
+    snprintf(text, sizeof(text),
+             "device send #%llu to rank %d (LL pair slots) on %s waited %.0f s for rank %d to "
+             "receive send #%llu and gave up: rank %d did not post the matching lanesRecv (sends "
+             "and receives between two ranks pair up in the order they are made) or its GPU "
+             "stream is stuck; destroy the communicator",
+             seq, peer, on.c_str(), waited, peer, seq - cuda::kLlPairDepth, peer);
+    s = timeoutError(text);
+  } else if (error == cuda::kLlReceiveTimedOut) {
+    snprintf(text, sizeof(text),
+             "device receive #%llu from rank %d (LL pair slots) on %s waited %.0f s for rank "
+             "%d's data and gave up: rank %d did not make the matching lanesSend (in the same "
+             "order, with at least this count) or its GPU stream is stuck; destroy the "
+             "communicator",
+             seq, peer, on.c_str(), waited, peer, peer);
     s = timeoutError(text);
   } else {
-    s = Status(lanesInternalError, "small device collective #" + std::to_string(seq) + " on " +
-                                       comm_.describe() +
+    s = Status(lanesInternalError, "small device call #" + std::to_string(seq) + " on " + on +
                                        " was stopped by an abort; destroy the communicator");
   }
   comm_.fail(s.code(), s.message());
@@ -262,19 +321,45 @@ void LlAllReduce::monitor() {
   }
 }
 
-Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
-  DeviceScope device(comm_.cudaDev());
+Status LlAllReduce::orderAfterLast(cudaStream_t stream, bool* capturing) {
   LANES_RETURN_IF_ERROR(checkKernels());
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   LANES_CUDA_RETURN(cudaStreamIsCapturing(stream, &capture));
-  const bool capturing = capture != cudaStreamCaptureStatusNone;
-  // LL calls of one rank must not overlap (they share the slots and the
-  // sequence number): a call on another stream waits for the previous one.
+  *capturing = capture != cudaStreamCaptureStatusNone;
+  // LL launches of one rank must not overlap (they share the slots and the
+  // counters): a launch on another stream waits for the previous one.
   // Inside a capture the graph's own order applies (an event recorded outside
   // the capture cannot be waited on in it).
-  if (!capturing && lastStream_ != nullptr && lastStream_ != stream)
+  if (!*capturing && lastStream_ != nullptr && lastStream_ != stream)
     LANES_CUDA_RETURN(cudaStreamWaitEvent(stream, last_, 0));
+  return Status::ok();
+}
 
+Status LlAllReduce::noteLaunch(int rc, cudaStream_t stream, bool capturing, const char* what) {
+  if (rc != cudaSuccess) {
+    Status s = kernelStatus(rc, (std::string("launching the ") + what).c_str());
+    // The peers' kernels will wait for this rank's lines: fail (they time out
+    // or learn of it through the bootstrap).
+    comm_.fail(s.code(), "small device call on " + comm_.describe() + ": " + s.message());
+    return s;
+  }
+  if (!capturing) {
+    LANES_CUDA_RETURN(cudaEventRecord(last_, stream));
+    lastStream_ = stream;
+  }
+  return Status::ok();
+}
+
+unsigned long long LlAllReduce::kernelTimeoutNs() const {
+  const double ns = comm_.timeoutSeconds() * 1e9;
+  // Saturated well below 2^64 - %globaltimer (ns since 1970, ~2^61 today).
+  return static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
+}
+
+Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
+  DeviceScope device(comm_.cudaDev());
+  bool capturing = false;
+  LANES_RETURN_IF_ERROR(orderAfterLast(stream, &capturing));
   cuda::LlAllReduceArgs a;
   a.coll = llCollective(r.args.coll);
   a.root = r.args.root;
@@ -290,22 +375,10 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   a.slotBytes = slotBytes_;
   a.state = state_;
   a.control = controlDevice_;
-  const double ns = comm_.timeoutSeconds() * 1e9;
-  // Saturated well below 2^64 - %globaltimer (ns since 1970, ~2^61 today).
-  a.timeoutNs = static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
+  a.timeoutNs = kernelTimeoutNs();
   a.maxBlocks = maxBlocks_;
-  const int rc = cuda::launchLlAllReduce(a, stream);
-  if (rc != cudaSuccess) {
-    Status s = kernelStatus(rc, "launching the LL kernel");
-    // The peers' kernels will wait for this rank's lines: fail (they time out
-    // or learn of it through the bootstrap).
-    comm_.fail(s.code(), "small device collective on " + comm_.describe() + ": " + s.message());
-    return s;
-  }
-  if (!capturing) {
-    LANES_CUDA_RETURN(cudaEventRecord(last_, stream));
-    lastStream_ = stream;
-  }
+  LANES_RETURN_IF_ERROR(
+      noteLaunch(cuda::launchLlAllReduce(a, stream), stream, capturing, "LL kernel"));
   ++calls_[static_cast<size_t>(r.args.coll)];
   return Status::ok();
 }
@@ -314,7 +387,8 @@ bool LlAllReduce::waitIdle(Deadline deadline) {
   Backoff backoff;
   for (;;) {
     const bool eventDone = lastStream_ == nullptr || cudaEventQuery(last_) != cudaErrorNotReady;
-    const bool kernelsDone = loadWord(&control_->entered) == loadWord(&control_->exited);
+    const bool kernelsDone = loadWord(&control_->entered) == loadWord(&control_->exited) &&
+                             loadWord(&control_->pairEntered) == loadWord(&control_->pairExited);
     if (eventDone && kernelsDone) return true;
     if (deadline.expired()) return false;
     backoff.pause();

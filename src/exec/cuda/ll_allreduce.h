@@ -1,12 +1,13 @@
 // Small-message device collectives (all-reduce, all-gather, reduce-scatter,
-// broadcast, reduce): one LL kernel
+// broadcast, reduce) and sends and receives: one LL kernel
 // (kernels/cuda/ll_allreduce.h) on the caller's stream, data and flags in
 // mapped host memory (a HostArena), for calls of at most LANES_LL_MAX_BYTES per
 // rank (default 256 KiB, the planner choosing within it) when every rank of the communicator is on
 // this host (several may share one GPU, as threads or processes). No host thread in the path, no
 // copy engine, no stream memory operation: the latency is one kernel launch plus a PCIe round trip.
 // The sequence number lives in device memory, so a captured CUDA Graph replays correctly (each
-// replay takes the next one).
+// replay takes the next one). Sends and receives of at most pairMaxBytes() ride the pair slots of
+// the same arena (kernels/cuda/ll_pairs.h; enqueuePairs in ll_pairs.cc).
 //
 // Failure handling: the communicator's failure hook sets the abort word every
 // waiting kernel polls; a kernel that waits past the communicator's timeout
@@ -49,8 +50,16 @@ class LlAllReduce final : public DeviceContext {
 
   // Enqueues the call on `stream` and returns without waiting.
   Status enqueue(const Request& r, cudaStream_t stream);
+  // Enqueues a group's sends and receives that the registry gave the pair
+  // slots (ll_pairs.cc), in the order the user made them.
+  Status enqueuePairs(const std::vector<Request>& pairs, cudaStream_t stream);
   bool enabled() const { return enabled_; }
   size_t maxBytes() const { return maxBytes_; }
+  // The pair slots: whether the ranks agreed on them, and the largest message.
+  bool pairsEnabled() const { return enabled_ && pairMaxBytes_ > 0; }
+  size_t pairMaxBytes() const { return pairMaxBytes_; }
+  // Sends and receives enqueued on the pair slots (for tests: which path ran).
+  uint64_t pairMessages() const { return pairMessages_; }
   // Calls of collective `c` enqueued on this rank (for tests: which path ran).
   uint64_t callsOf(CollType c) const { return calls_[static_cast<size_t>(c)]; }
 
@@ -63,6 +72,12 @@ class LlAllReduce final : public DeviceContext {
   void releaseLocalResources();
   // An error a kernel left in the control block becomes the communicator's.
   Status checkKernels();
+  // Orders a launch on `stream` after this rank's previous LL launch (they
+  // share the slots and counters); *capturing: inside a CUDA Graph capture.
+  Status orderAfterLast(cudaStream_t stream, bool* capturing);
+  // After a launch: what the next one orders after, or the failure it caused.
+  Status noteLaunch(int rc, cudaStream_t stream, bool capturing, const char* what);
+  unsigned long long kernelTimeoutNs() const;
   void setAbort();
   // Whether every LL kernel this rank launched has finished, waiting until `deadline`.
   bool waitIdle(Deadline deadline);
@@ -72,14 +87,18 @@ class LlAllReduce final : public DeviceContext {
   bool enabled_ = false;
   size_t maxBytes_ = 0;
   size_t slotBytes_ = 0;
-  int maxBlocks_ = 1;                         // the grid's cap (cuda::LlAllReduceArgs::maxBlocks)
-  std::unique_ptr<HostArena> arena_;          // null with one rank
-  cuda::LlControl* control_ = nullptr;        // host pointer (cudaHostAlloc, mapped)
-  cuda::LlControl* controlDevice_ = nullptr;  // the same, as the GPU addresses it
-  cuda::LlDeviceState* state_ = nullptr;      // device memory: sequence number, failed
-  cudaEvent_t last_ = nullptr;                // after the last eager launch
-  cudaStream_t lastStream_ = nullptr;         // where last_ was recorded
-  size_t hookIndex_ = SIZE_MAX;               // our failure hook (CommView::addFailureHook)
+  int maxBlocks_ = 1;        // the grid's cap (cuda::LlAllReduceArgs::maxBlocks)
+  size_t pairMaxBytes_ = 0;  // 0: no pair slots
+  size_t pairRegion_ = 0;    // where the pair slots start in the arena
+  int pairMaxStreams_ = 1;   // the send/recv kernel's blocks per launch
+  uint64_t pairMessages_ = 0;
+  std::unique_ptr<HostArena> arena_;              // null with one rank
+  cuda::LlControl* control_ = nullptr;            // host pointer (cudaHostAlloc, mapped)
+  cuda::LlControl* controlDevice_ = nullptr;      // the same, as the GPU addresses it
+  cuda::LlDeviceState* state_ = nullptr;          // device memory: sequence number, failed
+  cudaEvent_t last_ = nullptr;                    // after the last eager launch
+  cudaStream_t lastStream_ = nullptr;             // where last_ was recorded
+  size_t hookIndex_ = SIZE_MAX;                   // our failure hook (CommView::addFailureHook)
   std::array<uint64_t, kCollTypeCount> calls_{};  // by CollType
 
   std::mutex monitorMutex_;
