@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "bootstrap/wire.h"
 
 namespace lanes {
 namespace {
@@ -16,12 +17,6 @@ namespace {
 // Waits are cut into slices this long, so that a connection closed while it
 // connects (abort, or a peer declared dead) stops within one.
 constexpr double kSliceSeconds = 0.1;
-
-bool sameSecret(const uint8_t* a, const uint8_t* b) {
-  uint8_t diff = 0;  // no early exit: the time taken says nothing about the secret
-  for (int i = 0; i < 32; ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 Deadline slice(Deadline deadline) {
   Deadline s = Deadline::after(kSliceSeconds);
@@ -66,7 +61,7 @@ std::string SocketSide::peerName(int peer) const {
 }
 
 void SocketSide::offer(const DataHello& h, Socket* socket, std::string* why) {
-  if (!sameSecret(h.secret, id_.secret)) {
+  if (!wire::constantTimeEqual(h.secret, id_.secret, sizeof(h.secret))) {
     *why = "wrong secret";
     return;
   }
