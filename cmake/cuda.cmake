@@ -34,6 +34,10 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
 endif()
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
+if(CUDAToolkit_VERSION VERSION_LESS 12.1)
+  message(FATAL_ERROR "Lanes needs CUDA 12.1 or newer (found ${CUDAToolkit_VERSION}): the LL "
+                      "send/recv kernel takes up to 32 KiB of kernel parameters")
+endif()
 # CMake 3.25 knows no C++20 dialect flag for nvcc; the kernels need only C++17.
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)

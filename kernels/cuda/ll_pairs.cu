@@ -31,7 +31,7 @@ constexpr int kBatch = 4;  // lines one thread has in flight
 constexpr size_t kAckStride = 64;
 // A launch's messages ride in its parameters: a group of a send and a receive
 // per peer fits the small table; larger groups take the large one (kernel
-// parameters above 4 KiB need CUDA 12.1, which CUDA 13 builds assume).
+// parameters above 4 KiB need CUDA 12.1, which cmake/cuda.cmake requires).
 constexpr int kSmallTable = 32;
 
 template <int kMessages>
@@ -46,6 +46,9 @@ struct Launch {
   const void* buf[kMessages];
   uint32_t bytes[kMessages];
 };
+
+static_assert(sizeof(Launch<kLlPairMaxMessages>) <= 32764,
+              "kernel parameters: at most 32764 bytes");
 
 __device__ __forceinline__ uint4* pairSlot(const LlPairArgs& a, int sender, int receiver,
                                            unsigned long long m) {
@@ -83,8 +86,9 @@ __global__ void __launch_bounds__(kThreads, 1) llPairsKernel(const Launch<kMessa
   }
   __syncthreads();
 
+  // sFailed is read only right after a barrier, where every thread sees the
+  // same value; a failed wait returns at once, so the loop reaches one.
   for (int k = first; k < last; ++k) {
-    if (sFailed) break;  // uniform: written only before the barriers below
     const unsigned long long m = sBase + 1 + static_cast<unsigned long long>(k - first);
     const uint32_t flag = static_cast<uint32_t>(m);
     const size_t bytes = L.bytes[k];
@@ -308,31 +312,14 @@ int launchLlPairs(const LlPairArgs& args, const LlPairMessage* messages, size_t 
       it->messages.push_back(&m);
     }
   }
-  // Launches of at most maxStreams streams and kLlPairMaxMessages messages;
-  // a stream longer than the room left goes on in the next launch.
-  std::vector<Stream> batch;
-  size_t inBatch = 0;
-  for (const Stream& s : ordered) {
-    size_t next = 0;
-    while (next < s.messages.size()) {
-      if (static_cast<int>(batch.size()) == std::min(args.maxStreams, kLlPairMaxStreams) ||
-          inBatch == static_cast<size_t>(kLlPairMaxMessages)) {
-        if (const int rc = launchStreams(args, batch, inBatch, sendsBeforeReceives, stream);
-            rc != cudaSuccess)
-          return rc;
-        batch.clear();
-        inBatch = 0;
-      }
-      const size_t take =
-          std::min(s.messages.size() - next, static_cast<size_t>(kLlPairMaxMessages) - inBatch);
-      batch.push_back(Stream{s.send, s.peer, {}});
-      batch.back().messages.assign(s.messages.begin() + static_cast<std::ptrdiff_t>(next),
-                                   s.messages.begin() + static_cast<std::ptrdiff_t>(next + take));
-      next += take;
-      inBatch += take;
-    }
-  }
-  return launchStreams(args, batch, inBatch, sendsBeforeReceives, stream);
+  // One launch: a stream split over launches could wait for acknowledgements
+  // its peer gives only in a later launch of its own.
+  size_t messagesInLaunch = 0;
+  for (const Stream& s : ordered) messagesInLaunch += s.messages.size();
+  if (static_cast<int>(ordered.size()) > std::min(args.maxStreams, kLlPairMaxStreams) ||
+      messagesInLaunch > static_cast<size_t>(kLlPairMaxMessages))
+    return cudaErrorInvalidValue;
+  return launchStreams(args, ordered, messagesInLaunch, sendsBeforeReceives, stream);
 }
 
 }  // namespace lanes::cuda

@@ -34,8 +34,10 @@ inline constexpr int kLlPairDepth = 4;
 inline constexpr size_t kLlPairMaxBytes = size_t{64} << 10;
 // Streams of one launch: a send and a receive stream per peer at most.
 inline constexpr int kLlPairMaxStreams = 2 * (kLlMaxRanks - 1);
-// Messages one launch carries; a group with more takes several launches.
-inline constexpr int kLlPairMaxMessages = 1024;
+// Messages one launch carries: a group's LL messages are one launch (a
+// stream split over launches could wait for acknowledgements its peer gives
+// only in a later launch), and the caller refuses groups with more.
+inline constexpr int kLlPairMaxMessages = 2048;
 
 // One send or receive of a group.
 struct LlPairMessage {
@@ -71,14 +73,15 @@ size_t llPairAckOffset(int nranks, size_t maxBytes);
 // cudaError_t as int; *out is 1 on error.
 int llPairResidentBlocksPerSm(int* out);
 
-// Enqueues `messages` (in the order the user made them) on `stream`, in one
-// launch where they fit (at most args.maxStreams streams and
-// kLlPairMaxMessages messages). sendsBeforeReceives (a receive's output
-// overlaps a send's input): the receiving blocks write nothing before every
-// sending block has read all its input; a group that then sends one peer more
-// than kLlPairDepth messages waits for receives that wait for it, and times
-// out. Messages of zero bytes are skipped (both ends skip them alike). Returns a cudaError_t as
-// int: cudaErrorInvalidValue for bad arguments, else the launch error.
+// Enqueues `messages` (in the order the user made them) on `stream` in one
+// launch: at most args.maxStreams streams and kLlPairMaxMessages messages.
+// sendsBeforeReceives (a receive's output overlaps a send's input): the
+// receiving blocks write nothing before every sending block has read all its
+// input (a send that then waits for a slot waits for receives that wait for
+// it: the caller copies such inputs aside first). Messages of zero bytes are
+// skipped (both ends skip them alike). Returns a cudaError_t as int:
+// cudaErrorInvalidValue for bad arguments or too many messages, else the
+// launch error.
 int launchLlPairs(const LlPairArgs& args, const LlPairMessage* messages, size_t count,
                   bool sendsBeforeReceives, cudaStream_t stream);
 

@@ -78,6 +78,17 @@ const LlAllReduce& llPath(const GpuRank& self) {
   return *ll;
 }
 
+// The LL pair slots carried `expected` messages since `before`, and the
+// group's plan says so.
+void expectLl(const LlAllReduce& ll, lanesComm_t comm, uint64_t before, uint64_t expected,
+              const char* what) {
+  GPU_CHECK(ll.pairMessages() - before == expected, "%s: %llu LL messages, expected %llu", what,
+            static_cast<unsigned long long>(ll.pairMessages() - before),
+            static_cast<unsigned long long>(expected));
+  GPU_CHECK(lastPlanOf(comm) == "ll_pairs", "%s: plan \"%s\", expected ll_pairs", what,
+            lastPlanOf(comm).c_str());
+}
+
 // One group: send `bytes` at sendOffset to `next`, receive from `prev` at recvOffset.
 void ring(GpuRank& self, const DeviceBuffer& send, size_t sendOffset, DeviceBuffer& recv,
           size_t recvOffset, size_t bytes, int next, int prev) {
@@ -139,8 +150,52 @@ void choreography(GpuRank& self) {
     const size_t bytes = 4096 + 3;
     DeviceBuffer buf(bytes, st);
     buf.upload(message(me, next, salt, bytes).data(), bytes);
+    const uint64_t before = ll.pairMessages();
     ring(self, buf, 0, buf, 0, bytes, next, prev);
     expectMessage(buf, 0, prev, me, salt++, bytes, "in place");
+    expectLl(ll, self.comm, before, 2, "in place");
+  }
+
+  // 3b. In place, more messages each way in one group than a pair has slots:
+  //     the sends' inputs go aside first, so no receive waits for a send.
+  {
+    constexpr int kMessages = 3 * cuda::kLlPairDepth;
+    const size_t bytes = 2000;
+    DeviceBuffer buf(kMessages * bytes, st);
+    for (int k = 0; k < kMessages; ++k)
+      buf.upload(message(me, next, salt + k, bytes).data(), bytes, k * bytes);
+    const uint64_t before = ll.pairMessages();
+    GPU_CHECK_LANES(lanesGroupStart(), self.comm);
+    for (int k = 0; k < kMessages; ++k) {
+      GPU_CHECK_LANES(lanesSend(buf.data() + k * bytes, bytes, lanesUint8, next, self.comm, st),
+                      self.comm);
+      GPU_CHECK_LANES(lanesRecv(buf.data() + k * bytes, bytes, lanesUint8, prev, self.comm, st),
+                      self.comm);
+    }
+    GPU_CHECK_LANES(lanesGroupEnd(), self.comm);
+    for (int k = 0; k < kMessages; ++k)
+      expectMessage(buf, k * bytes, prev, me, salt + k, bytes,
+                    "in place, message " + std::to_string(k));
+    expectLl(ll, self.comm, before, 2 * kMessages, "in place, many messages");
+    salt += kMessages;
+  }
+
+  // 3c. A receive on the LL pair slots into bytes that a larger send of the
+  //     same group (another path) reads: refused on every rank, nothing run.
+  {
+    const size_t big = limit * 2;
+    DeviceBuffer buf(big, st), other(big, st);
+    GPU_CHECK_LANES(lanesGroupStart(), self.comm);
+    GPU_CHECK_LANES(lanesSend(buf.data(), big, lanesUint8, next, self.comm, st), self.comm);
+    GPU_CHECK_LANES(lanesRecv(other.data(), big, lanesUint8, prev, self.comm, st), self.comm);
+    GPU_CHECK_LANES(lanesRecv(buf.data() + 100, 1000, lanesUint8, prev, self.comm, st), self.comm);
+    GPU_CHECK_LANES(lanesSend(other.data(), 1000, lanesUint8, next, self.comm, st), self.comm);
+    const lanesResult_t rc = lanesGroupEnd();
+    const std::string why = lanesGetLastError(self.comm);
+    GPU_CHECK(
+        rc == lanesInvalidUsage && why.find("overlaps the buffer of a send") != std::string::npos,
+        "an LL receive overlapping another path's send: result %d, %s", static_cast<int>(rc),
+        why.c_str());
   }
 
   // 4. All-to-all in one group, a size per pair, sends from the highest peer
@@ -163,17 +218,20 @@ void choreography(GpuRank& self) {
       if (p != me)
         GPU_CHECK_LANES(lanesRecv(recvs[p]->data(), bytesOf(p, me), lanesUint8, p, self.comm, st),
                         self.comm);
+    const uint64_t before = ll.pairMessages();
     GPU_CHECK_LANES(lanesGroupEnd(), self.comm);
     for (int p = 0; p < n; ++p)
       if (p != me) expectMessage(*recvs[p], 0, p, me, salt, bytesOf(p, me), "all-to-all");
+    expectLl(ll, self.comm, before, 2 * (n - 1), "all-to-all");
     ++salt;
   }
 
-  // 5. Twice as many messages to `next` in one group as a pair has slots,
-  //    a zero-count pair among them: the receiver's block frees the slots
-  //    as the sender's fills them.
+  // 5. Ten times as many messages to `next` in one group as a pair has
+  //    slots (more than a launch's small table holds), a zero-count pair
+  //    among them: the receiver's block frees the slots as the sender's
+  //    fills them.
   {
-    constexpr int kMessages = 2 * cuda::kLlPairDepth + 1;
+    constexpr int kMessages = 10 * cuda::kLlPairDepth + 1;
     const size_t bytes = 3000;
     DeviceBuffer send(kMessages * bytes, st), recv(kMessages * bytes, st);
     for (int k = 0; k < kMessages; ++k)
@@ -191,7 +249,11 @@ void choreography(GpuRank& self) {
       if (k == 2)
         GPU_CHECK_LANES(lanesRecv(recv.data(), 0, lanesUint8, prev, self.comm, st), self.comm);
     }
+    const uint64_t before = ll.pairMessages();
     GPU_CHECK_LANES(lanesGroupEnd(), self.comm);
+    GPU_CHECK(ll.pairMessages() - before == 2 * kMessages,
+              "many messages: %llu on the LL pair slots, expected %d",
+              static_cast<unsigned long long>(ll.pairMessages() - before), 2 * kMessages);
     for (int k = 0; k < kMessages; ++k)
       expectMessage(recv, k * bytes, prev, me, salt + k, bytes,
                     "message " + std::to_string(k) + " of a group");
@@ -210,7 +272,9 @@ void choreography(GpuRank& self) {
     GPU_CHECK_LANES(lanesSend(sendB.data(), b, lanesUint8, next, self.comm, st), self.comm);
     GPU_CHECK_LANES(lanesRecv(recvA.data(), a, lanesUint8, prev, self.comm, st), self.comm);
     GPU_CHECK_LANES(lanesGroupEnd(), self.comm);
+    const uint64_t before = ll.pairMessages();
     GPU_CHECK_LANES(lanesRecv(recvB.data(), b, lanesUint8, prev, self.comm, st), self.comm);
+    expectLl(ll, self.comm, before, 1, "the later receive");
     expectMessage(recvA, 0, prev, me, salt, a, "first of two");
     expectMessage(recvB, 0, prev, me, salt + 1, b, "second of two, received later");
     salt += 2;

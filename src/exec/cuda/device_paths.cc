@@ -145,6 +145,30 @@ std::vector<Request> takePairs(CommView comm, std::vector<Request>& requests,
   return pairs;
 }
 
+// A receive on the LL pair slots writes before any other part of the group
+// runs (its kernel goes first): it must not overwrite what another part's
+// send reads.
+Status checkLlReceivesAgainstOtherSends(const std::vector<Request>& llPairs,
+                                        const std::vector<Request>& others) {
+  for (const Request& r : llPairs) {
+    if (r.isSend || r.bytes == 0) continue;
+    const auto* r0 = static_cast<const std::byte*>(r.recvbuf);
+    for (const Request& s : others) {
+      if (!s.isP2p || !s.isSend || s.bytes == 0) continue;
+      const auto* s0 = static_cast<const std::byte*>(s.sendbuf);
+      if (r0 < s0 + s.bytes && s0 < r0 + r.bytes)
+        return invalidUsage(
+            "a device receive of " + std::to_string(r.bytes) + " bytes from rank " +
+            std::to_string(r.peer) + " overlaps the buffer of a send of " +
+            std::to_string(s.bytes) + " bytes to rank " + std::to_string(s.peer) +
+            " in the same group, and the two take different paths (the receive the LL pair "
+            "slots, which run first). Use separate buffers, the same count both ways, or "
+            "LANES_PROTO=^ll_pairs");
+    }
+  }
+  return Status::ok();
+}
+
 // One batch of the group, on the path the chooser picks.
 Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
                      const PathChooser& chooser) {
@@ -211,6 +235,10 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     std::lock_guard<std::mutex> lock(comm.paths().mutex);
     if (!pairs.empty()) pairPath = static_cast<StagedCollectives*>(comm.paths().staged.get());
     if (!llPairs.empty()) llPairPath = static_cast<LlAllReduce*>(comm.paths().ll.get());
+  }
+  if (llPairPath != nullptr) {
+    LANES_RETURN_IF_ERROR(checkLlReceivesAgainstOtherSends(llPairs, pairs));
+    LANES_RETURN_IF_ERROR(checkLlReceivesAgainstOtherSends(llPairs, requests));
   }
   if (pairPath != nullptr) notePlans(comm, pairs, pairsPath, chooser);
   if (llPairPath != nullptr) notePlans(comm, llPairs, DevicePath::LlPairs, chooser);

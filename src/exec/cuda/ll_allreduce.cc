@@ -99,9 +99,11 @@ Status LlAllReduce::createLocalResources() {
   // with ranks as threads could wait for a peer's kernel that waits for us.
   TempStream stream;
   LANES_CUDA_RETURN(stream.error());
+  // The device state, then the copies of in-place sends (ll_pairs.cc).
   void* state = nullptr;
-  LANES_CUDA_RETURN(cudaMallocAsync(&state, sizeof(cuda::LlDeviceState), stream.get()));
+  LANES_CUDA_RETURN(cudaMallocAsync(&state, kStateBytes + kPairScratchBytes, stream.get()));
   state_ = static_cast<cuda::LlDeviceState*>(state);
+  pairScratch_ = static_cast<unsigned char*>(state) + kStateBytes;
   LANES_CUDA_RETURN(cudaMemsetAsync(state_, 0, sizeof(cuda::LlDeviceState), stream.get()));
   LANES_CUDA_RETURN(cudaStreamSynchronize(stream.get()));
   void* control = nullptr;
@@ -137,6 +139,7 @@ void LlAllReduce::releaseLocalResources() {
   if (control_ != nullptr) cudaFreeHost(control_);
   last_ = nullptr;
   state_ = nullptr;
+  pairScratch_ = nullptr;
   control_ = controlDevice_ = nullptr;
   cudaGetLastError();  // nothing here may leave a sticky-looking error behind
 }
@@ -296,7 +299,7 @@ Status LlAllReduce::checkKernels() {
     snprintf(text, sizeof(text),
              "device receive #%llu from rank %d (LL pair slots) on %s waited %.0f s for rank "
              "%d's data and gave up: rank %d did not make the matching lanesSend (in the same "
-             "order, with at least this count) or its GPU stream is stuck; destroy the "
+             "order, with the same count) or its GPU stream is stuck; destroy the "
              "communicator",
              seq, peer, on.c_str(), waited, peer, peer);
     s = timeoutError(text);

@@ -92,10 +92,15 @@ class LlAllReduce final : public DeviceContext {
   size_t pairRegion_ = 0;    // where the pair slots start in the arena
   int pairMaxStreams_ = 1;   // the send/recv kernel's blocks per launch
   uint64_t pairMessages_ = 0;
-  std::unique_ptr<HostArena> arena_;              // null with one rank
-  cuda::LlControl* control_ = nullptr;            // host pointer (cudaHostAlloc, mapped)
-  cuda::LlControl* controlDevice_ = nullptr;      // the same, as the GPU addresses it
-  cuda::LlDeviceState* state_ = nullptr;          // device memory: sequence number, failed
+  std::unique_ptr<HostArena> arena_;          // null with one rank
+  cuda::LlControl* control_ = nullptr;        // host pointer (cudaHostAlloc, mapped)
+  cuda::LlControl* controlDevice_ = nullptr;  // the same, as the GPU addresses it
+  cuda::LlDeviceState* state_ = nullptr;      // device memory: sequence number, failed
+  // Device memory after the state: in-place sends' inputs, copied aside so
+  // that their receives need not wait for them (ll_pairs.cc).
+  static constexpr size_t kStateBytes = (sizeof(cuda::LlDeviceState) + 255) / 256 * 256;
+  static constexpr size_t kPairScratchBytes = size_t{1} << 20;
+  unsigned char* pairScratch_ = nullptr;
   cudaEvent_t last_ = nullptr;                    // after the last eager launch
   cudaStream_t lastStream_ = nullptr;             // where last_ was recorded
   size_t hookIndex_ = SIZE_MAX;                   // our failure hook (CommView::addFailureHook)

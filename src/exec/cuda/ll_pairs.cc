@@ -4,29 +4,30 @@
 #include "kernels/cuda/ll_pairs.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
+#include "base/cuda_check.h"
 #include "exec/cuda/device_scope.h"
 #include "exec/cuda/ll_allreduce.h"
 
 namespace lanes {
 namespace {
 
-// Whether a receive's output overlaps a send's input of the group (in place,
-// as the perf tools' send/recv does): the sends must have read their inputs
-// before the receives write.
-bool receivesOverlapSends(const std::vector<cuda::LlPairMessage>& messages) {
-  for (const cuda::LlPairMessage& r : messages) {
-    if (r.send || r.bytes == 0) continue;
-    const auto* r0 = static_cast<const unsigned char*>(r.buf);
-    for (const cuda::LlPairMessage& s : messages) {
-      if (!s.send || s.bytes == 0) continue;
-      const auto* s0 = static_cast<const unsigned char*>(s.buf);
-      if (r0 < s0 + s.bytes && s0 < r0 + r.bytes) return true;
-    }
-  }
-  return false;
+bool overlaps(const cuda::LlPairMessage& a, const cuda::LlPairMessage& b) {
+  const auto* a0 = static_cast<const unsigned char*>(a.buf);
+  const auto* b0 = static_cast<const unsigned char*>(b.buf);
+  return a.bytes > 0 && b.bytes > 0 && a0 < b0 + b.bytes && b0 < a0 + a.bytes;
 }
+
+// Whether send `s` reads bytes that a receive of the group writes (in place,
+// as the perf tools' send/recv does).
+bool overwritten(const cuda::LlPairMessage& s, const std::vector<cuda::LlPairMessage>& messages) {
+  return std::any_of(messages.begin(), messages.end(),
+                     [&](const cuda::LlPairMessage& r) { return !r.send && overlaps(s, r); });
+}
+
+constexpr size_t kAsideAlign = 256;
 
 }  // namespace
 
@@ -45,8 +46,37 @@ Status LlAllReduce::enqueuePairs(const std::vector<Request>& pairs, cudaStream_t
     m.bytes = r.bytes;
     messages.push_back(m);
   }
+  const auto carried = std::count_if(messages.begin(), messages.end(),
+                                     [](const cuda::LlPairMessage& m) { return m.bytes > 0; });
+  if (carried > cuda::kLlPairMaxMessages)
+    return invalidUsage("a group holds " + std::to_string(carried) +
+                        " device sends and receives small enough for the LL pair slots; one "
+                        "group takes at most " +
+                        std::to_string(cuda::kLlPairMaxMessages) +
+                        " of them. Split the group, or set LANES_PROTO=^ll_pairs");
   bool capturing = false;
   LANES_RETURN_IF_ERROR(orderAfterLast(stream, &capturing));
+  // In place: the sends' inputs go aside first, so no receive waits for a
+  // send (a send waiting for a slot could wait for that very receive, on
+  // both ends). Past the scratch's size the receives wait in the kernel.
+  size_t aside = 0;
+  for (const cuda::LlPairMessage& m : messages)
+    if (m.send && overwritten(m, messages))
+      aside += (m.bytes + kAsideAlign - 1) / kAsideAlign * kAsideAlign;
+  const bool receivesWait = aside > kPairScratchBytes;
+  if (aside > 0 && !receivesWait) {
+    std::vector<bool> copy(messages.size());
+    for (size_t i = 0; i < messages.size(); ++i)
+      copy[i] = messages[i].send && overwritten(messages[i], messages);
+    size_t at = 0;
+    for (size_t i = 0; i < messages.size(); ++i) {
+      if (!copy[i]) continue;
+      LANES_CUDA_RETURN(cudaMemcpyAsync(pairScratch_ + at, messages[i].buf, messages[i].bytes,
+                                        cudaMemcpyDeviceToDevice, stream));
+      messages[i].buf = pairScratch_ + at;
+      at += (messages[i].bytes + kAsideAlign - 1) / kAsideAlign * kAsideAlign;
+    }
+  }
   cuda::LlPairArgs a;
   a.rank = comm_.rank();
   a.nranks = comm_.nranks();
@@ -58,8 +88,7 @@ Status LlAllReduce::enqueuePairs(const std::vector<Request>& pairs, cudaStream_t
   a.control = controlDevice_;
   a.timeoutNs = kernelTimeoutNs();
   a.maxStreams = pairMaxStreams_;
-  const int rc = cuda::launchLlPairs(a, messages.data(), messages.size(),
-                                     receivesOverlapSends(messages), stream);
+  const int rc = cuda::launchLlPairs(a, messages.data(), messages.size(), receivesWait, stream);
   LANES_RETURN_IF_ERROR(noteLaunch(rc, stream, capturing, "LL send/recv kernel"));
   pairMessages_ += messages.size();
   return Status::ok();
