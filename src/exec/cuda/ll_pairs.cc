@@ -27,7 +27,8 @@ bool overwritten(const cuda::LlPairMessage& s, const std::vector<cuda::LlPairMes
                      [&](const cuda::LlPairMessage& r) { return !r.send && overlaps(s, r); });
 }
 
-constexpr size_t kAsideAlign = 256;
+// Room a send's input takes in the scratch (each copy starts 256-byte aligned).
+size_t asideBytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
@@ -59,23 +60,21 @@ Status LlAllReduce::enqueuePairs(const std::vector<Request>& pairs, cudaStream_t
   // In place: the sends' inputs go aside first, so no receive waits for a
   // send (a send waiting for a slot could wait for that very receive, on
   // both ends). Past the scratch's size the receives wait in the kernel.
+  std::vector<size_t> copied;  // the sends going aside, found before any buffer moves
   size_t aside = 0;
-  for (const cuda::LlPairMessage& m : messages)
-    if (m.send && overwritten(m, messages))
-      aside += (m.bytes + kAsideAlign - 1) / kAsideAlign * kAsideAlign;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (!messages[i].send || !overwritten(messages[i], messages)) continue;
+    copied.push_back(i);
+    aside += asideBytes(messages[i].bytes);
+  }
   const bool receivesWait = aside > kPairScratchBytes;
-  if (aside > 0 && !receivesWait) {
-    std::vector<bool> copy(messages.size());
-    for (size_t i = 0; i < messages.size(); ++i)
-      copy[i] = messages[i].send && overwritten(messages[i], messages);
-    size_t at = 0;
-    for (size_t i = 0; i < messages.size(); ++i) {
-      if (!copy[i]) continue;
-      LANES_CUDA_RETURN(cudaMemcpyAsync(pairScratch_ + at, messages[i].buf, messages[i].bytes,
-                                        cudaMemcpyDeviceToDevice, stream));
-      messages[i].buf = pairScratch_ + at;
-      at += (messages[i].bytes + kAsideAlign - 1) / kAsideAlign * kAsideAlign;
-    }
+  size_t at = 0;
+  for (size_t k = 0; k < copied.size() && !receivesWait; ++k) {
+    cuda::LlPairMessage& m = messages[copied[k]];
+    LANES_CUDA_RETURN(
+        cudaMemcpyAsync(pairScratch_ + at, m.buf, m.bytes, cudaMemcpyDeviceToDevice, stream));
+    m.buf = pairScratch_ + at;
+    at += asideBytes(m.bytes);
   }
   cuda::LlPairArgs a;
   a.rank = comm_.rank();
