@@ -393,6 +393,22 @@ job_small_mps() {
   done
 }
 
+job simple-mps "lanes-run $TOOLS5 lanes_reduce_perf" "$ROW|^=== " \
+  "issue 20: the simple kernel (default) vs without it (^simple), 2 processes on GPU 0 under MPS, P2P off, 8 B-4 MiB"
+# The two side by side, each tool in turn: what the mid-size kernel changes.
+job_simple_mps() {
+  one_gpu
+  local t mode
+  for t in $TOOLS5 lanes_reduce_perf; do
+    for mode in "LANES_PROTO=^simple" ""; do
+      # shellcheck disable=SC2086 # the mode is one variable or none
+      step 40 "$t, 2 processes under MPS, P2P off, ${mode:-defaults}" -- bash bench/gpu/with_mps.sh \
+        env LANES_P2P_DISABLE=1 $mode @bin@/lanes-run -n 2 @bin@/$t -b 8 -e 4M -f 2 -n 100 -w 10 \
+        --memory device
+    done
+  done
+}
+
 job ll-pairs "lanes-run lanes_sendrecv_perf" "$ROW|^=== " \
   "issue 20: device send/recv, LL pair slots (default) vs the staged pair slots (^ll_pairs), 2 and 4 processes under MPS, P2P off"
 # The two side by side in one call, each process count in turn.
@@ -418,7 +434,7 @@ job_ll_grid() {
   local t np mode nps
   read -r -a nps <<<"${LL_GRID_NPS:-2 8}"
   for np in "${nps[@]}"; do
-    for mode in "LANES_PROTO=ll LANES_LL_MAX_BYTES=256K" "LANES_PROTO=^ll"; do
+    for mode in "LANES_PROTO=ll LANES_LL_MAX_BYTES=256K" "LANES_PROTO=^ll,simple"; do
       for t in lanes_all_reduce_perf lanes_all_gather_perf lanes_reduce_scatter_perf \
         lanes_broadcast_perf lanes_reduce_perf; do
         # shellcheck disable=SC2086 # the mode is several variables

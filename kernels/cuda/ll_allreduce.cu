@@ -175,6 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   __shared__ uint64_t tile[kTileWords];
   __shared__ unsigned long long sSeq, sDeadline;
   __shared__ int sFailed;
+  __shared__ bool sRefresh;
   volatile LlControl* vc = a.control;
   const int tid = static_cast<int>(threadIdx.x);
   const int nthreads = static_cast<int>(blockDim.x);
@@ -185,15 +186,13 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   const size_t gthreads = static_cast<size_t>(nblocks) * nthreads;
 
   if (tid == 0) {
-    // Device memory only: the common path crosses PCIe just for the data.
-    // No block writes seq before every block has read it (step 5).
-    sSeq = a.state->seq + 1;
-    sFailed = a.state->failed != 0 ? 1 : 0;
-    sDeadline = nowNs() + (a.timeoutNs != 0 ? a.timeoutNs : kDefaultTimeoutNs);
-    vc->entered = sSeq;  // posted write; every block, so none touches the slots unannounced
+    beginCall(a.state, vc, a.timeoutNs, &sSeq, &sDeadline, &sFailed);
+    // This parity's slot was last rewritten whole too long ago (or never).
+    sRefresh = sSeq < 2 || sSeq - a.state->llRefreshed[sSeq & 1] > kRefreshMask;
   }
   __syncthreads();
   const unsigned long long seq = sSeq;
+  const int parity = static_cast<int>(seq & 1);
   const uint32_t flag = static_cast<uint32_t>(seq);
   const size_t nlines = (a.bytes + kLlLinePayload - 1) / kLlLinePayload;
   const bool scatter = a.coll == LlCollective::ReduceScatter;
@@ -205,7 +204,6 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   if (!sFailed && a.nranks == 1) {
     for (size_t i = gtid; i < nlines; i += gthreads) storeOutput(a, i, inputLine(a, own, i));
   } else if (!sFailed) {
-    const int parity = static_cast<int>(seq & 1);
     auto slotOf = [&](int r) {
       return reinterpret_cast<uint4*>(a.slots +
                                       (2 * static_cast<size_t>(r) + parity) * a.slotBytes);
@@ -241,7 +239,7 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
     } else {
       for (size_t i = gtid; i < postLines; i += gthreads) post(i);
     }
-    if ((seq & kRefreshMask) < 2) {
+    if (sRefresh) {
       const size_t slotLines = a.slotBytes / kLlLineBytes;
       for (size_t i = postLines + gtid; i < slotLines; i += gthreads) storeLine(mine + i, 0, flag);
     }
@@ -336,23 +334,9 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
     }
   }
 
-  // 5. The last block out advances the sequence number: the next call (or
-  // graph replay) takes seq + 1. A lone block needs no count: the fences and
-  // the atomic cost a few microseconds a call (8 processes under MPS, 4-32 KiB).
+  // 5. The last block out advances the sequence number (and notes a refresh).
   __syncthreads();
-  if (tid == 0 && nblocks == 1) {
-    a.state->seq = seq;
-    vc->exited = seq;  // for destroy: this rank's kernels are done with the arena
-  } else if (tid == 0) {
-    __threadfence_system();  // this block's slot writes before `exited` can say the arena is free
-    if (atomicAdd(&a.state->blocksDone, 1u) == static_cast<unsigned>(nblocks) - 1) {
-      __threadfence();  // every block's count (and reads of seq) before the stores below
-      a.state->blocksDone = 0;
-      a.state->seq = seq;
-      __threadfence_system();
-      vc->exited = seq;  // for destroy: this rank's kernels are done with the arena
-    }
-  }
+  endCall(a.state, vc, seq, sRefresh ? &a.state->llRefreshed[seq & 1] : nullptr);
 }
 
 template <class S>
@@ -386,22 +370,9 @@ int dispatchOp(const LlAllReduceArgs& a, cudaStream_t stream) {
   // The lines this rank posts must fit its slot.
   const size_t posted = llPostedLines(a.coll, a.count * sizeof(S), a.nranks);
   if (a.nranks > 1 && posted > a.slotBytes / kLlLineBytes) return cudaErrorInvalidValue;
-  if (a.maxBlocks < 1) return cudaErrorInvalidValue;
-  switch (a.op) {
-    case RedOpKind::Sum:
-      return launchTyped<S>(a, Fn::Sum, false, false, stream);
-    case RedOpKind::Prod:
-      return launchTyped<S>(a, Fn::Prod, false, false, stream);
-    case RedOpKind::Max:
-      return launchTyped<S>(a, Fn::Max, false, false, stream);
-    case RedOpKind::Min:
-      return launchTyped<S>(a, Fn::Min, false, false, stream);
-    case RedOpKind::Avg:
-      return launchTyped<S>(a, Fn::Sum, false, true, stream);
-    case RedOpKind::PreMulSum:  // x * 1 is exact: skipped, as reduce.cu does
-      return launchTyped<S>(a, Fn::Sum, a.premulScalar != 1.0, false, stream);
-  }
-  return cudaErrorInvalidValue;
+  OpPlan op;
+  if (!planOp(a.op, a.premulScalar, &op)) return cudaErrorInvalidValue;
+  return launchTyped<S>(a, op.fn, op.premul, op.avg, stream);
 }
 
 template <class S>
@@ -433,55 +404,34 @@ int llResidentBlocksPerSm(int* out) {
   return rc;
 }
 
+int prepareLlArgs(LlAllReduceArgs* a) {
+  const bool moves = a->coll == LlCollective::AllGather || a->coll == LlCollective::Broadcast;
+  if (moves) {  // bytes move unchanged: one byte-wise kernel serves every type
+    if (datatypeSize(a->type) == 0) return cudaErrorInvalidValue;
+    a->count *= datatypeSize(a->type);
+    a->type = lanesUint8;
+    a->op = RedOpKind::Sum;
+  }
+  if (a->nranks < 1 || a->nranks > kLlMaxRanks || a->rank < 0 || a->rank >= a->nranks)
+    return cudaErrorInvalidValue;
+  const bool rooted = a->coll == LlCollective::Broadcast || a->coll == LlCollective::Reduce;
+  if (rooted && (a->root < 0 || a->root >= a->nranks)) return cudaErrorInvalidValue;
+  const bool readsSend = a->coll != LlCollective::Broadcast || a->rank == a->root;
+  const bool writesRecv = a->coll != LlCollective::Reduce || a->rank == a->root;
+  if ((readsSend && a->send == nullptr) || (writesRecv && a->recv == nullptr) ||
+      a->state == nullptr || a->control == nullptr || a->maxBlocks < 1)
+    return cudaErrorInvalidValue;
+  if (a->nranks > 1 && a->slots == nullptr) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
 int launchLlAllReduce(const LlAllReduceArgs& in, cudaStream_t stream) {
   if (in.count == 0) return cudaSuccess;
   LlAllReduceArgs a = in;
-  const bool moves = a.coll == LlCollective::AllGather || a.coll == LlCollective::Broadcast;
-  if (moves) {  // bytes move unchanged: one byte-wise kernel serves every type
-    if (datatypeSize(a.type) == 0) return cudaErrorInvalidValue;
-    a.count *= datatypeSize(a.type);
-    a.type = lanesUint8;
-    a.op = RedOpKind::Sum;
-  }
-  if (a.nranks < 1 || a.nranks > kLlMaxRanks || a.rank < 0 || a.rank >= a.nranks)
-    return cudaErrorInvalidValue;
-  const bool rooted = a.coll == LlCollective::Broadcast || a.coll == LlCollective::Reduce;
-  if (rooted && (a.root < 0 || a.root >= a.nranks)) return cudaErrorInvalidValue;
-  const bool readsSend = a.coll != LlCollective::Broadcast || a.rank == a.root;
-  const bool writesRecv = a.coll != LlCollective::Reduce || a.rank == a.root;
-  if ((readsSend && a.send == nullptr) || (writesRecv && a.recv == nullptr) || a.state == nullptr ||
-      a.control == nullptr)
-    return cudaErrorInvalidValue;
-  if (a.nranks > 1 && (a.slots == nullptr || a.slotBytes % kLlLineBytes != 0))
-    return cudaErrorInvalidValue;
-  switch (a.type) {
-    case lanesInt8:
-      return dispatchOp<int8_t>(a, stream);
-    case lanesUint8:
-      return dispatchOp<uint8_t>(a, stream);
-    case lanesInt32:
-      return dispatchOp<int32_t>(a, stream);
-    case lanesUint32:
-      return dispatchOp<uint32_t>(a, stream);
-    case lanesInt64:
-      return dispatchOp<int64_t>(a, stream);
-    case lanesUint64:
-      return dispatchOp<uint64_t>(a, stream);
-    case lanesFloat16:
-      return dispatchOp<Half>(a, stream);
-    case lanesFloat32:
-      return dispatchOp<float>(a, stream);
-    case lanesFloat64:
-      return dispatchOp<double>(a, stream);
-    case lanesBfloat16:
-      return dispatchOp<Bf16>(a, stream);
-    case lanesFloat8e4m3:
-      return dispatchOp<E4m3>(a, stream);
-    case lanesFloat8e5m2:
-      return dispatchOp<E5m2>(a, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  if (const int rc = prepareLlArgs(&a); rc != cudaSuccess) return rc;
+  if (a.nranks > 1 && a.slotBytes % kLlLineBytes != 0) return cudaErrorInvalidValue;
+  return withElementType(
+      a.type, [&](auto tag) { return dispatchOp<typename decltype(tag)::type>(a, stream); });
 }
 
 }  // namespace lanes::cuda

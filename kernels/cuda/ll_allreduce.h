@@ -53,6 +53,7 @@ enum LlError : uint32_t {
   // number between the two ranks.
   kLlSendTimedOut = 3,     // the receiver did not read the message kLlPairDepth before
   kLlReceiveTimedOut = 4,  // the sender's message did not arrive
+  kSimpleTimedOut = 5,     // the simple kernel (simple_collective.h): a peer's chunk did not arrive
 };
 
 // One rank's control block, in host memory mapped into the device (the kernel
@@ -75,6 +76,9 @@ struct LlDeviceState {
   unsigned long long seq;   // the last sequence number used
   unsigned int failed;      // a call of this rank gave up: later LL calls and sends do nothing
   unsigned int blocksDone;  // blocks of the running call that finished
+  // Per slot parity: the sequence number of the LL call that last rewrote
+  // the whole slot (ll_lines.cuh, kRefreshMask).
+  unsigned long long llRefreshed[2];
   // The send/recv kernel's (ll_pairs.h): messages sent to and received from
   // each peer, the receiver's acknowledgement last seen per peer, launches.
   unsigned long long sent[kLlMaxRanks];
@@ -160,6 +164,12 @@ inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, bool readsP
 // Blocks of the LL kernel one multiprocessor holds at once (the fewest over
 // the kernel's element types). Returns a cudaError_t as int; *out is 1 on error.
 int llResidentBlocksPerSm(int* out);
+
+// Checks a call's arguments for the LL family's collective kernels (this one
+// and simple_collective.h) and folds an all-gather's or broadcast's count
+// into bytes (they move bytes unchanged: one byte-wise kernel serves every
+// type). Returns cudaErrorInvalidValue (1) for bad arguments, else 0.
+int prepareLlArgs(LlAllReduceArgs* a);
 
 // Enqueues one LL collective on `stream`. Returns a cudaError_t as int: 0
 // when launched, cudaErrorInvalidValue (1) for bad arguments, else the launch

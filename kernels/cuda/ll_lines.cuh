@@ -15,9 +15,10 @@ namespace lanes::cuda::ll {
 
 inline constexpr unsigned kAbortEvery = 256;  // polls between reads of the host's abort word (2^k)
 inline constexpr unsigned long long kDefaultTimeoutNs = 300ull * 1000 * 1000 * 1000;
-// Every 2^21 uses a slot is rewritten whole, so no line keeps a flag older
-// than that: the 32-bit flag cannot wrap around to a stale line's value
-// (that would take 2^32 uses).
+// A slot whose last whole rewrite is more than 2^21 calls old is rewritten
+// whole, so no line keeps a flag older than that: the 32-bit flag cannot wrap
+// around to a stale line's value (that would take 2^32 calls). Counted per
+// slot, as other protocols' calls advance the same sequence number.
 inline constexpr unsigned long long kRefreshMask = (1ull << 21) - 1;
 
 __device__ __forceinline__ unsigned long long nowNs() {
@@ -113,6 +114,45 @@ __device__ __forceinline__ bool giveUp(LlDeviceState* state, LlControl* c, int* 
     return true;
   }
   return false;
+}
+
+// A call's start, on thread 0 of every block: the sequence number and the
+// sticky failure from device memory (no PCIe read), the deadline of its waits,
+// and `entered` (every block posts it, so none touches the slots unannounced).
+// No block writes the sequence number before every block has read it (endCall).
+__device__ inline void beginCall(const LlDeviceState* state, volatile LlControl* vc,
+                                 unsigned long long timeoutNs, unsigned long long* seq,
+                                 unsigned long long* deadline, int* failed) {
+  *seq = state->seq + 1;
+  *failed = state->failed != 0 ? 1 : 0;
+  *deadline = nowNs() + (timeoutNs != 0 ? timeoutNs : kDefaultTimeoutNs);
+  vc->entered = *seq;
+}
+
+// A call's end, after a barrier, on every thread: the last block out advances
+// the sequence number (the next call or graph replay takes seq + 1), stores
+// seq in *alsoSeq where given, and says in `exited` that this rank's kernels
+// are done with the arena (destroy waits for it). A lone block needs no
+// count: the fences and the atomic cost a few microseconds a call (8
+// processes under MPS, 4-32 KiB).
+__device__ inline void endCall(LlDeviceState* state, volatile LlControl* vc, unsigned long long seq,
+                               unsigned long long* alsoSeq = nullptr) {
+  if (threadIdx.x != 0) return;
+  if (gridDim.x == 1) {
+    state->seq = seq;
+    if (alsoSeq != nullptr) *alsoSeq = seq;
+    vc->exited = seq;
+    return;
+  }
+  __threadfence_system();  // this block's slot writes before `exited` can say the arena is free
+  if (atomicAdd(&state->blocksDone, 1u) == gridDim.x - 1) {
+    __threadfence();  // every block's count (and reads of seq) before the stores below
+    state->blocksDone = 0;
+    state->seq = seq;
+    if (alsoSeq != nullptr) *alsoSeq = seq;
+    __threadfence_system();
+    vc->exited = seq;
+  }
 }
 
 }  // namespace lanes::cuda::ll

@@ -250,34 +250,8 @@ int dispatchOp(const Call& c) {
 }
 
 int dispatchType(lanesDataType_t type, const Call& c) {
-  switch (type) {
-    case lanesInt8:
-      return dispatchOp<int8_t>(c);
-    case lanesUint8:
-      return dispatchOp<uint8_t>(c);
-    case lanesInt32:
-      return dispatchOp<int32_t>(c);
-    case lanesUint32:
-      return dispatchOp<uint32_t>(c);
-    case lanesInt64:
-      return dispatchOp<int64_t>(c);
-    case lanesUint64:
-      return dispatchOp<uint64_t>(c);
-    case lanesFloat16:
-      return dispatchOp<Half>(c);
-    case lanesFloat32:
-      return dispatchOp<float>(c);
-    case lanesFloat64:
-      return dispatchOp<double>(c);
-    case lanesBfloat16:
-      return dispatchOp<Bf16>(c);
-    case lanesFloat8e4m3:
-      return dispatchOp<E4m3>(c);
-    case lanesFloat8e5m2:
-      return dispatchOp<E5m2>(c);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return withElementType(type,
+                         [&](auto tag) { return dispatchOp<typename decltype(tag)::type>(c); });
 }
 
 template <class S>

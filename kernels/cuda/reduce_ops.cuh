@@ -13,6 +13,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "base/datatype.h"
+#include "lanes/lanes.h"
+
 namespace lanes::cuda {
 
 // Raw storage of the formats CUDA represents as classes; kernels only move bits
@@ -229,6 +232,72 @@ int forEachElementType(F f) {
     if (rc != 0) return rc;
   }
   return 0;
+}
+
+// Calls f(TypeTag<S>{}) for the element type of `type` and returns its result;
+// cudaErrorInvalidValue (1) for a type Lanes does not reduce.
+template <class F>
+int withElementType(lanesDataType_t type, F f) {
+  switch (type) {
+    case lanesInt8:
+      return f(TypeTag<int8_t>{});
+    case lanesUint8:
+      return f(TypeTag<uint8_t>{});
+    case lanesInt32:
+      return f(TypeTag<int32_t>{});
+    case lanesUint32:
+      return f(TypeTag<uint32_t>{});
+    case lanesInt64:
+      return f(TypeTag<int64_t>{});
+    case lanesUint64:
+      return f(TypeTag<uint64_t>{});
+    case lanesFloat16:
+      return f(TypeTag<Half>{});
+    case lanesFloat32:
+      return f(TypeTag<float>{});
+    case lanesFloat64:
+      return f(TypeTag<double>{});
+    case lanesBfloat16:
+      return f(TypeTag<Bf16>{});
+    case lanesFloat8e4m3:
+      return f(TypeTag<E4m3>{});
+    case lanesFloat8e5m2:
+      return f(TypeTag<E5m2>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// How a kernel that takes the op at run time applies it: Avg sums and divides
+// the result by the rank count once; PreMulSum sums inputs scaled by this
+// rank's scalar (x * 1 is exact: skipped, as reduce.cu does).
+struct OpPlan {
+  Fn fn = Fn::Sum;
+  bool premul = false;
+  bool avg = false;
+};
+inline bool planOp(RedOpKind kind, double premulScalar, OpPlan* out) {
+  switch (kind) {
+    case RedOpKind::Sum:
+      *out = {Fn::Sum, false, false};
+      return true;
+    case RedOpKind::Prod:
+      *out = {Fn::Prod, false, false};
+      return true;
+    case RedOpKind::Max:
+      *out = {Fn::Max, false, false};
+      return true;
+    case RedOpKind::Min:
+      *out = {Fn::Min, false, false};
+      return true;
+    case RedOpKind::Avg:
+      *out = {Fn::Sum, false, true};
+      return true;
+    case RedOpKind::PreMulSum:
+      *out = {Fn::Sum, premulScalar != 1.0, false};
+      return true;
+  }
+  return false;
 }
 
 }  // namespace lanes::cuda

@@ -10,6 +10,8 @@ const char* devicePathName(DevicePath p) {
       return "ll";
     case DevicePath::LlThreads:
       return "ll_threads";
+    case DevicePath::Simple:
+      return "simple";
     case DevicePath::Staged:
       return "staged";
     case DevicePath::HostSum:

@@ -17,6 +17,8 @@ namespace lanes {
 // Where a batch of device-buffer calls runs. LlThreads is the LL kernel for
 // ranks that are threads of one process: off unless named in LANES_PROTO (a
 // spinning kernel can sit behind a peer thread's work in the shared context).
+// Simple is the LL arena's mid-size kernel: a flag per chunk of 4-64 KiB
+// written straight into mapped host memory (simple_collective.h).
 // LlPairs carries one small send or receive in LL lines through the LL
 // arena's pair slots (one kernel per group, ll_pairs.h).
 // Pairs and P2pPairs carry one send or receive through the staged path's
@@ -28,6 +30,7 @@ enum class DevicePath : uint8_t {
   SharedContext,
   Ll,
   LlThreads,
+  Simple,
   Staged,
   HostSum,
   Pairs,
@@ -35,7 +38,7 @@ enum class DevicePath : uint8_t {
   LlPairs,
   Proxy
 };
-inline constexpr int kDevicePaths = 9;
+inline constexpr int kDevicePaths = 10;
 const char* devicePathName(DevicePath p);
 
 // What selection reads about one batch of calls and its communicator. Every
@@ -64,6 +67,7 @@ struct CallFacts {
     size_t maxBytes = 0;
   };
   Limit sharedContext, ll;
+  Limit simple;   // the simple kernel: posted bytes per rank up to maxBytes
   Limit llPairs;  // the LL pair slots: messages up to maxBytes
   // Ranks of different processes share a GPU that does not run MPS: every
   // hand-off between them on the GPU waits for a time slice.
@@ -153,6 +157,10 @@ struct SelectionConfig {
   // LANES_LL_MAX_BYTES, at most kLlHardMaxBytes (LL rounds it to whole lines).
   static constexpr size_t kLlHardMaxBytes = size_t{256} << 10;
   size_t llMaxBytes = kLlHardMaxBytes;
+  // LANES_SIMPLE_MAX_BYTES, at most kSimpleHardMaxBytes (the simple kernel's
+  // slots hold at most this a rank; large communicators get less).
+  static constexpr size_t kSimpleHardMaxBytes = size_t{16} << 20;
+  size_t simpleMaxBytes = size_t{4} << 20;
   bool llSharedGpu = false;  // LANES_LL_SHARED_GPU: LL between processes on one GPU (MPS)
   size_t sharedContextMaxBytes = size_t{256} << 10;  // LANES_SHARED_CONTEXT_MAX_BYTES
   size_t sharedGpuProxyBytes = size_t{256} << 10;    // LANES_SHARED_GPU_PROXY_BYTES

@@ -146,6 +146,8 @@ SelectionConfig SelectionConfig::fromEnv() {
   c.algo = listFromEnv("LANES_ALGO", hostAlgoNames(), canonicalAlgoList);
   c.llMaxBytes =
       static_cast<size_t>(envSize("LANES_LL_MAX_BYTES", c.llMaxBytes, 0, kLlHardMaxBytes));
+  c.simpleMaxBytes = static_cast<size_t>(
+      envSize("LANES_SIMPLE_MAX_BYTES", c.simpleMaxBytes, 0, kSimpleHardMaxBytes));
   c.llSharedGpu = envBool("LANES_LL_SHARED_GPU", c.llSharedGpu);
   c.sharedContextMaxBytes =
       static_cast<size_t>(envSize("LANES_SHARED_CONTEXT_MAX_BYTES", c.sharedContextMaxBytes));

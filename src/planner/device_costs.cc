@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "exec/staged_chunking.h"
+#include "kernels/cuda/simple_collective.h"
 
 namespace lanes {
 namespace {
@@ -337,6 +338,51 @@ CostTerms llCost(const CallFacts& f, const GpuLink& link) {
   return t;
 }
 
+// The simple kernel's loads and stores of host memory move about half what
+// the copy engines do (H200, 2 processes under MPS, 1-4 MiB: a broadcast's
+// 4 MiB took 174 us against the staged path's 115, whose copies this model
+// prices 2 times too slow against its own figures; bench/results/simple_h200).
+constexpr double kSimpleLinkShare = 0.5;
+
+// Simple: as LL's flows, a payload byte per byte (no flags among the data),
+// writer blocks posting while reader blocks read: both ways at once, chunk
+// after chunk. A chunk's data is read after its flag: a round trip more than
+// LL before the first bytes arrive.
+CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
+  const double posted = static_cast<double>(f.bytes);
+  const double n = f.nranks;
+  const int perGpu = link.ranksPerGpu();
+  int writers = perGpu;
+  int readers = perGpu;
+  double payload = posted;  // a peer's, as the chunks cut it
+  double read = (n - 1) * posted;
+  switch (f.coll) {
+    case CollType::ReduceScatter:
+      payload = posted / n;
+      read = (n - 1) * payload;
+      break;
+    case CollType::Broadcast:
+      writers = 1;
+      readers = std::min(perGpu, f.nranks - 1);
+      read = posted;
+      break;
+    case CollType::Reduce:
+      readers = 1;
+      break;
+    default:
+      break;
+  }
+  const double chunks = std::ceil(
+      payload / static_cast<double>(cuda::simpleChunkBytes(static_cast<size_t>(payload))));
+  const double waitedFor = f.coll == CollType::Broadcast ? std::min(n - 1, 2.0) : n - 1;
+  CostTerms t;
+  t.latency = link.launch() + link.flag() * ((waitedFor + 2) / 2.0 + 1);
+  const double at = std::max(posted, MachineFacts::curveBytes(4));
+  pipeline(chunks, link.down(posted / chunks, at, true, writers) / kSimpleLinkShare,
+           link.up(read / chunks, at, true, readers) / kSimpleLinkShare, 0, &t);
+  return t;
+}
+
 // LL send/recv: the sender writes the message's lines, the receiver waits
 // on one thread for the last of them and then reads the rest: two PCIe round
 // trips after the launch. A rank's send and receive of a group run at once in
@@ -382,6 +428,8 @@ CostTerms devicePathCost(DevicePath path, const CallFacts& f, const MachineFacts
       return pairsCost(f, link);
     case DevicePath::LlPairs:
       return llPairsCost(f, link);
+    case DevicePath::Simple:
+      return simpleCost(f, link);
     case DevicePath::Proxy:
       break;
   }

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "kernels/cuda/ll_allreduce.h"
+#include "kernels/cuda/simple_collective.h"
 #include "planner/device_costs.h"
 #include "planner/host_costs.h"
 
@@ -17,26 +18,45 @@ bool isGatherScatter(CollType c) {
 // One collective that moves bytes: what the single-call device paths take.
 bool oneCollective(const CallFacts& f) { return !f.p2p && f.calls == 1 && f.bytes > 0; }
 
-// One collective the LL kernel serves, ranks of one host, its lines within
-// the slot: a reduce-scatter posts each block in whole lines.
-bool llServes(const CallFacts& f) {
-  if (!f.device || !oneCollective(f) || !f.oneHost || !f.ll.ready) return false;
-  switch (f.coll) {
+// The collectives the LL arena's kernels (LL and simple) serve.
+bool llFamilyCollective(CollType c) {
+  switch (c) {
     case CollType::AllReduce:
     case CollType::AllGather:
     case CollType::ReduceScatter:
     case CollType::Broadcast:
     case CollType::Reduce:
-      break;
+      return true;
     default:
       return false;  // all-to-all, gather, scatter
   }
+}
+
+// One collective the LL kernel serves, ranks of one host, its lines within
+// the slot: a reduce-scatter posts each block in whole lines.
+bool llServes(const CallFacts& f) {
+  if (!f.device || !oneCollective(f) || !f.oneHost || !f.ll.ready) return false;
+  if (!llFamilyCollective(f.coll)) return false;
   const int n = std::max(1, f.nranks);
   const bool scatter = f.coll == CollType::ReduceScatter;
   const size_t lines = cuda::llPostedLines(
       scatter ? cuda::LlCollective::ReduceScatter : cuda::LlCollective::AllReduce,
       scatter ? f.bytes / static_cast<size_t>(n) : f.bytes, n);
   return lines * cuda::kLlLinePayload <= f.ll.maxBytes;
+}
+
+// One collective the simple kernel serves: processes of one host (as LL), the
+// bytes a rank posts within its slots (a reduce-scatter's blocks 16-byte aligned).
+bool simpleServes(const CallFacts& f) {
+  if (f.threadRanks || !f.device || !oneCollective(f) || !f.oneHost || !f.simple.ready)
+    return false;
+  if (!llFamilyCollective(f.coll)) return false;
+  const int n = std::max(1, f.nranks);
+  const bool scatter = f.coll == CollType::ReduceScatter;
+  const size_t posted = cuda::simplePostedBytes(
+      scatter ? cuda::LlCollective::ReduceScatter : cuda::LlCollective::AllReduce,
+      scatter ? f.bytes / static_cast<size_t>(n) : f.bytes, n);
+  return posted <= f.simple.maxBytes;
 }
 
 // One send or receive to another rank of this host, larger than what the
@@ -131,6 +151,11 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
      "as ll, where ranks are threads of one process (off unless LANES_PROTO names it)",
      [](const CallFacts& f) { return f.threadRanks && llServes(f); }, costOf<DevicePath::LlThreads>,
      nullptr},
+    {DevicePath::Simple, "simple",
+     "one all-reduce, all-gather, reduce-scatter, broadcast or reduce of up to "
+     "LANES_SIMPLE_MAX_BYTES input per rank (4 MiB up to 8 ranks), ranks of one host, no thread "
+     "ranks: a flag per chunk through mapped host memory",
+     simpleServes, costOf<DevicePath::Simple>, nullptr},
     {DevicePath::Staged, "staged",
      "all-reduces (any batch), one all-gather, broadcast or reduce-scatter, ranks of one host",
      stagedServes, costOf<DevicePath::Staged>, setupStagedPath},

@@ -341,16 +341,16 @@ void expectCaptureRefused(cudaStreamCaptureMode mode, const char* modeName) {
 }
 
 // The small-message (LL) path captures all-reduce correctly (tests/gpu/test_ll_*);
-// the refusal is a property of the staged and proxy paths, so LL is off here.
+// the refusal is a property of the staged and proxy paths, so LL and simple are off here.
 TEST(DeviceErrors, GraphCaptureRefusedRelaxedMode) {
-  setenv("LANES_PROTO", "^ll", 1);
+  setenv("LANES_PROTO", "^ll,simple", 1);
   expectCaptureRefused(cudaStreamCaptureModeRelaxed, "relaxed");
 }
 
 // PyTorch captures in global mode (its default): the refusal must not make a
 // call that global mode forbids, or it would invalidate the user's capture.
 TEST(DeviceErrors, GraphCaptureRefusedGlobalMode) {
-  setenv("LANES_PROTO", "^ll", 1);
+  setenv("LANES_PROTO", "^ll,simple", 1);
   expectCaptureRefused(cudaStreamCaptureModeGlobal, "global");
 }
 

@@ -16,9 +16,9 @@ namespace {
 
 // LANES_PROTO's names: the device path registry's entries.
 const std::vector<std::string>& names() {
-  static const std::vector<std::string> n = {"shared_context", "ll",       "ll_threads",
-                                             "staged",         "host_sum", "pairs",
-                                             "p2p_pairs",      "ll_pairs", "proxy"};
+  static const std::vector<std::string> n = {
+      "shared_context", "ll",    "ll_threads", "simple",   "staged",
+      "host_sum",       "pairs", "p2p_pairs",  "ll_pairs", "proxy"};
   return n;
 }
 
@@ -656,6 +656,63 @@ TEST(DevicePathChoice, SmallSendsAndReceivesTakeTheLlPairSlots) {
   EXPECT_EQ(rankDevicePaths(small(64 << 10), config).front().path, DevicePath::Pairs);
   ASSERT_TRUE(NameList::parse("^ll_pairs", names(), &config.proto));
   EXPECT_EQ(chooseDevicePath(small(1024), config).path, DevicePath::Pairs);
+}
+
+// Mid-size collectives between processes take the simple kernel where the
+// ranks agreed on its slots, up to their size, where the cost model ranks it
+// first; thread ranks, other hosts, batches, all-to-all and
+// LANES_PROTO=^simple never.
+TEST(DevicePathChoice, MidSizeCollectivesTakeTheSimpleKernel) {
+  SelectionConfig config;
+  auto mid = [](CollType coll, size_t bytes) {
+    CallFacts f = deviceCall(coll, bytes);
+    f.nranks = 2;
+    f.ranksPerGpu = 2;  // two processes on one GPU under MPS, as measured on the H200
+    f.simple = {true, size_t{4} << 20};
+    return f;
+  };
+  constexpr size_t kMax = size_t{4} << 20;
+  // Priced: LL's single round trip wins the smallest; the simple kernel's
+  // chunks from there; the copy engines the largest broadcasts and
+  // reduce-scatters, whose staged pipelines have no reduction on the GPU
+  // (as measured on the H200 with 2 processes under MPS).
+  for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter,
+                     CollType::Broadcast, CollType::Reduce}) {
+    EXPECT_EQ(pathOf(mid(c, 8), config), DevicePath::Ll) << collTypeName(c);
+    EXPECT_EQ(pathOf(mid(c, 128 << 10), config), DevicePath::Simple) << collTypeName(c);
+  }
+  for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::Reduce})
+    EXPECT_EQ(pathOf(mid(c, kMax), config), DevicePath::Simple) << collTypeName(c);
+  for (CollType c : {CollType::ReduceScatter, CollType::Broadcast})
+    EXPECT_EQ(pathOf(mid(c, kMax), config), DevicePath::Staged) << collTypeName(c);
+
+  // Eligibility, whatever the costs: with only simple and the proxy allowed.
+  SelectionConfig only;
+  ASSERT_TRUE(NameList::parse("simple,proxy", names(), &only.proto));
+  for (CollType c : {CollType::AllReduce, CollType::AllGather, CollType::ReduceScatter,
+                     CollType::Broadcast, CollType::Reduce}) {
+    EXPECT_EQ(pathOf(mid(c, kMax), only), DevicePath::Simple) << collTypeName(c);
+    EXPECT_EQ(pathOf(mid(c, kMax + 32), only), DevicePath::Proxy) << collTypeName(c);
+  }
+  // A reduce-scatter posts its blocks 16-byte aligned: 2 blocks of 2 MiB - 8
+  // fit 4 MiB, of 2 MiB + 8 do not.
+  EXPECT_EQ(pathOf(mid(CollType::ReduceScatter, kMax - 16), only), DevicePath::Simple);
+  EXPECT_EQ(pathOf(mid(CollType::ReduceScatter, kMax + 16), only), DevicePath::Proxy);
+  CallFacts threads = mid(CollType::AllReduce, 1 << 20);
+  threads.threadRanks = true;
+  EXPECT_EQ(pathOf(threads, only), DevicePath::Proxy);
+  CallFacts hosts = mid(CollType::AllReduce, 1 << 20);
+  hosts.oneHost = false;
+  EXPECT_EQ(pathOf(hosts, only), DevicePath::Proxy);
+  CallFacts off = mid(CollType::AllReduce, 1 << 20);
+  off.simple.ready = false;
+  EXPECT_EQ(pathOf(off, only), DevicePath::Proxy);
+  EXPECT_EQ(pathOf(mid(CollType::AlltoAll, 1 << 20), only), DevicePath::Proxy);
+  CallFacts batch = mid(CollType::AllReduce, 1 << 20);
+  batch.calls = 2;
+  EXPECT_EQ(pathOf(batch, only), DevicePath::Proxy);
+  ASSERT_TRUE(NameList::parse("^simple", names(), &config.proto));
+  EXPECT_NE(pathOf(mid(CollType::AllReduce, 1 << 20), config), DevicePath::Simple);
 }
 
 TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {

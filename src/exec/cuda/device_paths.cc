@@ -18,6 +18,7 @@
 #include "kernels/cuda/ll_allreduce.h"
 #include "kernels/cuda/ll_pairs.h"
 #include "kernels/cuda/reduce.h"
+#include "kernels/cuda/simple_collective.h"
 #include "kernels/cuda/stream_flags.h"
 #include "kernels/cuda/wire_codec.h"
 
@@ -50,6 +51,7 @@ CallFacts rankSetFacts(CommView comm) {
     f.sharedContext = {true, shared->maxBytes()};
   if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled()) {
     f.ll = {true, ll->maxBytes()};
+    if (ll->simpleEnabled()) f.simple = {true, ll->simpleMaxBytes()};
     if (ll->pairsEnabled()) f.llPairs = {true, ll->pairMaxBytes()};
   }
   if (auto* staged = static_cast<StagedCollectives*>(paths.staged.get());
@@ -187,6 +189,8 @@ Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
       return static_cast<LlAllReduce*>(paths.ll.get())->enqueue(requests.front(), stream);
     case DevicePath::LlPairs:
       return static_cast<LlAllReduce*>(paths.ll.get())->enqueuePairs(requests, stream);
+    case DevicePath::Simple:
+      return static_cast<LlAllReduce*>(paths.ll.get())->enqueueSimple(requests.front(), stream);
     case DevicePath::Staged:
     case DevicePath::HostSum:
     case DevicePath::Pairs:
@@ -292,6 +296,7 @@ Status setupProxyPath(lanesComm* handle) {
   // call, where loading can wait for streams parked on peers (reduce.h).
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadReduceKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlKernels()));
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadSimpleKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlPairKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadFlagKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadWireKernels()));

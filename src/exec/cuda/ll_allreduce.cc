@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "exec/cuda/device_scope.h"
 #include "kernels/cuda/ll_pairs.h"
+#include "kernels/cuda/simple_collective.h"
 #include "transport/common/numa_policy.h"
 
 namespace lanes {
@@ -36,6 +37,7 @@ struct Proposal {
   int32_t willing = 0;
   int32_t pairStreams = 0;  // send/recv kernel blocks a launch may run; 0: no pair slots wanted
   uint64_t maxBytes = 0;
+  uint64_t simpleMaxBytes = 0;  // 0: no simple slots wanted
 };
 
 // The pair slots of all ordered pairs take at most this much of the arena:
@@ -53,6 +55,22 @@ size_t pairMaxBytesFor(int n, size_t maxBytes) {
   while (bytes >= kPairMinBytes && cuda::llPairRegionBytes(n, bytes) > kPairRegionBudget)
     bytes /= 2;
   return bytes >= kPairMinBytes ? bytes : 0;
+}
+
+// The simple slots of all ranks take at most this much of the arena: larger
+// communicators get smaller calls (8 ranks: 4 MiB; 16: 2 MiB; 64: 512 KiB).
+constexpr size_t kSimpleRegionBudget = size_t{96} << 20;
+// Below this LL serves every call the simple kernel could: no simple slots.
+constexpr size_t kSimpleMinBytes = size_t{64} << 10;
+
+// The most bytes a rank posts on the simple slots for `n` ranks and
+// LANES_SIMPLE_MAX_BYTES `maxBytes` (whole 4 KiB pages): 0 where the slots
+// would not fit the budget at kSimpleMinBytes.
+size_t simpleMaxBytesFor(int n, size_t maxBytes) {
+  size_t bytes = maxBytes / 4096 * 4096;
+  auto region = [n](size_t b) { return 2 * static_cast<size_t>(n) * cuda::simpleSlotBytes(b, n); };
+  while (bytes >= kSimpleMinBytes && region(bytes) > kSimpleRegionBudget) bytes /= 2;
+  return bytes >= kSimpleMinBytes ? bytes / 4096 * 4096 : 0;
 }
 
 // The kernel's name for a collective the registry gives LL (planner/registry.cc).
@@ -124,6 +142,8 @@ Status LlAllReduce::createLocalResources() {
   maxBlocks_ = std::max(1, sms * perSm / std::max(1, comm_.ranksPerGpu()) / 2);
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::llPairResidentBlocksPerSm(&perSm)));
   pairMaxStreams_ = std::max(1, sms * perSm / std::max(1, comm_.ranksPerGpu()) / 2);
+  LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::simpleResidentBlocksPerSm(&perSm)));
+  simpleMaxBlocks_ = std::max(1, sms * perSm / std::max(1, comm_.ranksPerGpu()) / 2);
   return Status::ok();
 }
 
@@ -152,10 +172,18 @@ Status LlAllReduce::setup() {
   Status local;
   const DevicePath llPath =
       comm_.someProcessHoldsSeveralRanks() ? DevicePath::LlThreads : DevicePath::Ll;
-  if (!pathAllowed(comm_.selection(), llPath)) {
+  // For processes the arena also carries the pair slots and the simple
+  // kernel's: any of the three makes it worth setting up.
+  const bool anyAllowed =
+      pathAllowed(comm_.selection(), llPath) ||
+      (llPath == DevicePath::Ll && (pathAllowed(comm_.selection(), DevicePath::LlPairs) ||
+                                    pathAllowed(comm_.selection(), DevicePath::Simple)));
+  if (!anyAllowed) {
     const NameList& proto = comm_.selection().proto;
-    why = proto.set() ? "LANES_PROTO=" + proto.text() + " leaves out " + devicePathName(llPath)
-                      : std::string(devicePathName(llPath)) + " is off unless LANES_PROTO names it";
+    const std::string left =
+        llPath == DevicePath::Ll ? "ll, ll_pairs and simple" : devicePathName(llPath);
+    why = proto.set() ? "LANES_PROTO=" + proto.text() + " leaves out " + left
+                      : left + " is off unless LANES_PROTO names it";
     expected = true;
   } else if (n > 1 && comm_.processesTimeSliceGpu() && !comm_.selection().llSharedGpu) {
     // Their kernels meet only at time-slice switches, a thousand times slower
@@ -185,12 +213,20 @@ Status LlAllReduce::setup() {
     const bool pairsWanted =
         llPath == DevicePath::Ll && pathAllowed(comm_.selection(), DevicePath::LlPairs);
     all[static_cast<size_t>(comm_.rank())].pairStreams = pairsWanted ? pairMaxStreams_ : 0;
+    // The simple kernel, as LL, for processes only; it needs a writer and a reader block.
+    const bool simpleWanted = llPath == DevicePath::Ll &&
+                              pathAllowed(comm_.selection(), DevicePath::Simple) &&
+                              simpleMaxBlocks_ >= 2;
+    all[static_cast<size_t>(comm_.rank())].simpleMaxBytes =
+        simpleWanted ? comm_.selection().simpleMaxBytes : 0;
     LANES_RETURN_IF_ERROR(comm_.bootstrap().allGather(all.data(), sizeof(Proposal), deadline));
     maxBytes_ = mine;
     int pairStreams = cuda::kLlPairMaxStreams;
+    size_t simpleBytes = SelectionConfig::kSimpleHardMaxBytes;
     for (int r = 0; r < n; ++r) {
       const Proposal& p = all[static_cast<size_t>(r)];
       maxBytes_ = std::min<size_t>(maxBytes_, p.maxBytes);
+      simpleBytes = std::min<size_t>(simpleBytes, p.simpleMaxBytes);
       pairStreams = std::min(pairStreams, p.pairStreams);
       if (!p.willing && why.empty())
         why = "rank " + std::to_string(r) + " cannot use it (its log says why)";
@@ -200,6 +236,9 @@ Status LlAllReduce::setup() {
     // and a receive stream per peer on every rank's GPU at once.
     pairMaxStreams_ = pairStreams;
     pairMaxBytes_ = pairStreams >= 2 * (n - 1) ? pairMaxBytesFor(n, maxBytes_) : 0;
+    simpleMaxBytes_ = simpleMaxBytesFor(n, simpleBytes);
+    simpleFlagBytes_ = simpleMaxBytes_ > 0 ? cuda::simpleFlagBytes(simpleMaxBytes_, n) : 0;
+    simpleSlotBytes_ = simpleMaxBytes_ > 0 ? cuda::simpleSlotBytes(simpleMaxBytes_, n) : 0;
 
     // 2. The shared slots (collective; on failure every rank falls back alike).
     if (why.empty()) {
@@ -209,7 +248,9 @@ Status LlAllReduce::setup() {
       const size_t rankBytes = 2 * slotBytes_;
       pairRegion_ = (static_cast<size_t>(n) * rankBytes + 4095) / 4096 * 4096;
       const size_t pairBytes = pairMaxBytes_ > 0 ? cuda::llPairRegionBytes(n, pairMaxBytes_) : 0;
-      const size_t bytes = (pairRegion_ + pairBytes + 4095) / 4096 * 4096;
+      simpleRegion_ = (pairRegion_ + pairBytes + 4095) / 4096 * 4096;
+      const size_t simpleRankBytes = 2 * simpleSlotBytes_;
+      const size_t bytes = simpleRegion_ + static_cast<size_t>(n) * simpleRankBytes;
       // Each rank's lines on its GPU's NUMA node (its pair slots as a sender
       // too); a range shorter than a page shares pages with its neighbours,
       // and a page goes to the rank owning its first byte.
@@ -226,6 +267,8 @@ Status LlAllReduce::setup() {
                                                    : 0;
       for (size_t r = 0; r < rankNodes.size() && senderBytes > 0; ++r)
         wanted.push_back({pairRegion_ + r * senderBytes, senderBytes, rankNodes[r]});
+      for (size_t r = 0; r < rankNodes.size() && simpleRankBytes > 0; ++r)
+        wanted.push_back({simpleRegion_ + r * simpleRankBytes, simpleRankBytes, rankNodes[r]});
       spec.placement = pageAlignedRanges(std::move(wanted), bytes, 4096);
       spec.placed = describeRankNodes(rankNodes, "lines");
       Status s = HostArena::create(comm_.bootstrap(), spec, deadline, &arena_, &fatal);
@@ -234,6 +277,9 @@ Status LlAllReduce::setup() {
     }
   } else {
     maxBytes_ = mine;
+    // One rank copies locally on the simple kernel too, at any size.
+    if (pathAllowed(comm_.selection(), DevicePath::Simple) && simpleMaxBlocks_ >= 2)
+      simpleMaxBytes_ = comm_.selection().simpleMaxBytes;
   }
 
   if (!why.empty()) {
@@ -261,6 +307,11 @@ Status LlAllReduce::setup() {
     LANES_INFO(Init, comm_.rank(),
                "small device send/recv: LL pair slots, %d x %zu bytes per ordered pair of ranks",
                cuda::kLlPairDepth, pairMaxBytes_);
+  if (simpleMaxBytes_ > 0)
+    LANES_INFO(Init, comm_.rank(),
+               "mid-size device collectives: the simple kernel through mapped host memory, up "
+               "to %zu bytes posted per rank",
+               simpleMaxBytes_);
   return Status::ok();
 }
 
@@ -279,13 +330,15 @@ Status LlAllReduce::checkKernels() {
   char text[640];
   const double waited = comm_.timeoutSeconds();
   const std::string on = comm_.describe();
-  if (error == cuda::kLlTimedOut) {
+  if (error == cuda::kLlTimedOut || error == cuda::kSimpleTimedOut) {
+    const bool simple = error == cuda::kSimpleTimedOut;
     snprintf(text, sizeof(text),
-             "small device collective #%llu (LL kernel) on %s waited %.0f s for rank %d's data "
+             "%s device collective #%llu (%s kernel) on %s waited %.0f s for rank %d's data "
              "and gave up: rank %d did not make the same call (check that every rank issues the "
              "same collectives in the same order) or its GPU stream is stuck; destroy the "
              "communicator",
-             seq, on.c_str(), waited, peer, peer);
+             simple ? "mid-size" : "small", seq, simple ? "simple" : "LL", on.c_str(), waited, peer,
+             peer);
     s = timeoutError(text);
   } else if (error == cuda::kLlSendTimedOut) {
     snprintf(text, sizeof(text),
@@ -359,10 +412,7 @@ unsigned long long LlAllReduce::kernelTimeoutNs() const {
   return static_cast<unsigned long long>(std::clamp(ns, 1.0, 8e18));
 }
 
-Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
-  DeviceScope device(comm_.cudaDev());
-  bool capturing = false;
-  LANES_RETURN_IF_ERROR(orderAfterLast(stream, &capturing));
+cuda::LlAllReduceArgs LlAllReduce::argsOf(const Request& r) const {
   cuda::LlAllReduceArgs a;
   a.coll = llCollective(r.args.coll);
   a.root = r.args.root;
@@ -380,6 +430,14 @@ Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
   a.control = controlDevice_;
   a.timeoutNs = kernelTimeoutNs();
   a.maxBlocks = maxBlocks_;
+  return a;
+}
+
+Status LlAllReduce::enqueue(const Request& r, cudaStream_t stream) {
+  DeviceScope device(comm_.cudaDev());
+  bool capturing = false;
+  LANES_RETURN_IF_ERROR(orderAfterLast(stream, &capturing));
+  const cuda::LlAllReduceArgs a = argsOf(r);
   LANES_RETURN_IF_ERROR(
       noteLaunch(cuda::launchLlAllReduce(a, stream), stream, capturing, "LL kernel"));
   ++calls_[static_cast<size_t>(r.args.coll)];

@@ -7,7 +7,9 @@
 // copy engine, no stream memory operation: the latency is one kernel launch plus a PCIe round trip.
 // The sequence number lives in device memory, so a captured CUDA Graph replays correctly (each
 // replay takes the next one). Sends and receives of at most pairMaxBytes() ride the pair slots of
-// the same arena (kernels/cuda/ll_pairs.h; enqueuePairs in ll_pairs.cc).
+// the same arena (kernels/cuda/ll_pairs.h; enqueuePairs in ll_pairs.cc), and the same
+// collectives up to simpleMaxBytes() (LANES_SIMPLE_MAX_BYTES) its simple slots, a flag per chunk
+// (kernels/cuda/simple_collective.h; enqueueSimple in simple_collective.cc).
 //
 // Failure handling: the communicator's failure hook sets the abort word every
 // waiting kernel polls; a kernel that waits past the communicator's timeout
@@ -50,6 +52,8 @@ class LlAllReduce final : public DeviceContext {
 
   // Enqueues the call on `stream` and returns without waiting.
   Status enqueue(const Request& r, cudaStream_t stream);
+  // Enqueues the call on the simple kernel (simple_collective.cc).
+  Status enqueueSimple(const Request& r, cudaStream_t stream);
   // Enqueues a group's sends and receives that the registry gave the pair
   // slots (ll_pairs.cc), in the order the user made them.
   Status enqueuePairs(const std::vector<Request>& pairs, cudaStream_t stream);
@@ -58,6 +62,11 @@ class LlAllReduce final : public DeviceContext {
   // The pair slots: whether the ranks agreed on them, and the largest message.
   bool pairsEnabled() const { return enabled_ && pairMaxBytes_ > 0; }
   size_t pairMaxBytes() const { return pairMaxBytes_; }
+  // The simple slots: whether the ranks agreed on them, and the most bytes a rank posts.
+  bool simpleEnabled() const { return enabled_ && simpleMaxBytes_ > 0; }
+  size_t simpleMaxBytes() const { return simpleMaxBytes_; }
+  // Calls of collective `c` enqueued on the simple kernel (for tests: which path ran).
+  uint64_t simpleCallsOf(CollType c) const { return simpleCalls_[static_cast<size_t>(c)]; }
   // Sends and receives enqueued on the pair slots (for tests: which path ran).
   uint64_t pairMessages() const { return pairMessages_; }
   // Calls of collective `c` enqueued on this rank (for tests: which path ran).
@@ -75,6 +84,8 @@ class LlAllReduce final : public DeviceContext {
   // Orders a launch on `stream` after this rank's previous LL launch (they
   // share the slots and counters); *capturing: inside a CUDA Graph capture.
   Status orderAfterLast(cudaStream_t stream, bool* capturing);
+  // A collective's kernel arguments, on the LL slots (the simple kernel swaps them).
+  cuda::LlAllReduceArgs argsOf(const Request& r) const;
   // After a launch: what the next one orders after, or the failure it caused.
   Status noteLaunch(int rc, cudaStream_t stream, bool capturing, const char* what);
   unsigned long long kernelTimeoutNs() const;
@@ -92,6 +103,12 @@ class LlAllReduce final : public DeviceContext {
   size_t pairRegion_ = 0;    // where the pair slots start in the arena
   int pairMaxStreams_ = 1;   // the send/recv kernel's blocks per launch
   uint64_t pairMessages_ = 0;
+  size_t simpleMaxBytes_ = 0;  // 0: no simple slots
+  size_t simpleRegion_ = 0;    // where the simple slots start in the arena
+  size_t simpleSlotBytes_ = 0;
+  size_t simpleFlagBytes_ = 0;
+  int simpleMaxBlocks_ = 2;  // the simple kernel's grid cap
+  std::array<uint64_t, kCollTypeCount> simpleCalls_{};
   std::unique_ptr<HostArena> arena_;          // null with one rank
   cuda::LlControl* control_ = nullptr;        // host pointer (cudaHostAlloc, mapped)
   cuda::LlControl* controlDevice_ = nullptr;  // the same, as the GPU addresses it

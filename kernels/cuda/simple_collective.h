@@ -1,0 +1,89 @@
+// The mid-size ("simple") collective kernel: all-reduce, all-gather,
+// reduce-scatter, broadcast and reduce of 16 KiB to a few MiB per rank
+// through mapped host memory, one launch on the caller's stream, no host
+// thread and no copy engine in the path.
+//
+// Protocol (NCCL's Simple idea, through host memory because GPU peer-to-peer
+// is off on PCIe boxes). Every rank owns two slots (by the call's sequence
+// number's parity, shared with the LL kernel: ll_allreduce.h) of
+// [flag words | data]. A call cuts each rank's payload into chunks of
+// 4-64 KiB (simpleChunkBytes: the same on every rank); writer blocks copy a
+// chunk into the slot with plain 16-byte stores, fence them out and then set
+// (and push out) the chunk's flag word to the sequence number; reader blocks wait on one
+// thread per rank for the chunk's flags, then read the chunk's data from
+// every rank they need with 16-byte loads (many in flight per thread),
+// reduce them in rank order (the same bits on every rank) or store them.
+// Writers and readers are different blocks, so a rank's writes of later
+// chunks overlap its reads of earlier ones and the link carries both ways at
+// once. Against LL (a flag in every 8 bytes, both crossing PCIe) the payload
+// crosses once, for a second round trip per chunk.
+//
+// Slot reuse rests on the LL kernel's argument: every call reads a flag of
+// every peer (a rank that reads no data waits for one flag of each), and the
+// sequence number both kernels advance is one. Waits are bounded as LL's are
+// and fail into the same control block (kSimpleTimedOut).
+//
+// Plain C++ interface (no CUDA headers needed by callers).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/ll_allreduce.h"
+
+namespace lanes::cuda {
+
+inline constexpr size_t kSimpleChunkMinBytes = size_t{4} << 10;
+inline constexpr size_t kSimpleChunkMaxBytes = size_t{64} << 10;
+inline constexpr size_t kSimpleVectorBytes = 16;  // one load or store
+
+// A call's chunk: about a quarter of a rank's payload, a power of two within
+// [kSimpleChunkMinBytes, kSimpleChunkMaxBytes] (an eighth took up to a third
+// longer at 32-128 KiB). Only the size decides it, so every rank cuts alike.
+inline size_t simpleChunkBytes(size_t bytes) {
+  size_t c = kSimpleChunkMinBytes;
+  while (c < kSimpleChunkMaxBytes && c * 4 < bytes) c *= 2;
+  return c;
+}
+
+// Where block b of a reduce-scatter's posted input starts in the slot's data:
+// b * simpleBlockStride(block bytes), so every block starts 16-byte aligned.
+inline size_t simpleBlockStride(size_t bytes) {
+  return (bytes + kSimpleVectorBytes - 1) / kSimpleVectorBytes * kSimpleVectorBytes;
+}
+
+// Data bytes a rank posts for a payload of `bytes` per rank (a reduce-scatter's
+// block): every block of a reduce-scatter's input, else its input.
+inline size_t simplePostedBytes(LlCollective coll, size_t bytes, int nranks) {
+  return coll == LlCollective::ReduceScatter
+             ? simpleBlockStride(bytes) * static_cast<size_t>(nranks)
+             : bytes;
+}
+
+// A slot for payloads up to maxBytes posted: its flag words (one per posted
+// chunk at the smallest chunk, plus a partial chunk per reduce-scatter block),
+// then the data, each a whole number of 4 KiB pages.
+inline size_t simpleFlagBytes(size_t maxBytes, int nranks) {
+  const size_t flags = maxBytes / kSimpleChunkMinBytes + static_cast<size_t>(nranks) + 1;
+  return (flags * sizeof(uint64_t) + 4095) / 4096 * 4096;
+}
+inline size_t simpleSlotBytes(size_t maxBytes, int nranks) {
+  return simpleFlagBytes(maxBytes, nranks) + (maxBytes + 4095) / 4096 * 4096;
+}
+
+// Blocks of the simple kernel one multiprocessor holds at once (the fewest
+// over its element types). Returns a cudaError_t as int; *out is 1 on error.
+int simpleResidentBlocksPerSm(int* out);
+
+// Enqueues one simple collective on `stream`: `args` as for the LL kernel,
+// with slots and slotBytes (simpleSlotBytes of maxBytes) naming this
+// protocol's slots and `flagBytes` their flag words (simpleFlagBytes).
+// maxBlocks must be at least 2 (a writer and a reader). Returns a cudaError_t
+// as int: 0 when launched, cudaErrorInvalidValue (1) for bad arguments, else
+// the launch error. count == 0 enqueues nothing.
+int launchSimpleCollective(const LlAllReduceArgs& args, size_t flagBytes, cudaStream_t stream);
+
+// Loads every simple kernel now (see preloadLlKernels).
+int preloadSimpleKernels();
+
+}  // namespace lanes::cuda
