@@ -354,8 +354,9 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
   const int perGpu = link.ranksPerGpu();
   int writers = perGpu;
   int readers = perGpu;
-  double payload = posted;  // a peer's, as the chunks cut it
-  double read = (n - 1) * posted;
+  double payload = posted;          // a peer's, as the chunks cut it
+  double read = (n - 1) * posted;   // a reading rank's
+  double writing = n, reading = n;  // ranks of the host that post and read data
   switch (f.coll) {
     case CollType::ReduceScatter:
       payload = posted / n;
@@ -365,9 +366,12 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
       writers = 1;
       readers = std::min(perGpu, f.nranks - 1);
       read = posted;
+      writing = 1;
+      reading = n - 1;
       break;
     case CollType::Reduce:
       readers = 1;
+      reading = 1;
       break;
     default:
       break;
@@ -378,8 +382,10 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
   CostTerms t;
   t.latency = link.launch() + link.flag() * ((waitedFor + 2) / 2.0 + 1);
   const double at = std::max(posted, MachineFacts::curveBytes(4));
+  // Host memory takes every rank's writes and reads, as the staged path's copies'.
+  const double memory = link.hostMemory((writing * posted + reading * read) / chunks);
   pipeline(chunks, link.down(posted / chunks, at, true, writers) / kSimpleLinkShare,
-           link.up(read / chunks, at, true, readers) / kSimpleLinkShare, 0, &t);
+           link.up(read / chunks, at, true, readers) / kSimpleLinkShare, memory, &t);
   return t;
 }
 
