@@ -85,13 +85,11 @@ struct Args {
 // Otherwise it reads one line of every peer and nothing more.
 template <class S>
 __device__ __forceinline__ bool reduces(const Args<S>& a) {
-  return a.coll == LlCollective::AllReduce || a.coll == LlCollective::ReduceScatter ||
-         (a.coll == LlCollective::Reduce && a.rank == a.root);
+  return rankReduces(a.coll, a.rank, a.root);
 }
 template <class S>
 __device__ __forceinline__ bool gathers(const Args<S>& a) {
-  return a.coll == LlCollective::AllGather ||
-         (a.coll == LlCollective::Broadcast && a.rank != a.root);
+  return rankGathers(a.coll, a.rank, a.root);
 }
 
 template <class S>

@@ -116,6 +116,18 @@ __device__ __forceinline__ bool giveUp(LlDeviceState* state, LlControl* c, int* 
   return false;
 }
 
+// What a rank does in a collective of the LL family (this kernel and the
+// simple one). Reducing: it combines every rank's data into recv. Gathering:
+// it stores peers' data into recv. Otherwise it reads a line or flag of every
+// peer and nothing more.
+__device__ __forceinline__ bool rankReduces(LlCollective c, int rank, int root) {
+  return c == LlCollective::AllReduce || c == LlCollective::ReduceScatter ||
+         (c == LlCollective::Reduce && rank == root);
+}
+__device__ __forceinline__ bool rankGathers(LlCollective c, int rank, int root) {
+  return c == LlCollective::AllGather || (c == LlCollective::Broadcast && rank != root);
+}
+
 // A call's start, on thread 0 of every block: the sequence number and the
 // sticky failure from device memory (no PCIe read), the deadline of its waits,
 // and `entered` (every block posts it, so none touches the slots unannounced).

@@ -81,13 +81,9 @@ union Vec {
   S e[kSimpleVectorBytes / sizeof(S)];
 };
 
+// 16 bytes of a slot, read past the GPU's caches (ll_lines.cuh).
 __device__ __forceinline__ uint4 loadVolatile(const unsigned char* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
+  return loadLine(reinterpret_cast<const uint4*>(p));
 }
 
 // 16 bytes at `off` of a `len`-byte range at `base` of device memory: bytes
@@ -163,13 +159,11 @@ __device__ __forceinline__ uint4 averaged(const Args<S>& a, uint4 v) {
 
 template <class S>
 __device__ __forceinline__ bool reduces(const Args<S>& a) {
-  return a.coll == LlCollective::AllReduce || a.coll == LlCollective::ReduceScatter ||
-         (a.coll == LlCollective::Reduce && a.rank == a.root);
+  return rankReduces(a.coll, a.rank, a.root);
 }
 template <class S>
 __device__ __forceinline__ bool gathers(const Args<S>& a) {
-  return a.coll == LlCollective::AllGather ||
-         (a.coll == LlCollective::Broadcast && a.rank != a.root);
+  return rankGathers(a.coll, a.rank, a.root);
 }
 
 // Rank r's slot of this call: its flag words, then its data.

@@ -153,6 +153,34 @@ void syncStream(cudaStream_t stream, double seconds) {
   }
 }
 
+void expectTimeoutNaming(const GpuRank& self, const char* phrase) {
+  syncStream(self.stream, 60);
+  // The kernel leaves its error in the control block; the library's monitor
+  // (every 50 ms) makes it the communicator's.
+  lanesResult_t async = lanesSuccess;
+  for (int i = 0; i < 100 && async == lanesSuccess; ++i) {
+    GPU_CHECK_LANES(lanesCommGetAsyncError(self.comm, &async), self.comm);
+    if (async == lanesSuccess) usleep(20 * 1000);
+  }
+  const std::string why = lanesGetLastError(self.comm);
+  GPU_CHECK(async == lanesTimeout, "async error %d, expected lanesTimeout: %s",
+            static_cast<int>(async), why.c_str());
+  GPU_CHECK(why.find(phrase) != std::string::npos, "the error does not say \"%s\": %s", phrase,
+            why.c_str());
+}
+
+std::vector<std::pair<lanesDataType_t, Reduction>> reductionCases() {
+  std::vector<std::pair<lanesDataType_t, Reduction>> cases;
+  for (lanesDataType_t t : kAllTypes) cases.push_back({t, Reduction::Sum});
+  for (lanesDataType_t t : {lanesFloat32, lanesBfloat16, lanesInt32, lanesFloat8e4m3, lanesFloat64,
+                            lanesUint8, lanesFloat16})
+    for (Reduction r : {Reduction::Max, Reduction::Avg, Reduction::PreMulSum})
+      cases.push_back({t, r});
+  for (lanesDataType_t t : {lanesFloat32, lanesInt64})
+    for (Reduction r : {Reduction::Prod, Reduction::Min}) cases.push_back({t, r});
+  return cases;
+}
+
 int rankGpu(int rank) {
   const char* spread = std::getenv("LANES_TEST_SPREAD_GPUS");
   if (spread == nullptr || std::strcmp(spread, "1") != 0) return 0;

@@ -24,9 +24,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lanes/lanes.h"
+#include "tests/multi/data.h"
 #include "tests/multi/harness.h"
 
 namespace lanes::test {
@@ -128,6 +130,15 @@ void runGpuProcesses(int nranks, const GpuBody& body);
 
 // Waits for all work on `stream`, polling (never longer than `seconds`).
 void syncStream(cudaStream_t stream, double seconds = streamWaitSeconds());
+
+// After a call whose peer never came: waits for the stream, then up to 2 s
+// for the library's monitor to make the kernel's error the communicator's;
+// checks that it is lanesTimeout and that lanesGetLastError contains `phrase`.
+void expectTimeoutNaming(const GpuRank& self, const char* phrase);
+
+// The datatype and op pairs the device matrices run: every type with sum,
+// and the ops that round differently on a type of each kind.
+std::vector<std::pair<lanesDataType_t, Reduction>> reductionCases();
 
 // ---- Host staging ------------------------------------------------------------
 

@@ -155,13 +155,7 @@ struct Case {
 
 std::vector<Case> matrixCases() {
   std::vector<Case> cases;
-  for (lanesDataType_t t : test::kAllTypes) cases.push_back({t, Reduction::Sum});
-  for (lanesDataType_t t : {lanesFloat32, lanesBfloat16, lanesInt32, lanesFloat8e4m3, lanesFloat64,
-                            lanesUint8, lanesFloat16})
-    for (Reduction r : {Reduction::Max, Reduction::Avg, Reduction::PreMulSum})
-      cases.push_back({t, r});
-  for (lanesDataType_t t : {lanesFloat32, lanesInt64})
-    for (Reduction r : {Reduction::Prod, Reduction::Min}) cases.push_back({t, r});
+  for (const auto& [type, red] : test::reductionCases()) cases.push_back({type, red});
   return cases;
 }
 

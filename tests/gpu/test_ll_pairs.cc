@@ -412,22 +412,9 @@ TEST(LlPairsProcesses, LeftOutByProto) {
 }
 
 // What rank 0 sees when rank 1 never makes its part: lanesTimeout within
-// the communicator's timeout, and lanesGetLastError names rank 1.
-void expectTimeoutNaming(GpuRank& self, const char* phrase) {
-  test::syncStream(self.stream, 60);
-  // The kernel leaves its error in the control block; the library's monitor
-  // (every 50 ms) makes it the communicator's.
-  lanesResult_t async = lanesSuccess;
-  for (int i = 0; i < 100 && async == lanesSuccess; ++i) {
-    GPU_CHECK_LANES(lanesCommGetAsyncError(self.comm, &async), self.comm);
-    if (async == lanesSuccess) usleep(20 * 1000);
-  }
-  const std::string why = lanesGetLastError(self.comm);
-  GPU_CHECK(async == lanesTimeout, "async error %d, expected lanesTimeout: %s",
-            static_cast<int>(async), why.c_str());
-  GPU_CHECK(why.find(phrase) != std::string::npos, "the error does not say \"%s\": %s", phrase,
-            why.c_str());
-}
+// the communicator's timeout, and lanesGetLastError names rank 1
+// (test::expectTimeoutNaming).
+using test::expectTimeoutNaming;
 
 TEST(LlPairsProcesses, MissingSenderTimesOutNamingIt) {
   LL_PAIRS_NEED_MPS();

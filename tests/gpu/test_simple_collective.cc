@@ -205,15 +205,7 @@ void runMatrix(GpuRank& self) {
   Buffers b(self);
   const int n = self.nranks;
   std::vector<std::vector<std::byte>> allReduces;
-  std::vector<std::pair<lanesDataType_t, Reduction>> cases;
-  for (lanesDataType_t t : test::kAllTypes) cases.push_back({t, Reduction::Sum});
-  for (lanesDataType_t t : {lanesFloat32, lanesBfloat16, lanesInt32, lanesFloat8e4m3, lanesFloat64,
-                            lanesUint8, lanesFloat16})
-    for (Reduction r : {Reduction::Max, Reduction::Avg, Reduction::PreMulSum})
-      cases.push_back({t, r});
-  for (lanesDataType_t t : {lanesFloat32, lanesInt64})
-    for (Reduction r : {Reduction::Prod, Reduction::Min}) cases.push_back({t, r});
-  for (const auto& [type, red] : cases) {
+  for (const auto& [type, red] : test::reductionCases()) {
     const size_t elem = test::typeSize(type);
     for (size_t count : {size_t{7}, 4096 / elem + 1, (200 << 10) / elem + 3}) {
       for (bool inPlace : {false, true})
@@ -468,18 +460,8 @@ TEST(SimpleProcesses, MissingPeerTimesOutNamingIt) {
     GPU_CHECK_LANES(lanesAllReduce(send.data(), recv.data(), (1 << 20) / 4, lanesFloat32, lanesSum,
                                    self.comm, self.stream),
                     self.comm);
-    test::syncStream(self.stream, 60);
-    lanesResult_t async = lanesSuccess;
-    for (int i = 0; i < 100 && async == lanesSuccess; ++i) {
-      GPU_CHECK_LANES(lanesCommGetAsyncError(self.comm, &async), self.comm);
-      if (async == lanesSuccess) usleep(20 * 1000);
-    }
-    const std::string why = lanesGetLastError(self.comm);
-    GPU_CHECK(async == lanesTimeout, "async error %d, expected lanesTimeout: %s",
-              static_cast<int>(async), why.c_str());
-    for (const char* phrase : {"(simple kernel)", "for rank 1's data"})
-      GPU_CHECK(why.find(phrase) != std::string::npos, "the error does not say \"%s\": %s", phrase,
-                why.c_str());
+    test::expectTimeoutNaming(self, "(simple kernel)");
+    test::expectTimeoutNaming(self, "for rank 1's data");
   });
 }
 
