@@ -80,18 +80,6 @@ struct Args {
   S scalar;
 };
 
-// What this rank does in the call. Reducing: it combines every rank's lines
-// into recv. Gathering: it stores peers' lines into recv as they arrive.
-// Otherwise it reads one line of every peer and nothing more.
-template <class S>
-__device__ __forceinline__ bool reduces(const Args<S>& a) {
-  return rankReduces(a.coll, a.rank, a.root);
-}
-template <class S>
-__device__ __forceinline__ bool gathers(const Args<S>& a) {
-  return rankGathers(a.coll, a.rank, a.root);
-}
-
 template <class S>
 union Line {
   uint64_t u;
@@ -194,8 +182,8 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
   const uint32_t flag = static_cast<uint32_t>(seq);
   const size_t nlines = (a.bytes + kLlLinePayload - 1) / kLlLinePayload;
   const bool scatter = a.coll == LlCollective::ReduceScatter;
-  const bool reducing = reduces(a);
-  const bool gathering = gathers(a);
+  const bool reducing = rankReduces(a.coll, a.rank, a.root);
+  const bool gathering = rankGathers(a.coll, a.rank, a.root);
   // This rank's own block of the input (a reduce-scatter's: block `rank`).
   const unsigned char* own = a.send + (scatter ? static_cast<size_t>(a.rank) * a.bytes : 0);
 

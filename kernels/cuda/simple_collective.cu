@@ -157,15 +157,6 @@ __device__ __forceinline__ uint4 averaged(const Args<S>& a, uint4 v) {
   return x.u;
 }
 
-template <class S>
-__device__ __forceinline__ bool reduces(const Args<S>& a) {
-  return rankReduces(a.coll, a.rank, a.root);
-}
-template <class S>
-__device__ __forceinline__ bool gathers(const Args<S>& a) {
-  return rankGathers(a.coll, a.rank, a.root);
-}
-
 // Rank r's slot of this call: its flag words, then its data.
 struct Slot {
   volatile unsigned long long* flags;
@@ -303,8 +294,8 @@ __device__ void gatherChunk(const Args<S>& a, unsigned long long seq, size_t k) 
 template <class S>
 __device__ void readChunks(const Args<S>& a, unsigned long long seq, int reader, int readers,
                            int* failed, unsigned long long deadline) {
-  const bool reducing = reduces(a);
-  const bool gathering = gathers(a);
+  const bool reducing = rankReduces(a.coll, a.rank, a.root);
+  const bool gathering = rankGathers(a.coll, a.rank, a.root);
   if (!reducing && !gathering) {  // nothing to read: flag 0 of every peer
     if (reader == 0)
       waitFlags(

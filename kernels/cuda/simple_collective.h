@@ -71,6 +71,22 @@ inline size_t simpleSlotBytes(size_t maxBytes, int nranks) {
   return simpleFlagBytes(maxBytes, nranks) + (maxBytes + 4095) / 4096 * 4096;
 }
 
+// The simple slots of all ranks take at most this much of the LL arena:
+// larger communicators get smaller calls (8 ranks: 4 MiB; 16: 2 MiB; 64: 512 KiB).
+inline constexpr size_t kSimpleRegionBudget = size_t{96} << 20;
+// Below this LL serves every call the simple kernel could: no simple slots.
+inline constexpr size_t kSimpleMinBytes = size_t{64} << 10;
+
+// The most bytes a rank posts on the simple slots for `n` ranks and
+// LANES_SIMPLE_MAX_BYTES `maxBytes` (whole 4 KiB pages): 0 where the slots
+// would not fit the budget at kSimpleMinBytes.
+inline size_t simpleMaxBytesFor(int n, size_t maxBytes) {
+  size_t bytes = maxBytes / 4096 * 4096;
+  auto region = [n](size_t b) { return 2 * static_cast<size_t>(n) * simpleSlotBytes(b, n); };
+  while (bytes >= kSimpleMinBytes && region(bytes) > kSimpleRegionBudget) bytes /= 2;
+  return bytes >= kSimpleMinBytes ? bytes / 4096 * 4096 : 0;
+}
+
 // Blocks of the simple kernel one multiprocessor holds at once (the fewest
 // over its element types). Returns a cudaError_t as int; *out is 1 on error.
 int simpleResidentBlocksPerSm(int* out);

@@ -7,6 +7,7 @@
 
 #include "exec/comm_config.h"
 #include "exec/device_path.h"
+#include "kernels/cuda/simple_collective.h"
 #include "planner/machine_facts.h"
 #include "planner/registry.h"
 
@@ -96,10 +97,10 @@ CallFacts defaultFacts(const topo::Topology& t, int nranks, int gpus, PlanLaunch
     f.staged.inGpuMemory = gpus == 1 ? threads || (shareGpu && mps) : p2pProbedEverywhere(t, gpus);
   f.ll.ready = f.oneHost && nranks <= 8 && (!processesShare || config.llSharedGpu);
   f.ll.maxBytes = config.llMaxBytes;
-  // The simple kernel's slots, for processes where LL is set up (up to 8
-  // ranks its budget leaves LANES_SIMPLE_MAX_BYTES whole; below 64K: none).
-  f.simple = {f.ll.ready && !threads && config.simpleMaxBytes >= (size_t{64} << 10),
-              config.simpleMaxBytes};
+  // The simple kernel's slots, for processes where LL is set up, as the
+  // ranks size them.
+  const size_t simpleBytes = cuda::simpleMaxBytesFor(nranks, config.simpleMaxBytes);
+  f.simple = {f.ll.ready && !threads && simpleBytes > 0, simpleBytes};
   f.sharedContext = {threads && gpus == 1 && nranks > 1, config.sharedContextMaxBytes};
   f.staged.ready = f.oneHost;  // (across hosts: the proxy, over TCP)
   f.staged.gatherScatter = config.stagedGatherScatter;

@@ -6,8 +6,8 @@
 //    out of place, misaligned buffers, every root that differs; exact
 //    results, nothing written outside the output, the same bits on every rank
 //    (2, 3 and 8 ranks);
-//  - calls alternating with LL calls, back to back without host
-//    synchronisation (the two kernels share the sequence number);
+//  - calls back to back without host synchronisation, alone and alternating
+//    with LL calls (the two kernels share the sequence number);
 //  - CUDA Graph capture, replayed with new inputs, eager calls between;
 //  - a peer that never calls: lanesTimeout within LANES_TIMEOUT, naming it.
 // Skipped when no GPU is visible or nvidia-cuda-mps-control is missing.
@@ -143,7 +143,9 @@ std::vector<std::byte> runCall(GpuRank& self, const Call& c, DeviceBuffer& send,
           self.comm);
       break;
   }
-  GPU_CHECK(ll != nullptr && ll->simpleCallsOf(c.coll) == before + 1,
+  // One rank in place: nothing to do, nothing enqueued (as NCCL), PreMulSum aside.
+  const bool noOp = n == 1 && sendPtr == recvPtr && (moves || c.red != Reduction::PreMulSum);
+  GPU_CHECK(ll != nullptr && ll->simpleCallsOf(c.coll) == before + (noOp ? 0 : 1),
             "%s did not take the simple kernel", what.c_str());
   std::string guards;
   if (!c.inPlace && sends) {  // the input stays as it was
@@ -267,6 +269,11 @@ TEST(SimpleProcesses, Matrix2RanksUnderMps) {
   SIMPLE_NEEDS_MPS();
   runUnderMps(2, runMatrix);
 }
+// One rank: the kernel copies (PreMulSum: scales) within the GPU.
+TEST(SimpleProcesses, Matrix1Rank) {
+  SIMPLE_NEEDS_MPS();
+  runUnderMps(1, runMatrix);
+}
 
 // Fewer cases at more ranks: every collective at the chunk sizes and the
 // limit, the last rank as root.
@@ -297,91 +304,112 @@ TEST(SimpleProcesses, Ranks8UnderMps) {
   runUnderMps(8, runRanks);
 }
 
-// 40 calls alternating between LL (20 bytes) and the simple kernel (1 MiB),
-// the collectives and roots rotating, all enqueued before any result is
-// read: the two kernels' slots are reused by sequence-number parity, which
-// holds only if every call of either kind waits for a flag of every peer.
+// 48 calls of 20 bytes and 1 MiB per rank in turn, the six kinds (all-reduce,
+// broadcast, reduce, reduce-scatter, all-gather, all-reduce) and the roots
+// rotating, every kind at both sizes, all enqueued before any result is read.
+// With LL allowed the small ones take it and the two kernels alternate; with
+// only the simple kernel allowed it serves all of them back to back. Slots
+// are reused by sequence-number parity, which holds only if every call waits
+// for a flag of every peer (a broadcast's non-roots read only the root's data).
+void backToBack(GpuRank& self, bool withLl) {
+  constexpr int kCalls = 48;
+  constexpr size_t kSmall = 5, kLarge = size_t{1} << 18;  // int32 per rank
+  const int n = self.nranks;
+  const size_t ranks = static_cast<size_t>(n);
+  auto countOf = [&](int k) { return k % 2 == (k / 6) % 2 ? kSmall : kLarge; };
+  std::vector<size_t> at(kCalls + 1, 0);  // where call k's input and output start
+  for (int k = 0; k < kCalls; ++k) at[k + 1] = at[k] + countOf(k) * ranks;
+  auto input = [&](int r, size_t i) {
+    return static_cast<int32_t>(i * 7 + static_cast<size_t>(r) * 1000 + 1);
+  };
+  std::vector<int32_t> in(at[kCalls]);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = input(self.rank, i);
+  DeviceBuffer send(in.size() * 4, self.stream), recv(in.size() * 4, self.stream);
+  send.upload(in.data(), in.size() * 4);
+  recv.fill(kUntouched);
+  auto* s = reinterpret_cast<int32_t*>(send.data());
+  auto* r = reinterpret_cast<int32_t*>(recv.data());
+  const LlAllReduce* ll = llOf(self.comm);
+  GPU_CHECK(ll != nullptr && ll->simpleEnabled(), "the simple kernel is not set up");
+  auto simpleCalls = [&] {
+    uint64_t calls = 0;
+    for (CollType c : kCollectives) calls += ll->simpleCallsOf(c);
+    return calls;
+  };
+  const uint64_t simpleBefore = simpleCalls();
+  const uint64_t llBefore = ll->callsOf(CollType::AllReduce);
+  for (int k = 0; k < kCalls; ++k) {
+    const int root = (k / 6) % n;
+    const size_t count = countOf(k);
+    switch (k % 6) {
+      case 1:
+        GPU_CHECK_LANES(
+            lanesBroadcast(s + at[k], r + at[k], count, lanesInt32, root, self.comm, self.stream),
+            self.comm);
+        break;
+      case 2:
+        GPU_CHECK_LANES(lanesReduce(s + at[k], r + at[k], count, lanesInt32, lanesSum, root,
+                                    self.comm, self.stream),
+                        self.comm);
+        break;
+      case 3:
+        GPU_CHECK_LANES(lanesReduceScatter(s + at[k], r + at[k], count, lanesInt32, lanesSum,
+                                           self.comm, self.stream),
+                        self.comm);
+        break;
+      case 4:
+        GPU_CHECK_LANES(
+            lanesAllGather(s + at[k], r + at[k], count, lanesInt32, self.comm, self.stream),
+            self.comm);
+        break;
+      default:
+        GPU_CHECK_LANES(lanesAllReduce(s + at[k], r + at[k], count, lanesInt32, lanesSum, self.comm,
+                                       self.stream),
+                        self.comm);
+        break;
+    }
+  }
+  std::vector<std::byte> raw = recv.download();
+  std::vector<int32_t> got(raw.size() / 4);
+  std::memcpy(got.data(), raw.data(), got.size() * 4);
+  for (int k = 0; k < kCalls; ++k) {
+    const int root = (k / 6) % n;
+    const size_t count = countOf(k);
+    const int kind = k % 6;
+    if (kind == 2 && self.rank != root) continue;  // a reduce's non-root gets nothing
+    const size_t outCount = kind == 4 ? count * ranks : count;
+    for (size_t e = 0; e < outCount; ++e) {
+      int64_t want = 0;
+      if (kind == 1) {
+        want = input(root, at[k] + e);
+      } else if (kind == 4) {
+        want = input(static_cast<int>(e / count), at[k] + e % count);
+      } else {
+        const size_t i = at[k] + (kind == 3 ? static_cast<size_t>(self.rank) * count : 0) + e;
+        for (int q = 0; q < n; ++q) want += input(q, i);
+      }
+      GPU_CHECK(got[at[k] + e] == static_cast<int32_t>(want),
+                "call %d (kind %d, root %d, count %zu) element %zu is %d, expected %lld", k, kind,
+                root, count, e, got[at[k] + e], static_cast<long long>(want));
+    }
+  }
+  if (withLl) {
+    GPU_CHECK(simpleCalls() > simpleBefore, "no call took the simple kernel");
+    GPU_CHECK(ll->callsOf(CollType::AllReduce) > llBefore, "no call took the LL kernel");
+  } else {
+    GPU_CHECK(simpleCalls() == simpleBefore + kCalls, "%llu of %d calls took the simple kernel",
+              static_cast<unsigned long long>(simpleCalls() - simpleBefore), kCalls);
+  }
+}
+
 TEST(SimpleProcesses, BackToBackWithLlUnderMps) {
   SIMPLE_NEEDS_MPS();
   runUnderMps(
-      3,
-      [](GpuRank& self) {
-        constexpr int kCalls = 40;
-        constexpr size_t kSmall = 5, kLarge = size_t{1} << 18;  // int32 per rank
-        const int n = self.nranks;
-        const size_t ranks = static_cast<size_t>(n);
-        auto countOf = [&](int k) { return k % 2 == 0 ? kSmall : kLarge; };
-        std::vector<size_t> at(kCalls + 1, 0);  // where call k's input and output start
-        for (int k = 0; k < kCalls; ++k) at[k + 1] = at[k] + countOf(k) * ranks;
-        auto input = [&](int r, size_t i) {
-          return static_cast<int32_t>(i * 7 + static_cast<size_t>(r) * 1000 + 1);
-        };
-        std::vector<int32_t> in(at[kCalls]);
-        for (size_t i = 0; i < in.size(); ++i) in[i] = input(self.rank, i);
-        DeviceBuffer send(in.size() * 4, self.stream), recv(in.size() * 4, self.stream);
-        send.upload(in.data(), in.size() * 4);
-        recv.fill(kUntouched);
-        auto* s = reinterpret_cast<int32_t*>(send.data());
-        auto* r = reinterpret_cast<int32_t*>(recv.data());
-        const LlAllReduce* ll = llOf(self.comm);
-        const uint64_t simpleBefore =
-            ll->simpleCallsOf(CollType::AllReduce) + ll->simpleCallsOf(CollType::Reduce);
-        for (int k = 0; k < kCalls; ++k) {
-          const int root = (k / 5) % n;
-          const size_t count = countOf(k);
-          switch (k % 5) {
-            case 0:
-            case 3:
-              GPU_CHECK_LANES(lanesAllReduce(s + at[k], r + at[k], count, lanesInt32, lanesSum,
-                                             self.comm, self.stream),
-                              self.comm);
-              break;
-            case 1:
-              GPU_CHECK_LANES(lanesBroadcast(s + at[k], r + at[k], count, lanesInt32, root,
-                                             self.comm, self.stream),
-                              self.comm);
-              break;
-            case 2:
-              GPU_CHECK_LANES(lanesReduce(s + at[k], r + at[k], count, lanesInt32, lanesSum, root,
-                                          self.comm, self.stream),
-                              self.comm);
-              break;
-            default:
-              GPU_CHECK_LANES(
-                  lanesAllGather(s + at[k], r + at[k], count, lanesInt32, self.comm, self.stream),
-                  self.comm);
-              break;
-          }
-        }
-        std::vector<std::byte> raw = recv.download();
-        std::vector<int32_t> got(raw.size() / 4);
-        std::memcpy(got.data(), raw.data(), got.size() * 4);
-        for (int k = 0; k < kCalls; ++k) {
-          const int root = (k / 5) % n;
-          const size_t count = countOf(k);
-          const int kind = k % 5;
-          if (kind == 2 && self.rank != root) continue;  // a reduce's non-root gets nothing
-          const size_t outCount = kind == 4 ? count * ranks : count;
-          for (size_t e = 0; e < outCount; ++e) {
-            int64_t want = 0;
-            if (kind == 1) {
-              want = input(root, at[k] + e);
-            } else if (kind == 4) {
-              want = input(static_cast<int>(e / count), at[k] + e % count);
-            } else {
-              for (int q = 0; q < n; ++q) want += input(q, at[k] + e);
-            }
-            GPU_CHECK(got[at[k] + e] == static_cast<int32_t>(want),
-                      "call %d (kind %d, root %d, count %zu) element %zu is %d, expected %lld", k,
-                      kind, root, count, e, got[at[k] + e], static_cast<long long>(want));
-          }
-        }
-        GPU_CHECK(ll->simpleCallsOf(CollType::AllReduce) + ll->simpleCallsOf(CollType::Reduce) >
-                      simpleBefore,
-                  "no call took the simple kernel");
-        GPU_CHECK(ll->callsOf(CollType::AllReduce) > 0, "no call took the LL kernel");
-      },
-      "ll,simple");
+      3, [](GpuRank& self) { backToBack(self, true); }, "ll,simple");
+}
+TEST(SimpleProcesses, BackToBackAloneUnderMps) {
+  SIMPLE_NEEDS_MPS();
+  runUnderMps(3, [](GpuRank& self) { backToBack(self, false); });
 }
 
 // A captured all-reduce, reduce-scatter and broadcast replayed three times

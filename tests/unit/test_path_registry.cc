@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "base/name_list.h"
+#include "kernels/cuda/simple_collective.h"
+#include "kernels/cuda/simple_collective.h"
 #include "planner/device_costs.h"
 #include "planner/plan_cache.h"
 #include "planner/registry.h"
@@ -713,6 +715,34 @@ TEST(DevicePathChoice, MidSizeCollectivesTakeTheSimpleKernel) {
   EXPECT_EQ(pathOf(batch, only), DevicePath::Proxy);
   ASSERT_TRUE(NameList::parse("^simple", names(), &config.proto));
   EXPECT_NE(pathOf(mid(CollType::AllReduce, 1 << 20), config), DevicePath::Simple);
+}
+
+// The simple kernel's slots: every rank sizes them alike from the agreed
+// limit and the rank count, within the arena's budget; chunks from the size alone.
+TEST(SimpleSlots, SizedByTheBudgetAndTheRankCount) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  EXPECT_EQ(cuda::simpleMaxBytesFor(2, 4 * kMiB), 4 * kMiB);
+  EXPECT_EQ(cuda::simpleMaxBytesFor(8, 4 * kMiB), 4 * kMiB);
+  EXPECT_EQ(cuda::simpleMaxBytesFor(16, 4 * kMiB), 2 * kMiB);
+  EXPECT_EQ(cuda::simpleMaxBytesFor(64, 4 * kMiB), kMiB / 2);
+  EXPECT_EQ(cuda::simpleMaxBytesFor(2, 16 * kMiB), 16 * kMiB);
+  EXPECT_EQ(cuda::simpleMaxBytesFor(2, 4 * kMiB + 100), 4 * kMiB);  // whole pages
+  EXPECT_EQ(cuda::simpleMaxBytesFor(2, 32 << 10), 0u);              // below 64 KiB: none
+  for (int n : {2, 3, 8, 16, 64}) {
+    const size_t max = cuda::simpleMaxBytesFor(n, 4 * kMiB);
+    EXPECT_LE(2 * static_cast<size_t>(n) * cuda::simpleSlotBytes(max, n), cuda::kSimpleRegionBudget)
+        << n;
+    // The most flags a call can need fit the flag words: the smallest chunks,
+    // a partial one per reduce-scatter block.
+    const size_t flags =
+        n * ((max / n + cuda::kSimpleChunkMinBytes - 1) / cuda::kSimpleChunkMinBytes);
+    EXPECT_LE(flags * 8, cuda::simpleFlagBytes(max, n)) << n;
+  }
+  EXPECT_EQ(cuda::simpleChunkBytes(1), cuda::kSimpleChunkMinBytes);
+  EXPECT_EQ(cuda::simpleChunkBytes(64 << 10), size_t{16} << 10);
+  EXPECT_EQ(cuda::simpleChunkBytes(4 * kMiB), cuda::kSimpleChunkMaxBytes);
+  EXPECT_EQ(cuda::simplePostedBytes(cuda::LlCollective::ReduceScatter, 17, 3), 3u * 32);
+  EXPECT_EQ(cuda::simplePostedBytes(cuda::LlCollective::AllReduce, 17, 3), 17u);
 }
 
 TEST(PlanName, NamesThePathAndTheProxysAlgorithm) {

@@ -50,7 +50,7 @@ CallFacts rankSetFacts(CommView comm) {
   if (auto* shared = static_cast<ContextAllReduce*>(paths.sharedContext.get()))
     f.sharedContext = {true, shared->maxBytes()};
   if (auto* ll = static_cast<LlAllReduce*>(paths.ll.get()); ll != nullptr && ll->enabled()) {
-    f.ll = {true, ll->maxBytes()};
+    if (ll->collectivesEnabled()) f.ll = {true, ll->maxBytes()};
     if (ll->simpleEnabled()) f.simple = {true, ll->simpleMaxBytes()};
     if (ll->pairsEnabled()) f.llPairs = {true, ll->pairMaxBytes()};
   }

@@ -35,6 +35,7 @@ size_t roundedMaxBytes(size_t bytes) {
 // What every rank states before LL is used.
 struct Proposal {
   int32_t willing = 0;
+  int32_t collectives = 0;  // LANES_PROTO allows the LL collectives (not only its other kernels)
   int32_t pairStreams = 0;  // send/recv kernel blocks a launch may run; 0: no pair slots wanted
   uint64_t maxBytes = 0;
   uint64_t simpleMaxBytes = 0;  // 0: no simple slots wanted
@@ -55,22 +56,6 @@ size_t pairMaxBytesFor(int n, size_t maxBytes) {
   while (bytes >= kPairMinBytes && cuda::llPairRegionBytes(n, bytes) > kPairRegionBudget)
     bytes /= 2;
   return bytes >= kPairMinBytes ? bytes : 0;
-}
-
-// The simple slots of all ranks take at most this much of the arena: larger
-// communicators get smaller calls (8 ranks: 4 MiB; 16: 2 MiB; 64: 512 KiB).
-constexpr size_t kSimpleRegionBudget = size_t{96} << 20;
-// Below this LL serves every call the simple kernel could: no simple slots.
-constexpr size_t kSimpleMinBytes = size_t{64} << 10;
-
-// The most bytes a rank posts on the simple slots for `n` ranks and
-// LANES_SIMPLE_MAX_BYTES `maxBytes` (whole 4 KiB pages): 0 where the slots
-// would not fit the budget at kSimpleMinBytes.
-size_t simpleMaxBytesFor(int n, size_t maxBytes) {
-  size_t bytes = maxBytes / 4096 * 4096;
-  auto region = [n](size_t b) { return 2 * static_cast<size_t>(n) * cuda::simpleSlotBytes(b, n); };
-  while (bytes >= kSimpleMinBytes && region(bytes) > kSimpleRegionBudget) bytes /= 2;
-  return bytes >= kSimpleMinBytes ? bytes / 4096 * 4096 : 0;
 }
 
 // The kernel's name for a collective the registry gives LL (planner/registry.cc).
@@ -164,6 +149,39 @@ void LlAllReduce::releaseLocalResources() {
   cudaGetLastError();  // nothing here may leave a sticky-looking error behind
 }
 
+Status LlAllReduce::createArena(Deadline deadline, bool* fatal) {
+  const int n = comm_.nranks();
+  char tag[32];
+  snprintf(tag, sizeof(tag), "lanes-%016llx", static_cast<unsigned long long>(comm_.commId()));
+  const size_t rankBytes = 2 * slotBytes_;
+  pairRegion_ = (static_cast<size_t>(n) * rankBytes + 4095) / 4096 * 4096;
+  const size_t pairBytes = pairMaxBytes_ > 0 ? cuda::llPairRegionBytes(n, pairMaxBytes_) : 0;
+  simpleRegion_ = (pairRegion_ + pairBytes + 4095) / 4096 * 4096;
+  const size_t simpleRankBytes = 2 * simpleSlotBytes_;
+  const size_t bytes = simpleRegion_ + static_cast<size_t>(n) * simpleRankBytes;
+  // Each rank's lines on its GPU's NUMA node (its pair slots as a sender
+  // too); a range shorter than a page shares pages with its neighbours,
+  // and a page goes to the rank owning its first byte.
+  const std::vector<int> rankNodes = comm_.rankNumaNodes();
+  HostArenaSpec spec;
+  spec.name = "/" + std::string(tag) + "-ll";
+  spec.what = "small-message arena";
+  spec.bytes = bytes;
+  std::vector<NumaRange> wanted;
+  for (size_t r = 0; r < rankNodes.size(); ++r)
+    wanted.push_back({r * rankBytes, rankBytes, rankNodes[r]});
+  const size_t senderBytes = pairMaxBytes_ > 0 ? static_cast<size_t>(n) * cuda::kLlPairDepth *
+                                                     cuda::llPairSlotBytes(pairMaxBytes_)
+                                               : 0;
+  for (size_t r = 0; r < rankNodes.size() && senderBytes > 0; ++r)
+    wanted.push_back({pairRegion_ + r * senderBytes, senderBytes, rankNodes[r]});
+  for (size_t r = 0; r < rankNodes.size() && simpleRankBytes > 0; ++r)
+    wanted.push_back({simpleRegion_ + r * simpleRankBytes, simpleRankBytes, rankNodes[r]});
+  spec.placement = pageAlignedRanges(std::move(wanted), bytes, 4096);
+  spec.placed = describeRankNodes(rankNodes, "lines");
+  return HostArena::create(comm_.bootstrap(), spec, deadline, &arena_, fatal);
+}
+
 Status LlAllReduce::setup() {
   DeviceScope device(comm_.cudaDev());
   const int n = comm_.nranks();
@@ -207,6 +225,8 @@ Status LlAllReduce::setup() {
     Deadline deadline = comm_.deadline();
     std::vector<Proposal> all(static_cast<size_t>(n));
     all[static_cast<size_t>(comm_.rank())].willing = why.empty() ? 1 : 0;
+    all[static_cast<size_t>(comm_.rank())].collectives =
+        pathAllowed(comm_.selection(), llPath) ? 1 : 0;
     all[static_cast<size_t>(comm_.rank())].maxBytes = mine;
     // Sends and receives of thread ranks stay off LL, as their collectives
     // do unless LANES_PROTO names ll_threads.
@@ -222,11 +242,15 @@ Status LlAllReduce::setup() {
     LANES_RETURN_IF_ERROR(comm_.bootstrap().allGather(all.data(), sizeof(Proposal), deadline));
     maxBytes_ = mine;
     int pairStreams = cuda::kLlPairMaxStreams;
+    llCollectives_ = true;
     size_t simpleBytes = SelectionConfig::kSimpleHardMaxBytes;
     for (int r = 0; r < n; ++r) {
       const Proposal& p = all[static_cast<size_t>(r)];
       maxBytes_ = std::min<size_t>(maxBytes_, p.maxBytes);
       simpleBytes = std::min<size_t>(simpleBytes, p.simpleMaxBytes);
+      // A rank that leaves LL out would take another path for a call its
+      // peers' kernels wait for on LL: LL collectives for all or none.
+      llCollectives_ = llCollectives_ && p.collectives != 0;
       pairStreams = std::min(pairStreams, p.pairStreams);
       if (!p.willing && why.empty())
         why = "rank " + std::to_string(r) + " cannot use it (its log says why)";
@@ -236,47 +260,30 @@ Status LlAllReduce::setup() {
     // and a receive stream per peer on every rank's GPU at once.
     pairMaxStreams_ = pairStreams;
     pairMaxBytes_ = pairStreams >= 2 * (n - 1) ? pairMaxBytesFor(n, maxBytes_) : 0;
-    simpleMaxBytes_ = simpleMaxBytesFor(n, simpleBytes);
+    simpleMaxBytes_ = cuda::simpleMaxBytesFor(n, simpleBytes);
     simpleFlagBytes_ = simpleMaxBytes_ > 0 ? cuda::simpleFlagBytes(simpleMaxBytes_, n) : 0;
     simpleSlotBytes_ = simpleMaxBytes_ > 0 ? cuda::simpleSlotBytes(simpleMaxBytes_, n) : 0;
 
-    // 2. The shared slots (collective; on failure every rank falls back alike).
+    // 2. The shared slots (collective; on failure every rank falls back alike:
+    // first without the simple slots, the bulk of the arena, then without LL).
     if (why.empty()) {
-      char tag[32];
-      snprintf(tag, sizeof(tag), "lanes-%016llx", static_cast<unsigned long long>(comm_.commId()));
       bool fatal = false;
-      const size_t rankBytes = 2 * slotBytes_;
-      pairRegion_ = (static_cast<size_t>(n) * rankBytes + 4095) / 4096 * 4096;
-      const size_t pairBytes = pairMaxBytes_ > 0 ? cuda::llPairRegionBytes(n, pairMaxBytes_) : 0;
-      simpleRegion_ = (pairRegion_ + pairBytes + 4095) / 4096 * 4096;
-      const size_t simpleRankBytes = 2 * simpleSlotBytes_;
-      const size_t bytes = simpleRegion_ + static_cast<size_t>(n) * simpleRankBytes;
-      // Each rank's lines on its GPU's NUMA node (its pair slots as a sender
-      // too); a range shorter than a page shares pages with its neighbours,
-      // and a page goes to the rank owning its first byte.
-      const std::vector<int> rankNodes = comm_.rankNumaNodes();
-      HostArenaSpec spec;
-      spec.name = "/" + std::string(tag) + "-ll";
-      spec.what = "small-message arena";
-      spec.bytes = bytes;
-      std::vector<NumaRange> wanted;
-      for (size_t r = 0; r < rankNodes.size(); ++r)
-        wanted.push_back({r * rankBytes, rankBytes, rankNodes[r]});
-      const size_t senderBytes = pairMaxBytes_ > 0 ? static_cast<size_t>(n) * cuda::kLlPairDepth *
-                                                         cuda::llPairSlotBytes(pairMaxBytes_)
-                                                   : 0;
-      for (size_t r = 0; r < rankNodes.size() && senderBytes > 0; ++r)
-        wanted.push_back({pairRegion_ + r * senderBytes, senderBytes, rankNodes[r]});
-      for (size_t r = 0; r < rankNodes.size() && simpleRankBytes > 0; ++r)
-        wanted.push_back({simpleRegion_ + r * simpleRankBytes, simpleRankBytes, rankNodes[r]});
-      spec.placement = pageAlignedRanges(std::move(wanted), bytes, 4096);
-      spec.placed = describeRankNodes(rankNodes, "lines");
-      Status s = HostArena::create(comm_.bootstrap(), spec, deadline, &arena_, &fatal);
+      Status s = createArena(deadline, &fatal);
+      if (!s && !fatal && simpleMaxBytes_ > 0) {
+        LANES_WARN(Init, comm_.rank(),
+                   "mid-size device collectives: no room for the simple kernel's %zu-byte "
+                   "slots (%s); going on without them (a smaller LANES_SIMPLE_MAX_BYTES, or "
+                   "more /dev/shm, keeps them)",
+                   simpleMaxBytes_, s.message().c_str());
+        simpleMaxBytes_ = simpleFlagBytes_ = simpleSlotBytes_ = 0;
+        s = createArena(deadline, &fatal);
+      }
       if (fatal) return s;
       if (!s) why = s.message();
     }
   } else {
     maxBytes_ = mine;
+    llCollectives_ = pathAllowed(comm_.selection(), llPath);
     // One rank copies locally on the simple kernel too, at any size.
     if (pathAllowed(comm_.selection(), DevicePath::Simple) && simpleMaxBlocks_ >= 2)
       simpleMaxBytes_ = comm_.selection().simpleMaxBytes;
@@ -300,9 +307,16 @@ Status LlAllReduce::setup() {
   });
   if (n > 1) monitor_ = std::thread([this] { monitor(); });
   enabled_ = true;
-  LANES_INFO(Init, comm_.rank(),
-             "small device collectives: one LL kernel through mapped host memory, up to %zu bytes",
-             maxBytes_);
+  if (llCollectives_)
+    LANES_INFO(Init, comm_.rank(),
+               "small device collectives: one LL kernel through mapped host memory, up to %zu "
+               "bytes",
+               maxBytes_);
+  else
+    LANES_INFO(Init, comm_.rank(),
+               "small device collectives: LL off (LANES_PROTO leaves out %s on some rank); its "
+               "arena serves the kernels below",
+               devicePathName(llPath));
   if (pairMaxBytes_ > 0)
     LANES_INFO(Init, comm_.rank(),
                "small device send/recv: LL pair slots, %d x %zu bytes per ordered pair of ranks",

@@ -58,6 +58,9 @@ class LlAllReduce final : public DeviceContext {
   // slots (ll_pairs.cc), in the order the user made them.
   Status enqueuePairs(const std::vector<Request>& pairs, cudaStream_t stream);
   bool enabled() const { return enabled_; }
+  // Whether LL serves collectives: every rank allows it (LANES_PROTO); the
+  // arena may be set up for the pair slots or the simple kernel alone.
+  bool collectivesEnabled() const { return enabled_ && llCollectives_; }
   size_t maxBytes() const { return maxBytes_; }
   // The pair slots: whether the ranks agreed on them, and the largest message.
   bool pairsEnabled() const { return enabled_ && pairMaxBytes_ > 0; }
@@ -78,6 +81,9 @@ class LlAllReduce final : public DeviceContext {
   // failed (the ranks could not agree).
   Status setup();
   Status createLocalResources();
+  // The shared arena for the slots as agreed (collective); *fatal: the
+  // communicator failed.
+  Status createArena(Deadline deadline, bool* fatal);
   void releaseLocalResources();
   // An error a kernel left in the control block becomes the communicator's.
   Status checkKernels();
@@ -96,6 +102,7 @@ class LlAllReduce final : public DeviceContext {
 
   CommView comm_;
   bool enabled_ = false;
+  bool llCollectives_ = true;
   size_t maxBytes_ = 0;
   size_t slotBytes_ = 0;
   int maxBlocks_ = 1;        // the grid's cap (cuda::LlAllReduceArgs::maxBlocks)
