@@ -113,10 +113,10 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
             (std::vector<std::string>{"allreduce", "ll", "ll", "host_sum", "host_sum"}))
       << out;
   // A reduce up to 64 KiB takes the LL kernel (one launch, a PCIe write and
-  // read); from 1 MiB the root's one link, read by LL for every peer, loses
-  // to the proxy's chain.
+  // read); at 1 MiB the simple kernel (a flag per chunk, the payload across
+  // PCIe once); at 256 MiB, past its slots, the proxy's chain.
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
-            (std::vector<std::string>{"reduce", "ll", "ll", "proxy/chain", "proxy/chain"}))
+            (std::vector<std::string>{"reduce", "ll", "ll", "simple", "proxy/chain"}))
       << out;
   // Host buffers: recursive doubling's few rounds for tiny calls, then the
   // shared arena's sum (two hand-offs, half the ring's copies).
@@ -210,7 +210,7 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
       << out;
   EXPECT_NE(out.find("\n8 B\n  host:   recursive_doubling "), std::string::npos) << out;
   EXPECT_NE(out.find("(latency 100%); next shared_sum "), std::string::npos) << out;
-  EXPECT_NE(out.find("\n  device: ll 11.5 us (latency 100%); next proxy "), std::string::npos)
+  EXPECT_NE(out.find("\n  device: ll 11.5 us (latency 100%); next simple "), std::string::npos)
       << out;
   EXPECT_NE(out.find("\n1 GiB\n  host:   shared_sum "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  device: host_sum "), std::string::npos) << out;
