@@ -4,16 +4,17 @@
 //
 // A grid of `writers` blocks then `readers` blocks of kThreads threads:
 //  - writer w posts chunks w, w + writers, ... of this rank's payload (a
-//    reduce-scatter: of every block of its input, block after block): 16-byte
+//    reduce-scatter: of its input's blocks but its own, block after block): 16-byte
 //    loads from the input (PreMulSum: scaled), plain 16-byte stores into the
 //    slot, a barrier, then thread 0 fences, sets the chunk's flag word to seq
 //    and fences again (pushing the flag out). An all-gather's or broadcast root's writer also
 //    copies its chunk to this rank's place in recv (out of place). A
-//    broadcast's non-root posts no data: writer 0 sets flag 0 ("I am here");
+//    broadcast's non-root and a reduce's root post no data (nobody reads
+//    it): writer 0 sets flag 0 ("I am here");
 //  - reader r takes chunks r, r + readers, ... of the payload: threads
 //    0..n-1 each wait for one rank's flag of the chunk (in place, this rank's
-//    own too: the result overwrites input the writers must have posted
-//    first), a barrier, then every thread reads kUnroll vectors at a time from
+//    own too in an all-reduce: the result overwrites input the writers must
+//    have posted first), a barrier, then every thread reads kUnroll vectors at a time from
 //    each rank in rank order (the next rank's loads in flight while this
 //    one's are combined), combines them with reduce_ops.cuh's arithmetic
 //    (Avg divided once) and stores the result; a gathering rank stores each
@@ -70,6 +71,19 @@ struct Args {
   bool avg;
   S scalar;
 };
+
+// Whether a rank posts data: a broadcast's non-roots and a reduce's root have
+// none anyone reads, and post only flag 0 ("present").
+__host__ __device__ __forceinline__ bool postsData(LlCollective coll, int rank, int root) {
+  return !((coll == LlCollective::Broadcast && rank != root) ||
+           (coll == LlCollective::Reduce && rank == root));
+}
+
+// Chunks a posting rank writes: a reduce-scatter's peers' blocks, else its payload.
+__host__ __device__ __forceinline__ size_t postedChunks(LlCollective coll, int nranks,
+                                                        size_t chunks) {
+  return (coll == LlCollective::ReduceScatter ? static_cast<size_t>(nranks - 1) : 1) * chunks;
+}
 
 __device__ __forceinline__ size_t lenOf(size_t chunk, size_t bytes, size_t off) {
   return bytes - off < chunk ? bytes - off : chunk;
@@ -174,7 +188,7 @@ __device__ void postChunks(const Args<S>& a, unsigned long long seq, int writer)
   unsigned char* base = a.slots + (2 * static_cast<size_t>(a.rank) + (seq & 1)) * a.slotBytes;
   volatile unsigned long long* flags = reinterpret_cast<volatile unsigned long long*>(base);
   unsigned char* data = base + a.flagBytes;
-  if (a.coll == LlCollective::Broadcast && a.rank != a.root) {  // present, nothing to post
+  if (!postsData(a.coll, a.rank, a.root)) {  // present, nothing to post
     if (writer == 0 && tid == 0) flags[0] = seq;
     return;
   }
@@ -184,9 +198,12 @@ __device__ void postChunks(const Args<S>& a, unsigned long long seq, int writer)
   if (a.coll == LlCollective::AllGather) copyTo = a.recv + static_cast<size_t>(a.rank) * a.bytes;
   if (a.coll == LlCollective::Broadcast) copyTo = a.recv;
   if (copyTo == a.send) copyTo = nullptr;
-  const size_t total = (scatter ? static_cast<size_t>(a.nranks) : 1) * a.chunks;
-  for (size_t j = static_cast<size_t>(writer); j < total; j += static_cast<size_t>(a.writers)) {
-    const size_t b = j / a.chunks;
+  const size_t total = postedChunks(a.coll, a.nranks, a.chunks);
+  for (size_t i = static_cast<size_t>(writer); i < total; i += static_cast<size_t>(a.writers)) {
+    // A reduce-scatter posts every block but its own, which it reads from its input.
+    size_t b = i / a.chunks;
+    if (scatter && b >= static_cast<size_t>(a.rank)) ++b;
+    const size_t j = b * a.chunks + i % a.chunks;  // the chunk's flag
     const size_t off = (j % a.chunks) * a.chunk;
     const size_t len = lenOf(a.chunk, a.bytes, off);
     const unsigned char* src = a.send + b * a.bytes + off;
@@ -305,7 +322,8 @@ __device__ void readChunks(const Args<S>& a, unsigned long long seq, int reader,
   const bool scatter = a.coll == LlCollective::ReduceScatter;
   const bool fromRoot = a.coll == LlCollective::Broadcast;
   const unsigned char* ownInput = a.send + (scatter ? static_cast<size_t>(a.rank) * a.bytes : 0);
-  const bool overwritesInput = reducing && ownInput == a.recv;
+  // Only an all-reduce posts the part of its input its result overwrites.
+  const bool overwritesInput = a.coll == LlCollective::AllReduce && ownInput == a.recv;
   for (size_t k = static_cast<size_t>(reader); k < a.chunks; k += static_cast<size_t>(readers)) {
     const size_t index = (scatter ? static_cast<size_t>(a.rank) * a.chunks : 0) + k;
     // A broadcast's data is the root's; its chunk 0 also waits for the other
@@ -354,8 +372,8 @@ __global__ void __launch_bounds__(kThreads, 1) simpleKernel(const Args<S> a) {
 // host's share and maxBlocks (at least one of each).
 void gridOf(LlCollective coll, int rank, int root, int nranks, size_t chunks, int maxBlocks,
             int* writers, int* readers) {
-  const bool silent = coll == LlCollective::Broadcast && rank != root;
-  const size_t posted = (coll == LlCollective::ReduceScatter ? nranks : 1) * chunks;
+  const bool silent = !postsData(coll, rank, root);
+  const size_t posted = postedChunks(coll, nranks, chunks);
   const bool reads = !(coll == LlCollective::Broadcast && rank == root) &&
                      !(coll == LlCollective::Reduce && rank != root);
   const int n = std::max(1, nranks);

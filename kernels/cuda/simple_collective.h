@@ -52,8 +52,9 @@ inline size_t simpleBlockStride(size_t bytes) {
   return (bytes + kSimpleVectorBytes - 1) / kSimpleVectorBytes * kSimpleVectorBytes;
 }
 
-// Data bytes a rank posts for a payload of `bytes` per rank (a reduce-scatter's
-// block): every block of a reduce-scatter's input, else its input.
+// Data bytes a rank's posts span for a payload of `bytes` per rank (a
+// reduce-scatter's block): a reduce-scatter's blocks sit at their index (its
+// own, never posted, left empty), else its input.
 inline size_t simplePostedBytes(LlCollective coll, size_t bytes, int nranks) {
   return coll == LlCollective::ReduceScatter
              ? simpleBlockStride(bytes) * static_cast<size_t>(nranks)

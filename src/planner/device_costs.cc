@@ -355,11 +355,13 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
   int writers = perGpu;
   int readers = perGpu;
   double payload = posted;          // a peer's, as the chunks cut it
+  double write = posted;            // a posting rank's
   double read = (n - 1) * posted;   // a reading rank's
   double writing = n, reading = n;  // ranks of the host that post and read data
   switch (f.coll) {
-    case CollType::ReduceScatter:
+    case CollType::ReduceScatter:  // its own block stays on the GPU
       payload = posted / n;
+      write = (n - 1) * payload;
       read = (n - 1) * payload;
       break;
     case CollType::Broadcast:
@@ -369,8 +371,10 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
       writing = 1;
       reading = n - 1;
       break;
-    case CollType::Reduce:
+    case CollType::Reduce:  // the root posts nothing
+      writers = std::min(perGpu, f.nranks - 1);
       readers = 1;
+      writing = n - 1;
       reading = 1;
       break;
     default:
@@ -383,8 +387,8 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
   t.latency = link.launch() + link.flag() * ((waitedFor + 2) / 2.0 + 1);
   const double at = std::max(posted, MachineFacts::curveBytes(4));
   // Host memory takes every rank's writes and reads, as the staged path's copies'.
-  const double memory = link.hostMemory((writing * posted + reading * read) / chunks);
-  pipeline(chunks, link.down(posted / chunks, at, true, writers) / kSimpleLinkShare,
+  const double memory = link.hostMemory((writing * write + reading * read) / chunks);
+  pipeline(chunks, link.down(write / chunks, at, true, writers) / kSimpleLinkShare,
            link.up(read / chunks, at, true, readers) / kSimpleLinkShare, memory, &t);
   return t;
 }
