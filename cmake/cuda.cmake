@@ -84,6 +84,11 @@ if(LANES_BUILD_BENCH AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/reduce_bandwidth.c
   lanes_cuda_target_flags(lanes_reduce_bandwidth)
   target_link_libraries(lanes_reduce_bandwidth PRIVATE lanes_cuda_kernels)
 endif()
+if(LANES_BUILD_BENCH AND EXISTS ${CMAKE_SOURCE_DIR}/bench/gpu/mapped_rate.cu)
+  add_executable(lanes_mapped_rate ${CMAKE_SOURCE_DIR}/bench/gpu/mapped_rate.cu)
+  lanes_cuda_target_flags(lanes_mapped_rate)
+  target_link_libraries(lanes_mapped_rate PRIVATE CUDA::cudart_static)
+endif()
 
 # Perf tools on device memory (bench/perf, docs/benchmarks.md). lanes_perf_common is made
 # by bench/CMakeLists.txt, added after this file: once the top-level directory is

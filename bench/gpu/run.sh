@@ -117,6 +117,13 @@ job_reduce_bandwidth() {
   step 60 "reduce kernel vs D2D copy" -- @bin@/lanes_reduce_bandwidth
 }
 
+job mapped-rate lanes_mapped_rate '^ +[0-9]+ +(copy|sm)' \
+  "issue 20: a kernel's loads and stores of mapped host memory vs the copy engines, one way and both"
+job_mapped_rate() {
+  one_gpu
+  step 90 "kernel loads/stores of mapped host memory vs copies" -- @bin@/lanes_mapped_rate
+}
+
 job bound lanes_allreduce_bound 'time/bound|busbw' \
   "issue 3 fig. 2: 256 MiB vs the staged bound, 2/4/8 threads, processes"
 job_bound() {
@@ -393,12 +400,14 @@ job_small_mps() {
   done
 }
 
-job simple-mps "lanes-run $TOOLS5 lanes_reduce_perf" "$ROW|^=== " \
+job simple-mps "lanes-topo lanes-run $TOOLS5 lanes_reduce_perf" "$ROW|^=== " \
   "issue 20: the simple kernel (default) vs without it (^simple), 2 processes on GPU 0 under MPS, P2P off, 8 B-4 MiB"
 # The two side by side, each tool in turn: what the mid-size kernel changes.
+# The plans come from this machine's probe: assumed inputs are an RTX 4090's.
 job_simple_mps() {
   one_gpu
   local t mode
+  step 60 "lanes-topo --probe" -- @bin@/lanes-topo --probe
   for t in $TOOLS5 lanes_reduce_perf; do
     for mode in "LANES_PROTO=^simple" ""; do
       # shellcheck disable=SC2086 # the mode is one variable or none
