@@ -385,7 +385,7 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
   const double waitedFor = f.coll == CollType::Broadcast ? std::min(n - 1, 2.0) : n - 1;
   CostTerms t;
   t.latency = link.launch() + link.flag() * ((waitedFor + 2) / 2.0 + 1);
-  const double at = std::max(posted, MachineFacts::curveBytes(4));
+  const double at = std::max(write, MachineFacts::curveBytes(4));  // a rank's stream
   // Host memory takes every rank's writes and reads, as the staged path's copies'.
   const double memory = link.hostMemory((writing * write + reading * read) / chunks);
   pipeline(chunks, link.down(write / chunks, at, true, writers) / kSimpleLinkShare,

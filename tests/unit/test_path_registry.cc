@@ -254,6 +254,33 @@ TEST(DevicePathChoice, LlPricesEachLinkByTheRanksThatWriteAndReadOnIt) {
   EXPECT_NEAR(transfer(CollType::AllGather) / allReduce, 1.0, 1e-9);
 }
 
+// The simple kernel posts only bytes a peer reads. With 2 ranks on one GPU a
+// reduce (the non-root writes S, the root reads it) moves what a broadcast
+// does, and a reduce-scatter of S (each rank writes the peer's half and
+// reads its own) what an all-gather of S/2 a rank does: each pair costs alike.
+TEST(DevicePathChoice, SimplePricesOnlyTheBytesAPeerReads) {
+  const MachineFacts m;
+  CallFacts f = deviceCall(CollType::AllReduce, 0);
+  f.nranks = 2;
+  f.ranksPerGpu = 2;
+  f.simple = {true, size_t{4} << 20};
+  auto cost = [&](CollType c, size_t bytes) {
+    f.coll = c;
+    f.bytes = bytes;
+    return devicePathCost(DevicePath::Simple, f, m, CostTerms{});
+  };
+  for (size_t s : {size_t{256} << 10, size_t{1} << 20, size_t{4} << 20}) {
+    const CostTerms reduce = cost(CollType::Reduce, s), broadcast = cost(CollType::Broadcast, s);
+    ASSERT_GT(reduce.total(), 0);
+    EXPECT_NEAR(reduce.total(), broadcast.total(), 1e-12) << s;
+    const CostTerms scatter = cost(CollType::ReduceScatter, s);
+    const CostTerms gather = cost(CollType::AllGather, s / 2);
+    EXPECT_NEAR(scatter.total(), gather.total(), 1e-12) << s;
+    // An all-reduce has both ranks post and read all of S: more than either.
+    EXPECT_GT(cost(CollType::AllReduce, s).total(), scatter.total()) << s;
+  }
+}
+
 // Among the eligible, the cheapest: LL while latency decides, a pipeline
 // through host memory once bytes do (for four ranks' all-reduce, host
 // summation's: its bytes cross each link once each way); the proxy's one
