@@ -418,6 +418,27 @@ job_simple_mps() {
   done
 }
 
+job mps-paths "lanes-topo lanes-run lanes_all_reduce_perf lanes_reduce_scatter_perf
+  lanes_broadcast_perf lanes_all_gather_perf" "$ROW|^=== " \
+  "issues 18/20: each device path forced in turn, 2 processes on GPU 0 under MPS, P2P off, 64 KiB-8 MiB"
+# What each path takes between processes sharing a GPU under MPS, for pricing
+# its hand-offs there (the probe's flag latency is one process's).
+job_mps_paths() {
+  one_gpu
+  local c p
+  step 60 "lanes-topo --probe" -- @bin@/lanes-topo --probe
+  step 20 "lanes-topo --json (the probed inputs, for re-pricing)" -- \
+    bash -c "@bin@/lanes-topo --json > $(jobdir)/topology.json"
+  for c in all_reduce reduce_scatter broadcast all_gather; do
+    for p in simple staged host_sum; do
+      [ "$p" = host_sum ] && [ "$c" != all_reduce ] && [ "$c" != reduce_scatter ] && continue
+      step 30 "lanes_${c}_perf, 2 processes under MPS, P2P off, LANES_PROTO=$p,proxy" -- \
+        bash bench/gpu/with_mps.sh env LANES_P2P_DISABLE=1 LANES_PROTO=$p,proxy \
+        @bin@/lanes-run -n 2 @bin@/lanes_${c}_perf -b 64K -e 8M -f 2 -n 30 -w 5 --memory device
+    done
+  done
+}
+
 job ll-pairs "lanes-run lanes_sendrecv_perf" "$ROW|^=== " \
   "issue 20: device send/recv, LL pair slots (default) vs the staged pair slots (^ll_pairs), 2 and 4 processes under MPS, P2P off"
 # The two side by side in one call, each process count in turn.
