@@ -372,8 +372,10 @@ __global__ void __launch_bounds__(kThreads, 1) simpleKernel(const Args<S> a) {
 // host's share and maxBlocks (at least one of each).
 void gridOf(LlCollective coll, int rank, int root, int nranks, size_t chunks, int maxBlocks,
             int* writers, int* readers) {
-  const bool silent = !postsData(coll, rank, root);
-  const size_t posted = postedChunks(coll, nranks, chunks);
+  // A single rank copies its input with the whole grid: sized as a poster's.
+  const bool alone = nranks <= 1;
+  const bool silent = !alone && !postsData(coll, rank, root);
+  const size_t posted = alone ? chunks : postedChunks(coll, nranks, chunks);
   const bool reads = !(coll == LlCollective::Broadcast && rank == root) &&
                      !(coll == LlCollective::Reduce && rank != root);
   const int n = std::max(1, nranks);
