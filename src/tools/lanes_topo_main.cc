@@ -18,6 +18,7 @@
 #include "topology/import_nvidia_smi.h"
 #include "topology/json_io.h"
 #include "topology/probe.h"
+#include "topology/rdma_ports.h"
 #include "topology/report.h"
 
 using namespace lanes;
@@ -90,6 +91,12 @@ std::string buildPieces() {
 
 std::string versionText() {
   return std::string("lanes-topo (Lanes ") + LANES_VERSION_TEXT + ")\n" + buildPieces();
+}
+
+// This machine's RDMA ports and what LANES_IB_HCA / LANES_IB_GID_INDEX make of them.
+std::string rdmaSection() {
+  return formatRdmaPorts(readRdmaPorts(), envString("LANES_IB_HCA").value_or(""),
+                         static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255)));
 }
 
 int fail(const Status& s) {
@@ -255,7 +262,8 @@ int main(int argc, char** argv) {
   else if (json)
     text = toJson(t).dump() + "\n";
   else
-    text = formatReport(t) + (plan ? "\n" + formatPlanTable(t, ranks, launch, planColl) : "");
+    text = formatReport(t) + (live ? rdmaSection() : "") +
+           (plan ? "\n" + formatPlanTable(t, ranks, launch, planColl) : "");
   std::fputs(text.c_str(), stdout);
   return 0;
 }

@@ -4,30 +4,33 @@
 # kernel lacks the module. The guest boots Debian's kernel from /boot with an
 # initramfs made here: busybox, iproute2 (ip, rdma), libibverbs with the rxe
 # provider, the kernel modules soft-RoCE needs, and the files named with
-# --add (executables bring the libraries ldd lists). It makes one Ethernet
+# --add (executables bring the libraries ldd lists) at their own paths. It
+# exports what --env sets to the script. It makes one Ethernet
 # device (veth0, its peer veth1), 10.77.0.1/24 on it, the soft-RoCE device
 # rxe0 on it, runs the script with /bin/sh in /work, and powers off. Processes
 # of the guest reach each other through rxe0's own address (rxe loops those
 # packets back inside the device).
 #
-#   tests/rdma/guest.sh [--timeout S] [--memory MiB] [--cpus N] [--add PATH|COMMAND]... SCRIPT
+#   tests/rdma/guest.sh [--timeout S] [--memory MiB] [--cpus N] [--add PATH|COMMAND]...
+#                       [--env NAME=VALUE]... SCRIPT
 #
 # Exit status: the script's; 77 when no guest can run here (the reason on
 # stderr: no QEMU, no kernel with rdma_rxe); 124 when the guest did not finish
 # within the timeout (default 600 s). KVM is used where /dev/kvm opens, else
 # QEMU's emulation (slower). Needs no root.
 set -u
-timeout_s=600 memory=1024 cpus=2 adds=()
+timeout_s=600 memory=1024 cpus=2 adds=() envs=()
 while [ $# -gt 1 ]; do
   case "$1" in
     --timeout) timeout_s=$2; shift 2 ;;
     --memory) memory=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
     --add) adds+=("$2"); shift 2 ;;
+    --env) envs+=("$2"); shift 2 ;;
     *) break ;;
   esac
 done
-[ $# -eq 1 ] || { sed -n '13,18p' "$0" >&2; exit 2; }
+[ $# -eq 1 ] || { sed -n '14,20p' "$0" >&2; exit 2; }
 script=$1
 [ -r "$script" ] || { echo "guest.sh: cannot read $script" >&2; exit 2; }
 
@@ -84,7 +87,13 @@ for a in "${adds[@]}"; do
   [ -e "$f" ] || f=$(command -v "$a") || { echo "guest.sh: no such file or command: $a" >&2; exit 2; }
   put "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")"
 done
-cp "$script" "$root/work/run.sh"
+for e in "${envs[@]}"; do
+  case "$e" in
+    [A-Za-z_]*=*) printf "export %s='%s'\n" "${e%%=*}" "$(printf %s "${e#*=}" | sed "s/'/'\\\\''/g")" ;;
+    *) echo "guest.sh: --env wants NAME=VALUE, not $e" >&2; exit 2 ;;
+  esac
+done >"$root/work/run.sh"
+cat "$script" >>"$root/work/run.sh"
 
 cat >"$root/init" <<'INIT'
 #!/bin/busybox sh
