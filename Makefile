@@ -8,11 +8,13 @@ PRESET ?= release
 # hwloc and Google Benchmark are the base set (docs/design.md).
 # clang, libclang-rt-14-dev: the sanitizer stages and the libFuzzer targets (clang builds).
 # qemu-system-x86, linux-image-amd64, busybox-static, cpio, ibverbs-utils, ibverbs-providers:
-# the soft-RoCE guest of the rdma tests (tests/rdma/guest.sh).
+# the soft-RoCE guest of the rdma tests (tests/rdma/guest.sh); libibverbs-dev: the verbs
+# headers (libibverbs itself is opened at run time).
 DEB_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
   libhwloc-dev openmpi-bin libopenmpi-dev iproute2 python3-matplotlib python3-jsonschema \
   slurm-wlm munge clang libclang-rt-14-dev \
-  qemu-system-x86 linux-image-amd64 busybox-static cpio ibverbs-utils ibverbs-providers
+  qemu-system-x86 linux-image-amd64 busybox-static cpio ibverbs-utils ibverbs-providers \
+  libibverbs-dev
 
 .PHONY: deps configure build test bench clean
 

@@ -125,10 +125,10 @@ int chooseGid(const RdmaPort& port, int forced) {
 }
 
 std::string formatRdmaPorts(const std::vector<RdmaPort>& ports, const std::string& hcaSpec,
-                            int forcedGid) {
+                            int forcedGid, const std::string& verbs) {
   std::string out = "\nRDMA ports";
   if (!hcaSpec.empty()) out += " (LANES_IB_HCA=" + hcaSpec + ")";
-  out += ":\n";
+  out += ":\n  libibverbs: " + verbs + "\n";
   if (ports.empty()) return out + "  none (no device in /sys/class/infiniband)\n";
   for (const RdmaPort& p : ports) {
     const bool selected = hcaSelects(hcaSpec, p.device, p.port);

@@ -44,10 +44,10 @@ bool hcaSelects(const std::string& spec, const std::string& device, int port);
 // IPv4 address, else the first RoCE v2 GID, else -1 (none usable).
 int chooseGid(const RdmaPort& port, int forced);
 
-// The "RDMA ports" section of lanes-topo's report: each port, its state,
-// link layer, rate and GIDs, and whether LANES_IB_HCA selects it, with the
-// GID it would use.
+// The "RDMA ports" section of lanes-topo's report: `verbs` (whether
+// libibverbs loads, or why not), then each port, its state, link layer, rate
+// and GIDs, and whether LANES_IB_HCA selects it, with the GID it would use.
 std::string formatRdmaPorts(const std::vector<RdmaPort>& ports, const std::string& hcaSpec,
-                            int forcedGid);
+                            int forcedGid, const std::string& verbs);
 
 }  // namespace lanes::topo

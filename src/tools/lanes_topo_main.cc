@@ -20,6 +20,9 @@
 #include "topology/probe.h"
 #include "topology/rdma_ports.h"
 #include "topology/report.h"
+#ifdef LANES_HAVE_IBVERBS
+#include "transport/ibverbs/verbs_library.h"
+#endif
 
 using namespace lanes;
 using namespace lanes::topo;
@@ -95,8 +98,14 @@ std::string versionText() {
 
 // This machine's RDMA ports and what LANES_IB_HCA / LANES_IB_GID_INDEX make of them.
 std::string rdmaSection() {
+#ifdef LANES_HAVE_IBVERBS
+  const ib::VerbsLibrary& verbs = ib::VerbsLibrary::get();
+  const std::string library = verbs.ok() ? "loaded (libibverbs.so.1)" : verbs.why();
+#else
+  const std::string library = "not in this build (built without libibverbs-dev's headers)";
+#endif
   return formatRdmaPorts(readRdmaPorts(), envString("LANES_IB_HCA").value_or(""),
-                         static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255)));
+                         static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255)), library);
 }
 
 int fail(const Status& s) {

@@ -13,6 +13,7 @@ expect() { # TEXT PATTERN WHAT
 }
 plain=$("$LANES_TOPO" --no-nvml 2>&1)
 printf '%s\n' "$plain" | sed -n '/^RDMA ports/,$p'
+expect "$plain" "libibverbs: loaded (libibverbs.so.1)" "libibverbs loads at run time"
 expect "$plain" "rxe0:1  ACTIVE, RoCE (Ethernet)" "rxe0's port is listed as active RoCE"
 expect "$plain" "::ffff:10.77.0.1, RoCE v2, veth0  <- used" "the IPv4 RoCE v2 GID is the one used"
 expect "$plain" "usable, GID index" "the port is usable"

@@ -93,8 +93,9 @@ TEST(RdmaPorts, ReadsPortsAndTheSetGidsInOrder) {
 
 TEST(RdmaPorts, NoDeviceDirectoryIsNoPort) {
   EXPECT_TRUE(readRdmaPorts("/nonexistent/lanes/infiniband").empty());
-  const std::string text = formatRdmaPorts({}, "", -1);
+  const std::string text = formatRdmaPorts({}, "", -1, "loaded (libibverbs.so.1)");
   EXPECT_NE(text.find("none (no device in /sys/class/infiniband)"), std::string::npos) << text;
+  EXPECT_NE(text.find("  libibverbs: loaded (libibverbs.so.1)"), std::string::npos) << text;
 }
 
 TEST(RdmaPorts, HcaSpecFollowsNcclSyntax) {
@@ -141,7 +142,7 @@ TEST(RdmaPorts, ReportSaysWhichPortIsUsedAndWhyNot) {
                {{1, kLinkLocal, "RoCE v2", "veth0"}, {3, kIpv4, "RoCE v2", "veth0"}}};
   RdmaPort down{"mlx5_0", 1, "DOWN", "InfiniBand", "", {}};
   RdmaPort v1{"mlx5_1", 1, "ACTIVE", "Ethernet", "", {{0, kLinkLocal, "IB/RoCE v1", "eth1"}}};
-  const std::string text = formatRdmaPorts({rxe, down, v1}, "", -1);
+  const std::string text = formatRdmaPorts({rxe, down, v1}, "", -1, "not found");
   EXPECT_NE(text.find("rxe0:1  ACTIVE, RoCE (Ethernet), 100 Gb/sec (4X EDR)"), std::string::npos)
       << text;
   EXPECT_NE(text.find("GID 3: ::ffff:10.77.0.1, RoCE v2, veth0  <- used"), std::string::npos)
@@ -149,10 +150,10 @@ TEST(RdmaPorts, ReportSaysWhichPortIsUsedAndWhyNot) {
   EXPECT_NE(text.find("usable, GID index 3"), std::string::npos) << text;
   EXPECT_NE(text.find("not used: the port is not ACTIVE"), std::string::npos) << text;
   EXPECT_NE(text.find("not used: no RoCE v2 GID"), std::string::npos) << text;
-  const std::string excluded = formatRdmaPorts({rxe}, "^rxe", -1);
+  const std::string excluded = formatRdmaPorts({rxe}, "^rxe", -1, "x");
   EXPECT_NE(excluded.find("RDMA ports (LANES_IB_HCA=^rxe)"), std::string::npos) << excluded;
   EXPECT_NE(excluded.find("not used: LANES_IB_HCA leaves it out"), std::string::npos) << excluded;
-  const std::string forced = formatRdmaPorts({rxe}, "", 1);
+  const std::string forced = formatRdmaPorts({rxe}, "", 1, "x");
   EXPECT_NE(forced.find("usable, GID index 1 (LANES_IB_GID_INDEX)"), std::string::npos) << forced;
 }
 
