@@ -20,32 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench.h"
+
 namespace {
 
-#define CHECK_CUDA(expr)                                                        \
-  do {                                                                          \
-    cudaError_t err_ = (expr);                                                  \
-    if (err_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(err_));                                   \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
+using lanes::bench::DeviceBuffer;
+using lanes::bench::Event;
 
 constexpr int kThreads = 512;
 constexpr int kUnroll = 4;  // loads in flight per thread, as the simple kernel's readers
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) { CHECK_CUDA(cudaMalloc(&ptr_, bytes)); }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  uint4* get() const { return static_cast<uint4*>(ptr_); }
-
- private:
-  void* ptr_ = nullptr;
-};
 
 // Pinned host memory mapped into the GPU's address space, as the LL arena's.
 class MappedBuffer {
@@ -75,20 +58,6 @@ class Stream {
 
  private:
   cudaStream_t s_{};
-};
-
-class Event {
- public:
-  explicit Event(unsigned flags = cudaEventDefault) {
-    CHECK_CUDA(cudaEventCreateWithFlags(&e_, flags));
-  }
-  ~Event() { cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  operator cudaEvent_t() const { return e_; }
-
- private:
-  cudaEvent_t e_{};
 };
 
 // Stores into mapped host memory, 16 bytes a thread at a time.
@@ -213,12 +182,12 @@ double bestUs(const Options& o, cudaStream_t s, const std::function<void()>& wor
   work();  // warm-up
   double best = 1e30;
   for (int r = 0; r < o.rounds; ++r) {
-    CHECK_CUDA(cudaEventRecord(start, s));
+    CHECK_CUDA(cudaEventRecord(start.get(), s));
     for (int i = 0; i < o.iters; ++i) work();
-    CHECK_CUDA(cudaEventRecord(stop, s));
-    CHECK_CUDA(cudaEventSynchronize(stop));
+    CHECK_CUDA(cudaEventRecord(stop.get(), s));
+    CHECK_CUDA(cudaEventSynchronize(stop.get()));
     float ms = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    CHECK_CUDA(cudaEventElapsedTime(&ms, start.get(), stop.get()));
     best = std::min(best, 1000.0 * ms / o.iters);
   }
   return best;
@@ -241,12 +210,12 @@ int main(int argc, char** argv) {
   Event forked(cudaEventDisableTiming), joined(cudaEventDisableTiming);
   // Runs a on s0 and b on s1 at once; s0 waits for both.
   auto both = [&](const std::function<void()>& a, const std::function<void()>& b) {
-    CHECK_CUDA(cudaEventRecord(forked, s0));
-    CHECK_CUDA(cudaStreamWaitEvent(s1, forked));
+    CHECK_CUDA(cudaEventRecord(forked.get(), s0));
+    CHECK_CUDA(cudaStreamWaitEvent(s1, forked.get()));
     a();
     b();
-    CHECK_CUDA(cudaEventRecord(joined, s1));
-    CHECK_CUDA(cudaStreamWaitEvent(s0, joined));
+    CHECK_CUDA(cudaEventRecord(joined.get(), s1));
+    CHECK_CUDA(cudaStreamWaitEvent(s0, joined.get()));
   };
   std::printf(
       "# lanes_mapped_rate: %s (device %d), %d threads a block, %d loads in flight a "
@@ -256,10 +225,12 @@ int main(int argc, char** argv) {
   for (size_t bytes : o.bytes) {
     const size_t vectors = bytes / 16;
     auto d2h = [&](cudaStream_t s) {
-      CHECK_CUDA(cudaMemcpyAsync(h0.host(), d0.get(), bytes, cudaMemcpyDeviceToHost, s));
+      CHECK_CUDA(cudaMemcpyAsync(h0.host(), static_cast<uint4*>(d0.get()), bytes,
+                                 cudaMemcpyDeviceToHost, s));
     };
     auto h2d = [&](cudaStream_t s) {
-      CHECK_CUDA(cudaMemcpyAsync(d1.get(), h1.host(), bytes, cudaMemcpyHostToDevice, s));
+      CHECK_CUDA(cudaMemcpyAsync(static_cast<uint4*>(d1.get()), h1.host(), bytes,
+                                 cudaMemcpyHostToDevice, s));
     };
     const double down = bestUs(o, s0, [&] { d2h(s0); });
     const double up = bestUs(o, s0, [&] { h2d(s0); });
@@ -268,10 +239,10 @@ int main(int argc, char** argv) {
                 gbs(bytes, up), gbs(bytes, twoWays));
     for (int b : o.blocks) {
       auto store = [&](cudaStream_t s) {
-        storeKernel<<<b, kThreads, 0, s>>>(d0.get(), h0.device(), vectors);
+        storeKernel<<<b, kThreads, 0, s>>>(static_cast<uint4*>(d0.get()), h0.device(), vectors);
       };
       auto load = [&](cudaStream_t s) {
-        loadKernel<<<b, kThreads, 0, s>>>(h1.device(), d1.get(), vectors);
+        loadKernel<<<b, kThreads, 0, s>>>(h1.device(), static_cast<uint4*>(d1.get()), vectors);
       };
       const double st = bestUs(o, s0, [&] { store(s0); });
       const double ld = bestUs(o, s0, [&] { load(s0); });

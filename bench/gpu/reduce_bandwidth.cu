@@ -17,43 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu/cuda_bench.h"
 #include "kernels/cuda/reduce.h"
 
 namespace {
 
-#define CHECK_CUDA(expr)                                                        \
-  do {                                                                          \
-    cudaError_t err_ = static_cast<cudaError_t>(expr);                          \
-    if (err_ != cudaSuccess) {                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, \
-                   cudaGetErrorString(err_));                                   \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (0)
-
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(size_t bytes) { CHECK_CUDA(cudaMalloc(&ptr_, bytes)); }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
-class Event {
- public:
-  Event() { CHECK_CUDA(cudaEventCreate(&e_)); }
-  ~Event() { cudaEventDestroy(e_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return e_; }
-
- private:
-  cudaEvent_t e_ = nullptr;
-};
+using lanes::bench::DeviceBuffer;
+using lanes::bench::Event;
 
 struct Measurement {
   std::string name;
