@@ -89,31 +89,37 @@ std::vector<RdmaPort> readRdmaPorts(const std::string& root) {
 }
 
 bool hcaSelects(const std::string& spec, const std::string& device, int port) {
-  if (spec.empty()) return true;
   size_t pos = 0;
-  const bool exclude = spec[pos] == '^';
+  const bool exclude = pos < spec.size() && spec[pos] == '^';
   if (exclude) ++pos;
   const bool exact = pos < spec.size() && spec[pos] == '=';
   if (exact) ++pos;
-  bool listed = false;
+  // As NCCL reads it: "name" or "name:port" items (the port after the first
+  // colon, 0 where it is not a number, which matches no port), items without
+  // a name skipped, and a list without items matching every port.
+  bool anyItem = false, listed = false;
   std::stringstream list(spec.substr(pos));
   std::string item;
-  while (!listed && std::getline(list, item, ',')) {
-    if (item.empty()) continue;
-    std::string name = item;
-    int wanted = 0;  // every port
-    if (const size_t colon = item.rfind(':'); colon != std::string::npos) {
-      name = item.substr(0, colon);
-      wanted = std::atoi(item.c_str() + colon + 1);
-    }
+  while (std::getline(list, item, ',')) {
+    const size_t colon = item.find(':');
+    const std::string name = item.substr(0, colon);
+    if (name.empty()) continue;
+    anyItem = true;
+    const bool anyPort = colon == std::string::npos;
+    const int wanted = anyPort ? 0 : std::atoi(item.c_str() + colon + 1);
     const bool named = exact ? device == name : device.compare(0, name.size(), name) == 0;
-    listed = named && (wanted == 0 || wanted == port);
+    listed = listed || (named && (anyPort || wanted == port));
   }
+  if (!anyItem) listed = true;
   return listed != exclude;
 }
 
 int chooseGid(const RdmaPort& port, int forced) {
-  if (forced >= 0) return forced;
+  if (forced >= 0) {  // where the entry is set
+    for (const RdmaGid& g : port.gids)
+      if (g.index == forced) return forced;
+    return -1;
+  }
   if (!port.roce()) return 0;
   int v2 = -1;
   for (const RdmaGid& g : port.gids) {
@@ -148,6 +154,9 @@ std::string formatRdmaPorts(const std::vector<RdmaPort>& ports, const std::strin
       verdict = "not used: LANES_IB_HCA leaves it out";
     else if (!p.active())
       verdict = "not used: the port is not ACTIVE";
+    else if (gid < 0 && forcedGid >= 0)
+      verdict = "not used: GID index " + std::to_string(forcedGid) +
+                " (LANES_IB_GID_INDEX) is not set on this port";
     else if (gid < 0)
       verdict =
           "not used: no RoCE v2 GID (give the interface an address, or set LANES_IB_GID_INDEX)";

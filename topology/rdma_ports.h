@@ -35,13 +35,14 @@ std::vector<RdmaPort> readRdmaPorts(const std::string& root = "/sys/class/infini
 
 // Whether LANES_IB_HCA `spec` (NCCL's NCCL_IB_HCA syntax) selects `port` of
 // `device`: a comma list of "name[:port]", names matching as prefixes, or
-// exactly after a leading "=", and "^" before it all excluding instead.
-// An empty spec selects every port.
+// exactly after a leading "=", and "^" before it all excluding instead. As in
+// NCCL: a list without names (empty, "=", "^") matches every port, so "^"
+// alone excludes them all; a port that is not a number is 0, matching none.
 bool hcaSelects(const std::string& spec, const std::string& device, int port);
 
 // The GID index a port's traffic uses: `forced` (LANES_IB_GID_INDEX) when it
-// is 0 or more; on InfiniBand 0; on RoCE the first RoCE v2 GID holding an
-// IPv4 address, else the first RoCE v2 GID, else -1 (none usable).
+// is 0 or more and set on the port (else -1); on InfiniBand 0; on RoCE the first RoCE v2 GID
+// holding an IPv4 address, else the first RoCE v2 GID, else -1 (none usable).
 int chooseGid(const RdmaPort& port, int forced);
 
 // The "RDMA ports" section of lanes-topo's report: `verbs` (whether

@@ -16,7 +16,7 @@
 #
 # Exit status: the script's; 77 when no guest can run here (the reason on
 # stderr: no QEMU, no kernel with rdma_rxe); 124 when the guest did not finish
-# within the timeout (default 600 s). KVM is used where /dev/kvm opens, else
+# within the timeout (default 600 s); so a script should not exit with those itself. KVM is used where /dev/kvm opens, else
 # QEMU's emulation (slower). Needs no root.
 set -u
 timeout_s=600 memory=1024 cpus=2 adds=() envs=()
@@ -35,6 +35,7 @@ script=$1
 [ -r "$script" ] || { echo "guest.sh: cannot read $script" >&2; exit 2; }
 
 skip() { echo "guest.sh: SKIP: $*" >&2; exit 77; }
+PATH=$PATH:/sbin:/usr/sbin # modprobe, for users without them on PATH
 command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64 (apt-get install qemu-system-x86)"
 command -v busybox >/dev/null || skip "no busybox (apt-get install busybox-static)"
 for t in ip rdma cpio; do command -v $t >/dev/null || skip "no $t (iproute2, cpio)"; done
@@ -51,7 +52,11 @@ provider=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so 2>/dev/null 
 [ -n "$provider" ] || skip "no rxe verbs provider (apt-get install rdma-core ibverbs-providers)"
 
 work=$(mktemp -d /tmp/lanes-guest.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+qemu=''
+# On any exit the guest goes too: timeout runs it in a process group of its
+# own (which a signal to the harness does not reach), killed whole here.
+trap 'if [ -n "$qemu" ]; then kill -KILL -- -"$qemu" 2>/dev/null; fi; rm -rf "$work"' EXIT
+trap 'exit 143' INT TERM HUP
 root=$work/root
 mkdir -p "$root"/{bin,sbin,dev,proc,sys,tmp,work,lib/modules,etc/libibverbs.d}
 
@@ -79,7 +84,7 @@ while read -r ko; do
     *.ko.xz) xz -dc "$ko" >"$root/lib/modules/$i.ko" ;;
     *.ko.zst) zstd -qdc "$ko" >"$root/lib/modules/$i.ko" ;;
     *) cp "$ko" "$root/lib/modules/$i.ko" ;;
-  esac
+  esac || { echo "guest.sh: could not unpack $ko (xz, zstd)" >&2; exit 2; }
   i=$((i + 1))
 done <"$work/modules"
 for a in "${adds[@]}"; do
@@ -89,7 +94,9 @@ for a in "${adds[@]}"; do
 done
 for e in "${envs[@]}"; do
   case "$e" in
-    [A-Za-z_]*=*) printf "export %s='%s'\n" "${e%%=*}" "$(printf %s "${e#*=}" | sed "s/'/'\\\\''/g")" ;;
+    [A-Za-z_]*=*)
+      case "${e%%=*}" in *[!A-Za-z0-9_]*) echo "guest.sh: bad --env name in $e" >&2; exit 2 ;; esac
+      printf "export %s='%s'\n" "${e%%=*}" "$(printf %s "${e#*=}" | sed "s/'/'\\\\''/g")" ;;
     *) echo "guest.sh: --env wants NAME=VALUE, not $e" >&2; exit 2 ;;
   esac
 done >"$root/work/run.sh"
@@ -116,7 +123,9 @@ rdma link add rxe0 type rxe netdev veth0 || echo "guest: rdma link add failed"
 cd /work
 echo "LANES-GUEST-BEGIN"
 sh /work/run.sh
-echo "LANES-GUEST-EXIT $?"
+status=$?
+echo
+echo "LANES-GUEST-EXIT $status"
 poweroff -f
 INIT
 chmod +x "$root/init" "$root/bin/busybox"
@@ -124,9 +133,9 @@ chmod +x "$root/init" "$root/bin/busybox"
 
 # boot ACCEL CPU: the guest in the background, its console in $work/console.
 boot() {
-  timeout "$timeout_s" qemu-system-x86_64 -machine "q35,accel=$1" -cpu "$2" -m "$memory" \
+  timeout -k 5 "$timeout_s" qemu-system-x86_64 -machine "q35,accel=$1" -cpu "$2" -m "$memory" \
     -smp "$cpus" -nographic -no-reboot -kernel "$kernel" -initrd "$work/initrd.gz" \
-    -append "console=ttyS0 loglevel=4 panic=-1 rdinit=/init" -nic none >"$work/console" 2>&1 &
+    -append "console=ttyS0 loglevel=6 panic=-1 rdinit=/init" -nic none >"$work/console" 2>&1 &
   qemu=$!
 }
 # KVM where the kernel starts within 10 s (nested, KVM can fail or hang in
@@ -134,19 +143,20 @@ boot() {
 started=''
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
   boot kvm host,-arch-capabilities
-  for _ in $(seq 40); do
-    grep -q "LANES-GUEST-BEGIN\|Run /init\|Freeing unused kernel" "$work/console" 2>/dev/null && {
+  for _ in $(seq 20); do
+    grep -q "Linux version" "$work/console" 2>/dev/null && {
       started=kvm
       break
     }
     kill -0 "$qemu" 2>/dev/null || break
     sleep 0.5
   done
-  [ -n "$started" ] || { kill "$qemu" 2>/dev/null; wait "$qemu" 2>/dev/null; }
+  [ -n "$started" ] || { kill -KILL -- -"$qemu" 2>/dev/null; wait "$qemu" 2>/dev/null; }
 fi
 [ -n "$started" ] || boot tcg max
 wait "$qemu"
 rc=$?
+qemu=''
 # The console, from the script's start (the boot log before it on failure).
 if grep -q "LANES-GUEST-BEGIN" "$work/console"; then
   tr -d '\r' <"$work/console" | grep '^guest: ' >&2

@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
                                                             v.freeDeviceList);
   ibv_device* device = nullptr;
   for (int i = 0; list && i < count; ++i)
-    if (name == v.getDeviceName(list.get()[i])) device = list.get()[i];
+    if (const char* n = v.getDeviceName(list.get()[i]); n != nullptr && name == n)
+      device = list.get()[i];
   if (device == nullptr) return fail("libibverbs does not list " + name);
   Owned<ibv_context> ctx(v.openDevice(device), v.closeDevice);
   if (!ctx) return fail("ibv_open_device " + name);
@@ -182,7 +183,8 @@ int main(int argc, char** argv) {
   ibv_wc wc{};
   if (!pollOne(v, sendCq.get(), &wc, &why)) return fail("the sender's completion: " + why);
   if (!pollOne(v, recvCq.get(), &wc, &why)) return fail("the receiver's completion: " + why);
-  if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || ntohl(wc.imm_data) != kImmediate)
+  if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || (wc.wc_flags & IBV_WC_WITH_IMM) == 0 ||
+      wc.wr_id != rwr.wr_id || ntohl(wc.imm_data) != kImmediate)
     return fail("the receiver's completion is not the write's immediate");
   if (std::memcmp(src.data(), dst.data(), kBytes) != 0) return fail("the bytes differ");
   std::string gidText = "?";

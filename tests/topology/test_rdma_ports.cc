@@ -113,6 +113,16 @@ TEST(RdmaPorts, HcaSpecFollowsNcclSyntax) {
   EXPECT_TRUE(hcaSelects("^mlx5_0:2", "mlx5_0", 1));  // only its port 2 excluded
   EXPECT_FALSE(hcaSelects("^=rxe0", "rxe0", 1));
   EXPECT_TRUE(hcaSelects("^=rxe0", "rxe01", 1));
+  // NCCL's edge cases: a list without names matches every port ...
+  EXPECT_TRUE(hcaSelects("=", "mlx5_0", 1));
+  EXPECT_TRUE(hcaSelects(",", "mlx5_0", 1));
+  EXPECT_FALSE(hcaSelects("^", "mlx5_0", 1));         // ... so "^" alone leaves out all
+  EXPECT_TRUE(hcaSelects(":1,mlx5_1", "mlx5_1", 2));  // a nameless item is skipped
+  EXPECT_FALSE(hcaSelects(":1,mlx5_1", "rxe0", 1));
+  EXPECT_FALSE(hcaSelects("mlx5_0:0", "mlx5_0", 1));  // port 0, or none given: no port
+  EXPECT_FALSE(hcaSelects("mlx5_0:", "mlx5_0", 1));
+  EXPECT_FALSE(hcaSelects("mlx5_0:x", "mlx5_0", 1));
+  EXPECT_TRUE(hcaSelects("mlx5_0:1:2", "mlx5_0", 1));  // the port after the first colon
 }
 
 TEST(RdmaPorts, RoceTakesTheIpv4RoceV2GidUnlessForced) {
@@ -123,7 +133,8 @@ TEST(RdmaPorts, RoceTakesTheIpv4RoceV2GidUnlessForced) {
                {2, kIpv4, "IB/RoCE v1", "eth0"},
                {3, kIpv4, "RoCE v2", "eth0"}};
   EXPECT_EQ(chooseGid(roce, -1), 3);
-  EXPECT_EQ(chooseGid(roce, 2), 2);  // LANES_IB_GID_INDEX
+  EXPECT_EQ(chooseGid(roce, 2), 2);   // LANES_IB_GID_INDEX
+  EXPECT_EQ(chooseGid(roce, 7), -1);  // ... where the entry is set
   roce.gids.pop_back();
   EXPECT_EQ(chooseGid(roce, -1), 1);  // a RoCE v2 GID without IPv4
   roce.gids = {{0, kLinkLocal, "IB/RoCE v1", "eth0"}};
@@ -155,6 +166,10 @@ TEST(RdmaPorts, ReportSaysWhichPortIsUsedAndWhyNot) {
   EXPECT_NE(excluded.find("not used: LANES_IB_HCA leaves it out"), std::string::npos) << excluded;
   const std::string forced = formatRdmaPorts({rxe}, "", 1, "x");
   EXPECT_NE(forced.find("usable, GID index 1 (LANES_IB_GID_INDEX)"), std::string::npos) << forced;
+  const std::string unset = formatRdmaPorts({rxe}, "", 5, "x");
+  EXPECT_NE(unset.find("not used: GID index 5 (LANES_IB_GID_INDEX) is not set on this port"),
+            std::string::npos)
+      << unset;
 }
 
 }  // namespace
