@@ -109,7 +109,8 @@ export PATH=/usr/local/sbin:/usr/bin:/bin:/sbin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-mount -t tmpfs tmp /tmp
+# /tmp stays the initramfs' own (already in memory): files added from a host
+# path under /tmp live there.
 mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
 for ko in $(ls /lib/modules | sort -n); do insmod /lib/modules/$ko || echo "guest: insmod $ko failed"; done
 # iproute2's ip by its path: busybox's shell runs its own applets first.
