@@ -81,12 +81,15 @@ class Transport {
   virtual bool canConnect(const RankInfo& self, const RankInfo& peer) const = 0;
   // Collective over all ranks of the communicator (every rank calls it, with
   // the peers it will reach through this transport, possibly none).
-  // Fills out[i] with the connection to peers[i].
+  // Fills out[i] with the connection to peers[i], or leaves it empty where
+  // both ranks agree the pair goes to the next transport instead.
   virtual Status connect(const TransportContext& ctx, const std::vector<int>& peers,
                          std::vector<std::unique_ptr<Connection>>* out) = 0;
 };
 
 std::unique_ptr<Transport> makeShmTransport();
 std::unique_ptr<Transport> makeSocketTransport();
+// nullptr where Lanes was built without rdma-core's headers (libibverbs-dev).
+std::unique_ptr<Transport> makeIbTransport();
 
 }  // namespace lanes

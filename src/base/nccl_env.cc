@@ -150,7 +150,13 @@ constexpr Twin kTwins[] = {
     {"NCCL_SHM_DISABLE", "LANES_SHM_DISABLE", disableFlag, nullptr},
     {"NCCL_ALGO", "LANES_ALGO", algo, nullptr},
     {"NCCL_PROTO", "LANES_PROTO", proto, nullptr},
-    {"NCCL_IB_DISABLE", nullptr, nullptr, "Lanes has no InfiniBand transport"},
+    {"NCCL_IB_DISABLE", "LANES_IB_DISABLE", disableFlag, nullptr},
+    {"NCCL_IB_HCA", "LANES_IB_HCA", nullptr, nullptr},
+    {"NCCL_IB_GID_INDEX", "LANES_IB_GID_INDEX", nullptr, nullptr},
+    {"NCCL_IB_TC", "LANES_IB_TC", nullptr, nullptr},
+    {"NCCL_IB_TIMEOUT", "LANES_IB_TIMEOUT", nullptr, nullptr},
+    {"NCCL_IB_RETRY_CNT", "LANES_IB_RETRY_CNT", nullptr, nullptr},
+    {"NCCL_IB_QPS_PER_CONNECTION", "LANES_IB_QPS_PER_CONNECTION", nullptr, nullptr},
     {"NCCL_COMM_ID", nullptr, nullptr, "the bootstrap root's address; rank 0 starts it"},
 };
 

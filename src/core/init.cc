@@ -13,6 +13,7 @@
 #include "core/comm_topology.h"
 #include "core/errors.h"
 #include "core/group.h"
+#include "core/ib_port_choice.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
 #include "planner/host_costs.h"
@@ -66,26 +67,18 @@ std::string hexId(uint64_t v) {
   return buf;
 }
 
-// Connects every peer through the first transport that can reach it.
+// Connects every peer through the first transport that can reach it and
+// takes it (shared memory within a host, then verbs, then TCP, which takes
+// every peer left).
 Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   const auto& ranks = comm->bootstrap->ranks();
   const RankInfo& self = ranks[comm->rank];
   const bool shmDisabled = comm->config.transport.shmDisabled;
   std::vector<std::unique_ptr<Transport>> transports;
   transports.push_back(makeShmTransport());
+  if (auto ib = makeIbTransport()) transports.push_back(std::move(ib));
   transports.push_back(makeSocketTransport());
 
-  std::vector<std::vector<int>> peersOf(transports.size());
-  for (int p = 0; p < comm->nranks; ++p) {
-    if (p == comm->rank) continue;
-    for (size_t t = 0; t < transports.size(); ++t) {
-      if (t == 0 && shmDisabled) continue;
-      if (transports[t]->canConnect(self, ranks[p])) {
-        peersOf[t].push_back(p);
-        break;
-      }
-    }
-  }
   removeStaleSegmentsAndWarn(comm->rank, "lanes-", kStaleMinAge);
   TransportContext ctx;
   ctx.bootstrap = comm->bootstrap.get();
@@ -95,6 +88,10 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   ctx.commTag = "lanes-" + hexId(comm->bootstrap->id().commId);
   ctx.lanes = comm->config.lanes;
   ctx.config = comm->config.transport;
+  bool oneHost = true;
+  for (const RankInfo& r : ranks) oneHost = oneHost && r.hostHash == self.hostHash;
+  if (!oneHost)
+    chooseIbPort(topo::readRdmaPorts(), processTopology(), comm->cudaDev, &ctx.config.ib);
   ctx.timeoutSeconds = timeoutSeconds;
   ctx.checkAbort = [comm] { return comm->checkAbort(); };
   {
@@ -102,15 +99,30 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
     comm->links.connections.resize(comm->nranks);
   }
   // Every rank runs every transport's connect (collective), even with no peers.
-  for (size_t t = 0; t < transports.size(); ++t) {
+  for (const auto& transport : transports) {
+    std::vector<int> peers;
+    {
+      std::lock_guard<std::mutex> lock(comm->links.mutex);
+      for (int p = 0; p < comm->nranks; ++p)
+        if (p != comm->rank && !comm->links.connections[p] &&
+            !(shmDisabled && transport == transports.front()) &&
+            transport->canConnect(self, ranks[p]))
+          peers.push_back(p);
+    }
     std::vector<std::unique_ptr<Connection>> conns;
-    LANES_RETURN_IF_ERROR(transports[t]->connect(ctx, peersOf[t], &conns));
-    if (conns.size() != peersOf[t].size())
-      return internalError(std::string("transport ") + transports[t]->name() +
+    LANES_RETURN_IF_ERROR(transport->connect(ctx, peers, &conns));
+    if (conns.size() != peers.size())
+      return internalError(std::string("transport ") + transport->name() +
                            " returned the wrong number of connections");
     std::lock_guard<std::mutex> lock(comm->links.mutex);
     for (size_t i = 0; i < conns.size(); ++i)
-      comm->links.connections[peersOf[t][i]] = std::move(conns[i]);
+      if (conns[i]) comm->links.connections[peers[i]] = std::move(conns[i]);
+  }
+  {
+    std::lock_guard<std::mutex> lock(comm->links.mutex);
+    for (int p = 0; p < comm->nranks; ++p)
+      if (p != comm->rank && !comm->links.connections[p])
+        return internalError("no transport connected rank " + std::to_string(p));
   }
   comm->localRanks = 0;
   comm->processRanks = 0;

@@ -89,6 +89,22 @@ StageArenaConfig stageFromEnv() {
   return c;
 }
 
+IbConfig ibFromEnv() {
+  IbConfig c;
+  c.disabled = envBool("LANES_IB_DISABLE", false);
+  c.hca = envString("LANES_IB_HCA").value_or("");
+  c.forcedGid = static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255));
+  c.trafficClass = static_cast<int>(envInt("LANES_IB_TC", c.trafficClass, 0, 255));
+  c.timeout = static_cast<int>(envInt("LANES_IB_TIMEOUT", c.timeout, 1, 31));
+  c.retryCount = static_cast<int>(envInt("LANES_IB_RETRY_CNT", c.retryCount, 0, 7));
+  c.qpsPerPeer = static_cast<int>(envInt("LANES_IB_QPS_PER_CONNECTION", c.qpsPerPeer, 1, 8));
+  // A slot is at most 512 KiB (ib_wire.h) and a ring at most 256 slots.
+  c.slotBytes = roundUp(envSize("LANES_IB_SLOT_BYTES", c.slotBytes, 4096, size_t{512} << 10), 16);
+  c.ringBytes = static_cast<size_t>(
+      envSize("LANES_IB_RING_BYTES", c.ringBytes, c.slotBytes, 256 * c.slotBytes));
+  return c;
+}
+
 TransportConfig transportFromEnv() {
   TransportConfig c;
   c.shmRingBytes = static_cast<size_t>(envSize("LANES_SHM_RING_BYTES", c.shmRingBytes, 4096));
@@ -109,6 +125,7 @@ TransportConfig transportFromEnv() {
   c.socketStripeBytes = static_cast<size_t>(
       envSize("LANES_SOCKET_STRIPE_BYTES", c.socketStripeBytes, 4096, size_t{1} << 30));
   c.socketRingBytes = static_cast<size_t>(envSize("LANES_SOCKET_RING_BYTES", c.socketRingBytes));
+  c.ib = ibFromEnv();
   if (auto p2p = envString("LANES_P2P_DISABLE"); p2p && *p2p == "0")
     c.p2p = P2pMode::Forced;
   else if (envBool("LANES_P2P_DISABLE", false))

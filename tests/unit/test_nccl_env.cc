@@ -199,7 +199,7 @@ TEST_F(NcclEnv, ReportListsHonouredAndIgnoredVariables) {
             "NCCL variables read: NCCL_DEBUG=VERSION -> LANES_DEBUG=WARN; "
             "NCCL_SOCKET_IFNAME=eth0 -> LANES_SOCKET_IFNAME; "
             "NCCL_PROTO=LL,Simple ignored (allows LL: nothing to change); "
-            "NCCL_IB_DISABLE=1 (Lanes has no InfiniBand transport); "
+            "NCCL_IB_DISABLE=1 -> LANES_IB_DISABLE; "
             "NCCL_COMM_ID=10.0.0.1:4000 (the bootstrap root's address; rank 0 starts it)");
   EXPECT_EQ(lines[1],
             "NCCL variables that mean nothing to Lanes and are ignored: NCCL_MIN_NCHANNELS=4, "

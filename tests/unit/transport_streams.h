@@ -33,10 +33,12 @@ struct RankConnections {
   std::vector<Connection*> byPeer;  // nullptr for self
 };
 
-// Every rank connects to every other through a transport from `make`.
+// Every rank connects to every other through a transport from `make`;
+// `adjust` (when given) changes a rank's config after the environment's.
+using AdjustConfig = std::function<void(int rank, TransportConfig* config)>;
 inline std::vector<RankConnections> connectAll(
     FakeBootstrapGroup& group, const std::function<std::unique_ptr<Transport>()>& make, int lanes,
-    double timeoutSeconds = 60) {
+    double timeoutSeconds = 60, const AdjustConfig& adjust = {}) {
   int n = group.nranks();
   std::vector<RankConnections> result(static_cast<size_t>(n));
   runRanks(n, [&](int rank) {
@@ -50,6 +52,7 @@ inline std::vector<RankConnections> connectAll(
     ctx.lanes = lanes;
     ctx.timeoutSeconds = timeoutSeconds;
     ctx.config = CommConfig::fromEnv().transport;  // as a communicator reads it
+    if (adjust) adjust(rank, &ctx.config);
     std::vector<int> peers;
     for (int p = 0; p < n; ++p)
       if (p != rank) peers.push_back(p);
@@ -58,7 +61,8 @@ inline std::vector<RankConnections> connectAll(
     mine.status = transport->connect(ctx, peers, &mine.owned);
     mine.byPeer.assign(static_cast<size_t>(n), nullptr);
     if (mine.status.isOk()) {
-      for (auto& c : mine.owned) mine.byPeer[static_cast<size_t>(c->peer())] = c.get();
+      for (auto& c : mine.owned)
+        if (c) mine.byPeer[static_cast<size_t>(c->peer())] = c.get();
     }
   });
   return result;

@@ -51,6 +51,10 @@ VerbsLibrary::VerbsLibrary() {
   bind(&destroyQp, "ibv_destroy_qp");
   bind(&modifyQp, "ibv_modify_qp");
   bind(&wcStatusStr, "ibv_wc_status_str");
+  bind(&queryDevice, "ibv_query_device");
+  bind(&getAsyncEvent, "ibv_get_async_event");
+  bind(&ackAsyncEvent, "ibv_ack_async_event");
+  bind(&eventTypeStr, "ibv_event_type_str");
 }
 
 }  // namespace lanes::ib

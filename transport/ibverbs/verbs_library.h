@@ -40,6 +40,11 @@ class VerbsLibrary {
   int (*destroyQp)(ibv_qp* qp) = nullptr;
   int (*modifyQp)(ibv_qp* qp, ibv_qp_attr* attr, int mask) = nullptr;
   const char* (*wcStatusStr)(ibv_wc_status status) = nullptr;
+  int (*queryDevice)(ibv_context* context, ibv_device_attr* attr) = nullptr;
+  // Blocks unless the context's async_fd is non-blocking.
+  int (*getAsyncEvent)(ibv_context* context, ibv_async_event* event) = nullptr;
+  void (*ackAsyncEvent)(ibv_async_event* event) = nullptr;
+  const char* (*eventTypeStr)(ibv_event_type type) = nullptr;
 
   VerbsLibrary(const VerbsLibrary&) = delete;
   VerbsLibrary& operator=(const VerbsLibrary&) = delete;
