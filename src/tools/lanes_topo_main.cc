@@ -11,6 +11,7 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "core/ib_port_choice.h"
 #include "tools/lanes_topo_gpu_probe.h"
 #include "tools/lanes_topo_host_probe.h"
 #include "tools/lanes_topo_plan.h"
@@ -96,16 +97,45 @@ std::string versionText() {
   return std::string("lanes-topo (Lanes ") + LANES_VERSION_TEXT + ")\n" + buildPieces();
 }
 
+// The port the verbs transport would pick for a rank on each GPU of `t`
+// (or without one), as a communicator does (core/ib_port_choice.h).
+std::string verbsChoiceLines(const std::vector<RdmaPort>& ports, const Topology& t) {
+  IbConfig ib;
+  ib.disabled = envBool("LANES_IB_DISABLE", false);
+  ib.hca = envString("LANES_IB_HCA").value_or("");
+  ib.forcedGid = static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255));
+  auto choice = [&](int cudaDev) {
+    chooseIbPort(ports, t, cudaDev, &ib);
+    if (ib.device.empty()) return "TCP (" + ib.unavailable + ")";
+    return ib.device + ":" + std::to_string(ib.port) +
+           (ib.gidIndex >= 0 ? " (GID " + std::to_string(ib.gidIndex) + ")" : "");
+  };
+  std::string out = "  verbs transport, ranks of other hosts reached from:\n";
+  bool anyGpu = false;
+  for (const Gpu& g : t.gpus) {
+    if (g.cudaIndex < 0) continue;
+    anyGpu = true;
+    out += "    GPU " + std::to_string(g.cudaIndex) + " (" + g.busId + "): " + choice(g.cudaIndex) +
+           "\n";
+  }
+  if (!anyGpu) out += "    a rank without a GPU: " + choice(-1) + "\n";
+  return out +
+         "  device buffers: staged through host memory (the NIC does not read GPU memory "
+         "directly yet)\n";
+}
+
 // This machine's RDMA ports and what LANES_IB_HCA / LANES_IB_GID_INDEX make of them.
-std::string rdmaSection() {
+std::string rdmaSection(const Topology& t) {
 #ifdef LANES_HAVE_IBVERBS
   const ib::VerbsLibrary& verbs = ib::VerbsLibrary::get();
   const std::string library = verbs.ok() ? "loaded (libibverbs.so.1)" : verbs.why();
 #else
   const std::string library = "not in this build (built without libibverbs-dev's headers)";
 #endif
-  return formatRdmaPorts(readRdmaPorts(), envString("LANES_IB_HCA").value_or(""),
-                         static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255)), library);
+  const std::vector<RdmaPort> ports = readRdmaPorts();
+  return formatRdmaPorts(ports, envString("LANES_IB_HCA").value_or(""),
+                         static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255)), library) +
+         verbsChoiceLines(ports, t);
 }
 
 int fail(const Status& s) {
@@ -271,7 +301,7 @@ int main(int argc, char** argv) {
   else if (json)
     text = toJson(t).dump() + "\n";
   else
-    text = formatReport(t) + (live ? rdmaSection() : "") +
+    text = formatReport(t) + (live ? rdmaSection(t) : "") +
            (plan ? "\n" + formatPlanTable(t, ranks, launch, planColl) : "");
   std::fputs(text.c_str(), stdout);
   return 0;

@@ -21,8 +21,11 @@ expect "$plain" "libibverbs: loaded (libibverbs.so.1)" "libibverbs loads at run 
 expect "$plain" "rxe0:1  ACTIVE, RoCE (Ethernet)" "rxe0's port is listed as active RoCE"
 expect "$plain" "::ffff:10.77.0.1, RoCE v2, veth0  <- used" "the IPv4 RoCE v2 GID is the one used"
 expect "$plain" "usable, GID index" "the port is usable"
+expect "$plain" "a rank without a GPU: rxe0:1 (GID 1)" "the verbs transport would use rxe0:1"
 excluded=$(LANES_IB_HCA='^rxe' "$LANES_TOPO" --no-nvml 2>&1)
 expect "$excluded" "not used: LANES_IB_HCA leaves it out" "LANES_IB_HCA=^rxe excludes it"
+expect "$excluded" "a rank without a GPU: TCP (no active RDMA port that LANES_IB_HCA=^rxe selects" \
+  "without a port the verbs transport is not used"
 forced=$(LANES_IB_HCA='=rxe0:1' LANES_IB_GID_INDEX=0 "$LANES_TOPO" --no-nvml 2>&1)
 expect "$forced" "usable, GID index 0 (LANES_IB_GID_INDEX)" "LANES_IB_GID_INDEX picks the GID"
 exit $fail
