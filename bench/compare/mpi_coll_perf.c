@@ -1,6 +1,9 @@
-/* mpi_allreduce_perf: MPI_Allreduce (float, sum) timed the way
- * lanes_all_reduce_perf times lanesAllReduce, printing the same columns, so
- * compare_allreduce.sh can put the two side by side.
+/* mpi_allreduce_perf / mpi_allgather_perf (this file built with
+ * LANES_MPI_ALLGATHER): MPI_Allreduce (float, sum) or MPI_Allgather (float)
+ * timed the way lanes_all_reduce_perf / lanes_all_gather_perf time Lanes,
+ * printing the same columns (all-gather: size is the whole output, as in
+ * nccl-tests), so compare_allreduce.sh and netns_tcp_compare.sh can put them
+ * side by side.
  * Flags: -b minbytes -e maxbytes -f stepfactor -n iters -w warmup (K/M/G ok). */
 #include <mpi.h>
 #include <stdio.h>
@@ -37,15 +40,35 @@ static void fmt(char* buf, size_t len, double v, int width) {
     snprintf(buf, len, "%*.1e", width, v);
 }
 
+#ifdef LANES_MPI_ALLGATHER
+#define COLL_NAME "MPI_Allgather float"
+#define COLL_TOOL "mpi_allgather_perf"
+#define COLL_REDOP "none"
+#define BUS_FACTOR(n) ((double)((n) - 1) / (n))
+/* `count` is the whole output; each rank gives count / nranks. */
+static void collective(float* send, float* recv, size_t count, int inPlace, int nranks) {
+  int each = (int)(count / (size_t)nranks);
+  MPI_Allgather(inPlace ? MPI_IN_PLACE : send, each, MPI_FLOAT, recv, each, MPI_FLOAT,
+                MPI_COMM_WORLD);
+}
+#else
+#define COLL_NAME "MPI_Allreduce float sum"
+#define COLL_TOOL "mpi_allreduce_perf"
+#define COLL_REDOP "sum"
+#define BUS_FACTOR(n) (2.0 * ((n) - 1) / (n))
+static void collective(float* send, float* recv, size_t count, int inPlace, int nranks) {
+  (void)nranks;
+  MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, MPI_SUM,
+                MPI_COMM_WORLD);
+}
+#endif
+
 /* Mean time per call across ranks, in seconds. */
-static double timeAllreduce(float* send, float* recv, size_t count, int iters, int inPlace,
-                            int nranks) {
+static double timeCollective(float* send, float* recv, size_t count, int iters, int inPlace,
+                             int nranks) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) {
-    MPI_Allreduce(inPlace ? MPI_IN_PLACE : send, recv, (int)count, MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
-  }
+  for (int i = 0; i < iters; ++i) collective(send, recv, count, inPlace, nranks);
   double dt = (MPI_Wtime() - t0) / iters, sum = 0;
   MPI_Allreduce(&dt, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   return sum / nranks;
@@ -71,7 +94,7 @@ int main(int argc, char** argv) {
     else
       ok = 0;
     if (!ok) {
-      fprintf(stderr, "mpi_allreduce_perf: bad option %s %s (takes -b -e -f -n -w)\n", f, v);
+      fprintf(stderr, COLL_TOOL ": bad option %s %s (takes -b -e -f -n -w)\n", f, v);
       return 2;
     }
   }
@@ -81,14 +104,14 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   size_t maxCount = maxBytes / sizeof(float) + 1;
   float* send = calloc(maxCount, sizeof(float));
-  float* recv = calloc(maxCount, sizeof(float));
+  float* recv = calloc(maxCount * (size_t)nranks, sizeof(float));
   if (!send || !recv) {
-    fprintf(stderr, "mpi_allreduce_perf: out of memory for %zu bytes\n", maxBytes);
+    fprintf(stderr, COLL_TOOL ": out of memory for %zu bytes\n", maxBytes);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   for (size_t i = 0; i < maxCount; ++i) send[i] = (float)((rank + i) % 3);
   if (rank == 0) {
-    printf("# MPI_Allreduce float sum, %d ranks, iters %d warmup %d\n#\n", nranks, iters, warmup);
+    printf("# " COLL_NAME ", %d ranks, iters %d warmup %d\n#\n", nranks, iters, warmup);
     printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
            "", "", "", "", "");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
@@ -99,20 +122,21 @@ int main(int argc, char** argv) {
   int bwCount = 0;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
     size_t count = bytes / sizeof(float);
+#ifdef LANES_MPI_ALLGATHER
+    count -= count % (size_t)nranks;
+#endif
     if (count == 0) continue;
-    for (int i = 0; i < warmup; ++i) {
-      MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }
+    for (int i = 0; i < warmup; ++i) collective(send, recv, count, 0, nranks);
     double t[2];
     for (int inPlace = 0; inPlace < 2; ++inPlace) {
       if (inPlace) memcpy(recv, send, count * sizeof(float));
-      t[inPlace] = timeAllreduce(send, recv, count, iters, inPlace, nranks);
+      t[inPlace] = timeCollective(send, recv, count, iters, inPlace, nranks);
     }
     if (rank == 0) {
-      printf("%12zu  %12zu  %8s  %6s  %6i", count * sizeof(float), count, "float", "sum", -1);
+      printf("%12zu  %12zu  %8s  %6s  %6i", count * sizeof(float), count, "float", COLL_REDOP, -1);
       for (int k = 0; k < 2; ++k) {
         double alg = (double)(count * sizeof(float)) / 1e9 / t[k];
-        double bus = alg * 2.0 * (nranks - 1) / nranks;
+        double bus = alg * BUS_FACTOR(nranks);
         char ts[32], as[32], bs[32];
         fmt(ts, sizeof ts, t[k] * 1e6, 7);
         fmt(as, sizeof as, alg, 6);
