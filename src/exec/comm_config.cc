@@ -102,6 +102,8 @@ IbConfig ibFromEnv() {
   c.slotBytes = roundUp(envSize("LANES_IB_SLOT_BYTES", c.slotBytes, 4096, size_t{512} << 10), 16);
   c.ringBytes = static_cast<size_t>(
       envSize("LANES_IB_RING_BYTES", c.ringBytes, c.slotBytes, 256 * c.slotBytes));
+  // The default too: LANES_IB_SLOT_BYTES=8K alone would ask 512 slots.
+  c.ringBytes = std::clamp(c.ringBytes, c.slotBytes, 256 * c.slotBytes);
   return c;
 }
 

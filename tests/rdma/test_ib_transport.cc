@@ -150,6 +150,31 @@ TEST(IbTransport, PairsWithoutAPortAreLeftToTheNextTransport) {
   EXPECT_EQ(conns[2].owned[1], nullptr);
 }
 
+// A rank whose queue pairs cannot be made (here: more work requests than the
+// device allows, as a locked-memory limit would fail the registration)
+// says so and its pairs go to the next transport; nobody fails.
+TEST(IbTransport, ALocalSetupFailureLeavesThePairsToTheNextTransport) {
+  IbConfig chosen;
+  CHOOSE_PORT_OR_SKIP(&chosen);
+  FakeBootstrapGroup group(3, /*sameHost=*/false);
+  auto conns = connectAll(group, makeIbTransport, 64, 60, [&](int rank, TransportConfig* c) {
+    onChosenPort(chosen)(rank, c);
+    c->ib.qpsPerPeer = 1;
+    c->ib.slotBytes = 4096;
+    c->ib.ringBytes = rank == 2 ? 256 * 4096 : 8 * 4096;  // rank 2: 32768 sends per queue pair
+  });
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(conns[r].status.isOk()) << conns[r].status.message();
+    ASSERT_EQ(conns[r].owned.size(), 2u);
+  }
+  ASSERT_NE(conns[0].owned[0], nullptr);  // ranks 0 and 1 still talk verbs
+  EXPECT_STREQ(conns[0].owned[0]->transportName(), "ib");
+  EXPECT_EQ(conns[0].owned[1], nullptr);
+  EXPECT_EQ(conns[1].owned[1], nullptr);
+  EXPECT_EQ(conns[2].owned[0], nullptr);
+  EXPECT_EQ(conns[2].owned[1], nullptr);
+}
+
 TEST(IbTransport, RanksThatDisagreeOnTheShapeAllFail) {
   IbConfig chosen;
   CHOOSE_PORT_OR_SKIP(&chosen);

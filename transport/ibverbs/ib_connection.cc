@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "transport/common/byte_ring.h"
 #include "transport/ibverbs/ib_wire.h"
 #include "transport/ibverbs/verbs_library.h"
 
@@ -18,7 +19,10 @@ constexpr uint32_t kHelloMagic = 0x4c494231;  // "LIB1"
 
 // Work request ids: what completed, on which queue pair, and for data
 // writes which slot is free again.
-enum class WorkKind : uint64_t { Data = 1, Grant = 2, Receive = 3 };
+enum class WorkKind : uint64_t { Data = 1, Grant = 2, Receive = 3, Probe = 4 };
+
+// What a probe write leaves in the peer's probe word of its queue pair.
+constexpr uint64_t kProbeWord = 0x4c414e4550524f42;  // "LANEPROB"
 
 constexpr uint64_t workId(WorkKind kind, int qp, int lane = 0, int slot = 0) {
   return static_cast<uint64_t>(kind) << 56 | static_cast<uint64_t>(qp) << 48 |
@@ -60,6 +64,8 @@ const char* opcodeName(const ibv_wc& wc) {
       return "RDMA write of a clear-to-send";
     case WorkKind::Receive:
       return "receive of a write's immediate";
+    case WorkKind::Probe:
+      return "RDMA write of the reachability probe";
   }
   return "work request";
 }
@@ -92,7 +98,8 @@ Status IbConnection::create(std::shared_ptr<IbDevice> device, const IbGeometry& 
   if (g.lanes < 1 || g.lanes > kMaxLanes || g.slots < 1 || g.slots > kMaxSlots || g.qps < 1 ||
       g.qps > kMaxQpsPerPeer || g.slotBytes < kWireUnit || g.slotBytes > kMaxSlotBytes ||
       g.slotBytes % kWireUnit != 0)
-    return invalidArgument("verbs transport: bad geometry (" + std::to_string(g.lanes) +
+    return invalidArgument("verbs transport: rank " + std::to_string(rank) + ", peer rank " +
+                           std::to_string(peer) + ": bad geometry (" + std::to_string(g.lanes) +
                            " lanes, " + std::to_string(g.slots) + " slots of " +
                            std::to_string(g.slotBytes) + " bytes, " + std::to_string(g.qps) +
                            " queue pairs)");
@@ -105,24 +112,38 @@ Status IbConnection::create(std::shared_ptr<IbDevice> device, const IbGeometry& 
   c->qpSettings_.sendDepth = static_cast<uint32_t>(2 * perQp);
   c->qpSettings_.recvDepth = static_cast<uint32_t>(perQp);
   c->qpSettings_.inlineBytes = sizeof(uint64_t);
+  const ibv_device_attr& limits = c->device_->attr();
+  const uint32_t cqe =
+      (c->qpSettings_.sendDepth + c->qpSettings_.recvDepth) * static_cast<uint32_t>(g.qps);
+  if (c->qpSettings_.sendDepth > static_cast<uint32_t>(limits.max_qp_wr) ||
+      cqe > static_cast<uint32_t>(limits.max_cqe))
+    return invalidUsage(c->describe(
+        std::to_string(g.lanes) + " lanes of " + std::to_string(g.slots) + " slots over " +
+        std::to_string(g.qps) + " queue pairs need " + std::to_string(c->qpSettings_.sendDepth) +
+        " work requests per queue pair and " + std::to_string(cqe) +
+        " completions; the device allows " + std::to_string(limits.max_qp_wr) + " and " +
+        std::to_string(limits.max_cqe) +
+        ": raise LANES_IB_QPS_PER_CONNECTION or LANES_IB_SLOT_BYTES, or lower "
+        "LANES_IB_RING_BYTES"));
   const size_t rings = grants * g.slotBytes;
   int err = 0;
-  if (!RegisteredBuffer::make(c->device_->pd(), 2 * rings + grants * sizeof(uint64_t), &c->memory_,
+  if (!RegisteredBuffer::make(c->device_->pd(),
+                              2 * rings + (grants + kMaxQpsPerPeer) * sizeof(uint64_t), &c->memory_,
                               &err))
-    return systemError("verbs transport: registering " + std::to_string(2 * rings) +
-                       " bytes of rings with " + c->device_->label() +
-                       " failed: " + std::strerror(err) +
-                       "; raise the locked-memory limit (ulimit -l) or lower LANES_IB_RING_BYTES");
+    return systemError(
+        c->describe("registering " + std::to_string(2 * rings) +
+                    " bytes of rings failed: " + std::strerror(err) +
+                    "; raise the locked-memory limit (ulimit -l) or lower LANES_IB_RING_BYTES"));
   const VerbsLibrary& v = VerbsLibrary::get();
-  const int cqe = static_cast<int>((c->qpSettings_.sendDepth + c->qpSettings_.recvDepth) *
-                                   static_cast<uint32_t>(g.qps));
-  c->cq_ = owned(v.createCq(c->device_->context(), cqe, nullptr, nullptr, 0), v.destroyCq);
+  c->cq_ = owned(v.createCq(c->device_->context(), static_cast<int>(cqe), nullptr, nullptr, 0),
+                 v.destroyCq);
   if (!c->cq_)
-    return systemError("verbs transport: ibv_create_cq(" + std::to_string(cqe) + ") on " +
-                       c->device_->label() + " failed: " + std::strerror(errno));
+    return systemError(
+        c->describe("ibv_create_cq(" + std::to_string(cqe) + ") failed: " + std::strerror(errno)));
   for (int q = 0; q < g.qps; ++q) {
     Owned<ibv_qp> qp{nullptr, nullptr};
-    LANES_RETURN_IF_ERROR(createQueuePair(*c->device_, c->cq_.get(), c->qpSettings_, &qp));
+    Status st = createQueuePair(*c->device_, c->cq_.get(), c->qpSettings_, &qp);
+    if (!st.isOk()) return Status(st.code(), c->describe(st.message()));
     c->qpNumbers_.push_back(qp->qp_num);
     c->qps_.push_back(std::move(qp));
   }
@@ -258,9 +279,15 @@ Status IbConnection::pollCompletionsLocked() {
           }
           recv_[static_cast<size_t>(d.lane)].filled[static_cast<size_t>(d.slot)] =
               static_cast<uint32_t>(d.bytes);
-          if (failed_.isOk()) LANES_RETURN_IF_ERROR(postReceiveLocked(qp));
+          if (failed_.isOk()) {
+            Status st = postReceiveLocked(qp);
+            if (!st.isOk()) failLocked(st.message());
+          }
           break;
         }
+        case WorkKind::Probe:
+          --sendsInFlight_[static_cast<size_t>(qp)];
+          break;
       }
     }
     if (n < 32) return Status::ok();
@@ -332,6 +359,54 @@ Status IbConnection::progressLocked() {
   return failed_;
 }
 
+uint64_t* IbConnection::probeWords() const {
+  return reinterpret_cast<uint64_t*>(sendSlot(0, 0) +
+                                     static_cast<size_t>(geometry_.lanes) * ringBytes()) +
+         static_cast<size_t>(geometry_.lanes * geometry_.slots);
+}
+
+Status IbConnection::sendProbes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t remoteProbes =
+      remoteFifo_ + static_cast<uint64_t>(geometry_.lanes * geometry_.slots) * sizeof(uint64_t);
+  for (int q = 0; q < geometry_.qps && failed_.isOk(); ++q) {
+    uint64_t word = kProbeWord + static_cast<uint64_t>(q);
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uintptr_t>(&word);
+    sge.length = sizeof(word);
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = workId(WorkKind::Probe, q);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    wr.wr.rdma.remote_addr = remoteProbes + static_cast<uint64_t>(q) * sizeof(uint64_t);
+    wr.wr.rdma.rkey = remoteKey_;
+    if (int rc = ibv_post_send(qps_[static_cast<size_t>(q)].get(), &wr, &bad); rc != 0)
+      failLocked(
+          describe(std::string("posting the reachability probe failed: ") + std::strerror(rc)));
+    else
+      ++sendsInFlight_[static_cast<size_t>(q)];
+  }
+  return failed_;
+}
+
+Status IbConnection::probesArrived(bool* arrived) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *arrived = false;
+  if (failed_.isOk()) {
+    Status st = pollCompletionsLocked();
+    if (!st.isOk()) failLocked(st.message());
+  }
+  LANES_RETURN_IF_ERROR(failed_);
+  const uint64_t* words = probeWords();
+  *arrived = true;
+  for (int q = 0; q < geometry_.qps; ++q)
+    *arrived = *arrived && std::atomic_ref<const uint64_t>(words[q]).load(
+                               std::memory_order_acquire) == kProbeWord + static_cast<uint64_t>(q);
+  return Status::ok();
+}
+
 Status IbConnection::post(int lane, const void* src, size_t bytes, size_t* taken) {
   *taken = 0;
   int slot = 0, q = 0;
@@ -352,6 +427,9 @@ Status IbConnection::post(int lane, const void* src, size_t bytes, size_t* taken
   // The slot is this call's alone now: copy outside the lock, so lanes
   // driven by other threads are not held up.
   const size_t n = std::min(bytes, geometry_.slotBytes);
+  // The executor pads every message to kRingGranule (transport.h), so only
+  // a post's last piece may be short, and then it is padded too.
+  static_assert(kRingGranule % kWireUnit == 0);
   const size_t wire = (n + kWireUnit - 1) / kWireUnit * kWireUnit;
   std::memcpy(sendSlot(lane, slot), src, n);
   ibv_sge sge{};

@@ -62,6 +62,13 @@ class IbConnection final : public Connection {
   // returned (the transport agrees on that before any port is used).
   Status connect(const IbHello& remote);
 
+  // Reachability, checked once after connect(): each queue pair writes a
+  // word into the peer's probe area; probesArrived() says whether every one
+  // of the peer's landed here. Ports on fabrics that cannot reach each other
+  // show here at init instead of as a first collective's retries.
+  Status sendProbes();
+  Status probesArrived(bool* arrived);
+
   int peer() const override { return peer_; }
   const char* transportName() const override { return "ib"; }
   int lanes() const override { return geometry_.lanes; }
@@ -90,6 +97,7 @@ class IbConnection final : public Connection {
   std::byte* recvSlot(int lane, int slot) const;
   std::byte* sendSlot(int lane, int slot) const;
   int qpOf(int lane, int slot) const;
+  uint64_t* probeWords() const;  // after the FIFO, one per queue pair
   // Polls completions, grants and device events; the first failure sticks.
   Status progressLocked();
   Status pollCompletionsLocked();

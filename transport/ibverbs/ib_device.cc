@@ -94,6 +94,7 @@ void IbDevice::drainEvents() {
           portError_ = what;
         break;
       case IBV_EVENT_DEVICE_FATAL:
+      case IBV_EVENT_CQ_ERR:  // an overrun completion queue: completions are lost
         if (portError_.empty()) portError_ = what;
         break;
       case IBV_EVENT_QP_FATAL:

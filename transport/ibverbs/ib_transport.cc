@@ -1,16 +1,19 @@
 // Verbs transport: reaches ranks of other hosts through the RDMA port the
 // communicator chose for each rank (IbConfig: LANES_IB_HCA, the GID, the
 // port nearest the GPU). A pair talks verbs only where both ranks opened a
-// port; every other pair is left to the next transport (TCP), so a cluster
-// where some hosts lack a NIC still runs. Queue pairs are made and joined at
-// init: each side sends its IbHello to each verbs peer over the bootstrap,
-// joins the peer's queue pairs, and the communicator agrees that every rank
-// got there before any data may be written.
+// port of one link layer and made their queue pairs, and their probes
+// reached each other; every other pair is left to the next transport (TCP),
+// so a cluster where some hosts lack a NIC still runs. Queue pairs are made
+// and joined at init: each side sends its IbHello to each verbs peer over
+// the bootstrap, joins the peer's queue pairs, and the communicator agrees
+// that every rank got there before any data may be written.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
 #include "base/log.h"
 #include "bootstrap/bootstrap.h"
 #include "transport/common/agree.h"
@@ -22,6 +25,9 @@ namespace lanes {
 namespace {
 
 constexpr uint32_t kHelloTag = 0x49424800u;  // "IBH" 0
+constexpr uint32_t kProbeTag = 0x49424801u;  // "IBH" 1
+// How long a pair's reachability probes may take at init.
+constexpr double kProbeSeconds = 20;
 
 ib::IbGeometry geometryOf(const TransportContext& ctx) {
   const IbConfig& c = ctx.config.ib;
@@ -70,6 +76,53 @@ std::shared_ptr<ib::IbDevice> openPort(const TransportContext& ctx, const std::v
   return device;
 }
 
+// Joined queue pairs exchange no packets, so ports that cannot reach each
+// other (other fabrics, unrouted subnets) would only show as a first
+// collective's exhausted retries. Each pair writes a probe through every
+// queue pair and tells the other what arrived; a pair where either side
+// missed one goes to TCP, with a warning naming it.
+Status checkReachable(const TransportContext& ctx, const std::vector<int>& peers,
+                      std::vector<std::unique_ptr<Connection>>* out,
+                      std::vector<ib::IbConnection*>* joined) {
+  const Deadline deadline = Deadline::after(std::min(ctx.timeoutSeconds, kProbeSeconds));
+  std::vector<uint8_t> arrived(peers.size(), 0);
+  std::vector<Status> why(peers.size());
+  for (size_t i = 0; i < peers.size(); ++i)
+    if ((*joined)[i] != nullptr) why[i] = (*joined)[i]->sendProbes();
+  Backoff backoff;
+  for (bool waiting = true; waiting && !deadline.expired(); backoff.pause()) {
+    waiting = false;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if ((*joined)[i] == nullptr || arrived[i] != 0 || !why[i].isOk()) continue;
+      bool done = false;
+      why[i] = (*joined)[i]->probesArrived(&done);
+      arrived[i] = done ? 1 : 0;
+      waiting = waiting || (why[i].isOk() && !done);
+    }
+  }
+  for (size_t i = 0; i < peers.size(); ++i)
+    if ((*joined)[i] != nullptr)
+      LANES_RETURN_IF_ERROR(ctx.bootstrap->send(peers[i], kProbeTag, &arrived[i], 1));
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if ((*joined)[i] == nullptr) continue;
+    std::vector<uint8_t> theirs;
+    LANES_RETURN_IF_ERROR(
+        ctx.bootstrap->recv(peers[i], kProbeTag, &theirs, Deadline::after(ctx.timeoutSeconds)));
+    if (arrived[i] != 0 && theirs.size() == 1 && theirs[0] != 0) continue;
+    LANES_WARN(Transport, ctx.rank,
+               "ib: rank %d and rank %d cannot reach each other over their RDMA ports (%s); "
+               "they use TCP. Check that both ports are on one fabric or routed subnet "
+               "(lanes-topo lists them; LANES_IB_HCA picks others)",
+               ctx.rank, peers[i],
+               !why[i].isOk()    ? why[i].message().c_str()
+               : arrived[i] == 0 ? "the peer's probe did not arrive"
+                                 : "this rank's probe did not reach the peer");
+    (*joined)[i] = nullptr;
+    (*out)[i].reset();
+  }
+  return Status::ok();
+}
+
 Status IbTransport::connect(const TransportContext& ctx, const std::vector<int>& peers,
                             std::vector<std::unique_ptr<Connection>>* out) {
   if (ctx.bootstrap == nullptr || ctx.ranks == nullptr)
@@ -86,35 +139,49 @@ Status IbTransport::connect(const TransportContext& ctx, const std::vector<int>&
   }
   Deadline deadline = Deadline::after(ctx.timeoutSeconds);
   std::shared_ptr<ib::IbDevice> device = openPort(ctx, peers);
-  std::vector<uint8_t> usable(static_cast<size_t>(ctx.nranks), 0);
-  usable[static_cast<size_t>(ctx.rank)] = device ? 1 : 0;
-  LANES_RETURN_IF_ERROR(ctx.bootstrap->allGather(usable.data(), 1, deadline));
-
-  out->resize(peers.size());
-  std::vector<ib::IbConnection*> joined(peers.size(), nullptr);
-  std::vector<bool> talks(peers.size(), false);
   const ib::IbGeometry geometry = geometryOf(ctx);
-  Status local;
-  for (size_t i = 0; i < peers.size(); ++i) {
-    talks[i] = device && usable[static_cast<size_t>(peers[i])] != 0;
-    if (!talks[i] || !local.isOk()) continue;
+  // Everything that can fail on this rank alone (registration under the
+  // locked-memory limit, queue pairs) is made before the ranks compare
+  // notes, so such a failure sends this rank's pairs to TCP instead of
+  // failing the communicator.
+  out->resize(peers.size());
+  for (size_t i = 0; i < peers.size() && device; ++i) {
     std::unique_ptr<ib::IbConnection> c;
-    local = ib::IbConnection::create(device, geometry, qpSettingsOf(ctx.config.ib), ctx.rank,
-                                     peers[i], &c);
-    joined[i] = c.get();
+    Status st = ib::IbConnection::create(device, geometry, qpSettingsOf(ctx.config.ib), ctx.rank,
+                                         peers[i], &c);
+    if (!st.isOk()) {
+      LANES_WARN(Transport, ctx.rank, "%s; ranks of other hosts use TCP", st.message().c_str());
+      for (auto& made : *out) made.reset();
+      device.reset();
+      break;
+    }
     (*out)[i] = std::move(c);
   }
-  // Every verbs peer gets a hello, an empty one where this rank failed, so
-  // no rank waits for one that will not come.
+  // What each rank can do: 0 no verbs, else its port's link layer; a pair
+  // talks verbs only over ports of one kind.
+  std::vector<uint8_t> kind(static_cast<size_t>(ctx.nranks), 0);
+  const uint8_t mine = !device ? 0 : device->roce() ? 2 : 1;
+  kind[static_cast<size_t>(ctx.rank)] = mine;
+  LANES_RETURN_IF_ERROR(ctx.bootstrap->allGather(kind.data(), 1, deadline));
+  std::vector<ib::IbConnection*> joined(peers.size(), nullptr);
   for (size_t i = 0; i < peers.size(); ++i) {
-    if (!talks[i]) continue;
-    const ib::IbHello hello =
-        joined[i] != nullptr && local.isOk() ? joined[i]->hello() : ib::IbHello{};
+    if (mine != 0 && kind[static_cast<size_t>(peers[i])] == mine)
+      joined[i] = static_cast<ib::IbConnection*>((*out)[i].get());
+    else
+      (*out)[i].reset();
+  }
+
+  // Hellos both ways to every verbs peer; a pair that cannot be joined
+  // (mismatched settings) fails the communicator on every rank.
+  Status local;
+  for (size_t i = 0; i < peers.size(); ++i) {
+    if (joined[i] == nullptr) continue;
+    const ib::IbHello hello = joined[i]->hello();
     Status sent = ctx.bootstrap->send(peers[i], kHelloTag, &hello, sizeof(hello));
     if (local.isOk()) local = sent;
   }
   for (size_t i = 0; i < peers.size(); ++i) {
-    if (!talks[i]) continue;
+    if (joined[i] == nullptr) continue;
     std::vector<uint8_t> bytes;
     Status st = ctx.bootstrap->recv(peers[i], kHelloTag, &bytes, deadline);
     if (!local.isOk()) continue;
@@ -124,22 +191,21 @@ Status IbTransport::connect(const TransportContext& ctx, const std::vector<int>&
                         " sent a connection hello of another size; run the same Lanes build on "
                         "every rank");
     if (st.isOk()) std::memcpy(&remote, bytes.data(), sizeof(remote));
-    if (st.isOk() && remote.magic == 0)
-      st = remoteError("ib transport: rank " + std::to_string(peers[i]) +
-                       " could not set up its queue pairs; its own error says why");
     if (st.isOk()) st = joined[i]->connect(remote);
     local = st;
   }
   LANES_RETURN_IF_ERROR(
       agreeOnStatus(*ctx.bootstrap, local, "connect its RDMA queue pairs", deadline));
+  LANES_RETURN_IF_ERROR(checkReachable(ctx, peers, out, &joined));
   size_t connected = 0;
   for (auto* c : joined) connected += c != nullptr ? 1 : 0;
   if (connected > 0)
     LANES_INFO(Transport, ctx.rank,
                "ib: connected %zu of %zu peers of other hosts over %s (%d queue pairs, %d lanes x "
-               "%d slots of %zu bytes each way)",
+               "%d slots of %zu bytes each way, %zu bytes registered per peer)",
                connected, peers.size(), device->label().c_str(), geometry.qps, geometry.lanes,
-               geometry.slots, geometry.slotBytes);
+               geometry.slots, geometry.slotBytes,
+               2 * static_cast<size_t>(geometry.lanes * geometry.slots) * geometry.slotBytes);
   return Status::ok();
 }
 

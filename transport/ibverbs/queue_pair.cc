@@ -10,7 +10,7 @@ namespace lanes::ib {
 namespace {
 
 Status modifyFailed(const IbDevice& device, const char* state, int rc) {
-  return systemError("verbs transport: moving a queue pair of " + device.label() + " to " + state +
+  return systemError(std::string("moving a queue pair to ") + state +
                      " failed: " + std::strerror(rc));
 }
 
@@ -31,8 +31,7 @@ Status createQueuePair(IbDevice& device, ibv_cq* cq, const QpSettings& settings,
   init.cap.max_inline_data = settings.inlineBytes;
   Owned<ibv_qp> qp = owned(v.createQp(device.pd(), &init), v.destroyQp);
   if (!qp)
-    return systemError("verbs transport: ibv_create_qp on " + device.label() + " (" +
-                       std::to_string(settings.sendDepth) + " sends, " +
+    return systemError("ibv_create_qp (" + std::to_string(settings.sendDepth) + " sends, " +
                        std::to_string(settings.recvDepth) + " receives, " +
                        std::to_string(settings.inlineBytes) +
                        " inline bytes) failed: " + std::strerror(errno) +
@@ -82,7 +81,9 @@ Status connectQueuePair(IbDevice& device, ibv_qp* qp, const QpAddress& remote,
   a.qp_state = IBV_QPS_RTS;
   a.timeout = static_cast<uint8_t>(settings.timeout);
   a.retry_cnt = static_cast<uint8_t>(settings.retryCount);
-  a.rnr_retry = 7;  // unbounded: receives are posted ahead of every grant
+  // Receives are posted ahead of every grant, so a peer never finds none;
+  // were it to, 6 retries end in an error where 7 would retry forever.
+  a.rnr_retry = 6;
   a.sq_psn = 0;
   a.max_rd_atomic = 1;
   if (int rc = v.modifyQp(qp, &a,
