@@ -1,5 +1,5 @@
 /* mpi_allreduce_perf / mpi_allgather_perf (this file built with
- * LANES_MPI_ALLGATHER): MPI_Allreduce (float, sum) or MPI_Allgather (float)
+ * MPI_COLL_ALLGATHER): MPI_Allreduce (float, sum) or MPI_Allgather (float)
  * timed the way lanes_all_reduce_perf / lanes_all_gather_perf time Lanes,
  * printing the same columns (all-gather: size is the whole output, as in
  * nccl-tests), so compare_allreduce.sh and netns_tcp_compare.sh can put them
@@ -40,7 +40,7 @@ static void fmt(char* buf, size_t len, double v, int width) {
     snprintf(buf, len, "%*.1e", width, v);
 }
 
-#ifdef LANES_MPI_ALLGATHER
+#ifdef MPI_COLL_ALLGATHER
 #define COLL_NAME "MPI_Allgather float"
 #define COLL_TOOL "mpi_allgather_perf"
 #define COLL_REDOP "none"
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   int bwCount = 0;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes *= factor) {
     size_t count = bytes / sizeof(float);
-#ifdef LANES_MPI_ALLGATHER
+#ifdef MPI_COLL_ALLGATHER
     count -= count % (size_t)nranks;
 #endif
     if (count == 0) continue;

@@ -11,4 +11,4 @@ bin=$(cd "${1:-$repo/build/release}/bin" && pwd)
 command -v ib_write_bw >/dev/null || { echo "run.sh: install perftest (ib_write_bw)" >&2; exit 2; }
 exec bash "$repo/tests/rdma/guest.sh" --timeout 1500 --cpus 2 --memory 3072 \
   --add "$bin/lanes-run" --add "$bin/lanes_all_reduce_perf" --add "$bin/lanes_all_gather_perf" \
-  --add ib_write_bw --env "LANES_BIN=$bin" "$here/sweep_in_guest.sh"
+  --add ib_write_bw --env "RDMA_BENCH_BIN=$bin" "$here/sweep_in_guest.sh"

@@ -4,7 +4,7 @@
 # ranks that are separate "hosts" (LANES_HOSTID), so every byte between
 # them goes through the verbs transport over the same device. All results on
 # stdout, each block between "== name" lines.
-export PATH="$LANES_BIN:$PATH"
+export PATH="$RDMA_BENCH_BIN:$PATH"
 gid=1
 sizes="1048576 4194304 16777216 67108864"
 # bw NAME ARGS...: an ib_write_bw server and client pair for each size.

@@ -17,13 +17,11 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x4c494231;  // "LIB1"
 
-// Work request ids: what completed, on which queue pair, and for data
-// writes which slot is free again.
-enum class WorkKind : uint64_t { Data = 1, Grant = 2, Receive = 3, Probe = 4 };
-
 // What a probe write leaves in the peer's probe word of its queue pair.
 constexpr uint64_t kProbeWord = 0x4c414e4550524f42;  // "LANEPROB"
 
+// Work request ids: what completed, on which queue pair, and for data
+// writes which slot is free again.
 constexpr uint64_t workId(WorkKind kind, int qp, int lane = 0, int slot = 0) {
   return static_cast<uint64_t>(kind) << 56 | static_cast<uint64_t>(qp) << 48 |
          static_cast<uint64_t>(lane) << 16 | static_cast<uint64_t>(slot);
@@ -317,29 +315,37 @@ void IbConnection::readGrantsLocked() {
   }
 }
 
+bool IbConnection::writeWordLocked(WorkKind kind, int q, uint64_t remoteAddr, uint64_t word,
+                                   const char* what) {
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uintptr_t>(&word);  // inline: copied at the post
+  sge.length = sizeof(word);
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = workId(kind, q);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  wr.wr.rdma.remote_addr = remoteAddr;
+  wr.wr.rdma.rkey = remoteKey_;
+  if (int rc = ibv_post_send(qps_[static_cast<size_t>(q)].get(), &wr, &bad); rc != 0) {
+    failLocked(describe(std::string("posting ") + what + " failed: " + std::strerror(rc)));
+    return false;
+  }
+  ++sendsInFlight_[static_cast<size_t>(q)];
+  return true;
+}
+
 void IbConnection::flushGrantsLocked() {
   const size_t fifoEntries = static_cast<size_t>(geometry_.lanes * geometry_.slots);
   size_t sent = 0;
   for (; sent < grantsPending_.size() && failed_.isOk(); ++sent) {
     const int q = static_cast<int>(grantsWritten_ % static_cast<uint64_t>(geometry_.qps));
     if (sendsInFlight_[static_cast<size_t>(q)] >= qpSettings_.sendDepth) break;
-    uint64_t word = grantsPending_[sent];
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uintptr_t>(&word);
-    sge.length = sizeof(word);
-    ibv_send_wr wr{}, *bad = nullptr;
-    wr.wr_id = workId(WorkKind::Grant, q);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    wr.wr.rdma.remote_addr = remoteFifo_ + (grantsWritten_ % fifoEntries) * sizeof(uint64_t);
-    wr.wr.rdma.rkey = remoteKey_;
-    if (int rc = ibv_post_send(qps_[static_cast<size_t>(q)].get(), &wr, &bad); rc != 0) {
-      failLocked(describe(std::string("posting a clear-to-send failed: ") + std::strerror(rc)));
+    if (!writeWordLocked(WorkKind::Grant, q,
+                         remoteFifo_ + (grantsWritten_ % fifoEntries) * sizeof(uint64_t),
+                         grantsPending_[sent], "a clear-to-send"))
       break;
-    }
-    ++sendsInFlight_[static_cast<size_t>(q)];
     ++grantsWritten_;
   }
   grantsPending_.erase(grantsPending_.begin(),
@@ -369,25 +375,9 @@ Status IbConnection::sendProbes() {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t remoteProbes =
       remoteFifo_ + static_cast<uint64_t>(geometry_.lanes * geometry_.slots) * sizeof(uint64_t);
-  for (int q = 0; q < geometry_.qps && failed_.isOk(); ++q) {
-    uint64_t word = kProbeWord + static_cast<uint64_t>(q);
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<uintptr_t>(&word);
-    sge.length = sizeof(word);
-    ibv_send_wr wr{}, *bad = nullptr;
-    wr.wr_id = workId(WorkKind::Probe, q);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-    wr.wr.rdma.remote_addr = remoteProbes + static_cast<uint64_t>(q) * sizeof(uint64_t);
-    wr.wr.rdma.rkey = remoteKey_;
-    if (int rc = ibv_post_send(qps_[static_cast<size_t>(q)].get(), &wr, &bad); rc != 0)
-      failLocked(
-          describe(std::string("posting the reachability probe failed: ") + std::strerror(rc)));
-    else
-      ++sendsInFlight_[static_cast<size_t>(q)];
-  }
+  for (int q = 0; q < geometry_.qps && failed_.isOk(); ++q)
+    writeWordLocked(WorkKind::Probe, q, remoteProbes + static_cast<uint64_t>(q) * sizeof(uint64_t),
+                    kProbeWord + static_cast<uint64_t>(q), "the reachability probe");
   return failed_;
 }
 

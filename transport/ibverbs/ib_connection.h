@@ -29,6 +29,9 @@ namespace lanes::ib {
 
 inline constexpr int kMaxQpsPerPeer = 8;
 
+// What a completion is for (the top byte of its work request id).
+enum class WorkKind : uint64_t { Data = 1, Grant = 2, Receive = 3, Probe = 4 };
+
 struct IbGeometry {
   int lanes = 1;
   int slots = 8;  // per lane and direction
@@ -103,6 +106,9 @@ class IbConnection final : public Connection {
   Status pollCompletionsLocked();
   void readGrantsLocked();
   void flushGrantsLocked();
+  // Posts an inline RDMA write of `word` to `remoteAddr` on queue pair `q`;
+  // false (and the connection failed) where the post fails.
+  bool writeWordLocked(WorkKind kind, int q, uint64_t remoteAddr, uint64_t word, const char* what);
   Status postReceiveLocked(int qp);
   void failLocked(const std::string& why);
   std::string describe(const std::string& what) const;
