@@ -127,6 +127,78 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SocketStreams,
                                   info.param.ringBytes + "_stripe" + info.param.stripeBytes;
                          });
 
+// Every message is one stripe per socket, so all the workers receive their
+// last frame of it at about the same moment, and nothing more arrives until
+// the message is answered: whichever worker finishes last must publish the
+// whole message (each reading the others' cursors as they were before their
+// last frames left it stuck for good). Bytes are checked too.
+TEST(SocketTransport, PingPongEndingOnEverySocketAtOnceNeverStalls) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_NTHREADS", "4"},
+                 {"LANES_NSOCKS_PERTHREAD", "1"},
+                 {"LANES_SOCKET_RING_BYTES", "64K"},
+                 {"LANES_SOCKET_STRIPE_BYTES", "4K"}});
+  FakeBootstrapGroup group(2, false);
+  auto conns = connectAll(group, makeSocketTransport, /*lanes=*/1);
+  expectConnected(conns, 2, 1);
+  constexpr size_t kMessage = 4 * 4096;
+  constexpr int kRounds = 10000;
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int rank) {
+    Connection& c = *conns[static_cast<size_t>(rank)].byPeer[static_cast<size_t>(1 - rank)];
+    std::vector<std::byte> out(kMessage);
+    uint64_t sentAt = 0, receivedAt = 0;
+    auto send = [&] {
+      for (size_t i = 0; i < kMessage; ++i)
+        out[i] = std::byte{patternByte(rank, 1 - rank, 0, sentAt + i)};
+      for (size_t done = 0; done < kMessage;) {
+        size_t taken = 0;
+        Status st = c.sendPort(0).post(out.data() + done, kMessage - done, &taken);
+        if (!st.isOk()) return st.message();
+        done += taken;
+      }
+      sentAt += kMessage;
+      return std::string();
+    };
+    auto receive = [&](int round) {
+      const Deadline deadline = Deadline::after(10);
+      for (size_t got = 0; got < kMessage;) {
+        std::span<const std::byte> view;
+        Status st = c.recvPort(0).peek(&view);
+        if (!st.isOk()) return st.message();
+        if (view.empty()) {
+          if (deadline.expired())
+            return "round " + std::to_string(round) + ": " + std::to_string(got) + " of " +
+                   std::to_string(kMessage) + " bytes arrived within 10 s";
+          continue;
+        }
+        const size_t n = std::min(view.size(), kMessage - got);
+        for (size_t i = 0; i < n; ++i) {
+          if (view[i] != std::byte{patternByte(1 - rank, rank, 0, receivedAt + got + i)})
+            return "round " + std::to_string(round) + ": wrong byte at " +
+                   std::to_string(receivedAt + got + i);
+        }
+        c.recvPort(0).consume(n);
+        got += n;
+      }
+      receivedAt += kMessage;
+      return std::string();
+    };
+    std::string& error = errors[static_cast<size_t>(rank)];
+    for (int round = 0; round < kRounds && error.empty(); ++round) {
+      if (rank == 0) {
+        error = send();
+        if (error.empty()) error = receive(round);
+      } else {
+        error = receive(round);
+        if (error.empty()) error = send();
+      }
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
 TEST(SocketTransport, CanConnectAnyRank) {
   auto t = makeSocketTransport();
   RankInfo a, b;

@@ -48,9 +48,19 @@ void storeMax(std::atomic<uint64_t>& a, uint64_t value) {
 
 using Cursors = std::unique_ptr<std::atomic<uint64_t>[]>;
 
+// Each socket's worker stores its own cursor and then reads every cursor.
+// Both sides are seq_cst: with release/acquire two workers finishing at once
+// could each read the other's old cursor (store-buffer reordering), and the
+// in-order prefix would stay behind with no later frame to recompute it. In
+// one total order, the worker whose store comes last reads every final
+// cursor.
+void storeCursor(std::atomic<uint64_t>& cursor, uint64_t value) {
+  cursor.store(value, std::memory_order_seq_cst);
+}
+
 uint64_t minCursor(const Cursors& cursors, int n) {
   uint64_t m = UINT64_MAX;
-  for (int i = 0; i < n; ++i) m = std::min(m, cursors[i].load(std::memory_order_acquire));
+  for (int i = 0; i < n; ++i) m = std::min(m, cursors[i].load(std::memory_order_seq_cst));
   return m;
 }
 
@@ -507,8 +517,7 @@ Status SocketConnection::sendSome(DataSocket& s, bool* progressed) {
     s.outPending = false;
     if (s.out.kind == kKindData) {
       SendLane& lane = send_[s.out.lane];
-      lane.cursor[s.index].store(map_.advance(s.out.offset + s.out.length),
-                                 std::memory_order_release);
+      storeCursor(lane.cursor[s.index], map_.advance(s.out.offset + s.out.length));
       storeMax(lane.released, minCursor(lane.cursor, nsockets_));
       s.payloadSent.fetch_add(s.out.length, std::memory_order_relaxed);
     }
@@ -601,8 +610,7 @@ Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
     s.inPos += got;
     s.inLeft -= got;
     if (s.inLeft == 0) s.inPayload = false;
-    r.cursor[s.index].store(s.inLeft == 0 ? map_.advance(s.inPos) : s.inPos,
-                            std::memory_order_release);
+    storeCursor(r.cursor[s.index], s.inLeft == 0 ? map_.advance(s.inPos) : s.inPos);
     storeMax(r.committed, minCursor(r.cursor, nsockets_));
   }
   return Status::ok();
