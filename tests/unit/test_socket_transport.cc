@@ -142,7 +142,7 @@ TEST(SocketTransport, PingPongEndingOnEverySocketAtOnceNeverStalls) {
   auto conns = connectAll(group, makeSocketTransport, /*lanes=*/1);
   expectConnected(conns, 2, 1);
   constexpr size_t kMessage = 4 * 4096;
-  constexpr int kRounds = 10000;
+  constexpr int kRounds = 8000;
   std::vector<std::string> errors(2);
   runRanks(2, [&](int rank) {
     Connection& c = *conns[static_cast<size_t>(rank)].byPeer[static_cast<size_t>(1 - rank)];

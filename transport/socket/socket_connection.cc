@@ -39,9 +39,11 @@ struct WireHeader {
 };
 static_assert(sizeof(WireHeader) == 16);
 
+// seq_cst: a raised credit limit is the store before wakeSleepers() looks for
+// sleepers (the store-buffer pattern of storeCursor below).
 void storeMax(std::atomic<uint64_t>& a, uint64_t value) {
   uint64_t cur = a.load(std::memory_order_relaxed);
-  while (cur < value && !a.compare_exchange_weak(cur, value, std::memory_order_acq_rel,
+  while (cur < value && !a.compare_exchange_weak(cur, value, std::memory_order_seq_cst,
                                                  std::memory_order_relaxed)) {
   }
 }
@@ -444,8 +446,9 @@ bool SocketConnection::hasSendWork(const DataSocket& s) const {
     if (creditDue(l)) return true;
   }
   for (const SendLane& lane : send_) {
+    // seq_cst pairs with the credit's wakeSleepers() as produced does with post().
     uint64_t lim = std::min(lane.produced.load(std::memory_order_seq_cst),
-                            lane.limit.load(std::memory_order_acquire));
+                            lane.limit.load(std::memory_order_seq_cst));
     if (lim > lane.cursor[s.index].load(std::memory_order_relaxed)) return true;
   }
   return false;
