@@ -120,15 +120,29 @@ double stagedEnqueueCalls(CollType coll, int n) {
   }
 }
 
+// Calls run back to back (a step's gradient buckets, every benchmark loop):
+// with slots in host memory a staged call's first chunk going up overlaps the
+// next call's going down, on the link's other copy engine, because a rank
+// that finishes its part early starts its next call. About half of the
+// shorter stage stays on the critical path (H200, 2 processes under MPS, P2P
+// off, all-reduce, all-gather, reduce-scatter and broadcast at 512 KiB-8 MiB:
+// 0.5 fits all four within 20%, where a serial fill priced them 1.2-1.4x too
+// slow; bench/results/mps_paths_h200). Copies within a GPU share its memory
+// and do not overlap so.
+constexpr double kHostSlotFillSerialShare = 0.5;
+
 // A pipeline of `chunks` chunks whose down and up stages overlap: the first
-// chunk goes down and up in turn, each later one adds its slowest stage;
-// host memory carries every chunk's traffic whatever overlaps. Each part of
-// the time goes to the term that bounds it (transfer: the link; memory).
-void pipeline(double chunks, double down, double up, double hostMemory, CostTerms* t) {
+// chunk goes down and then up, of which `fillSerialShare` of the shorter stage
+// is on the call's critical path; each later one adds its slowest stage; host
+// memory carries every chunk's traffic whatever overlaps. Each part of the
+// time goes to the term that bounds it (transfer: the link; memory).
+void pipeline(double chunks, double down, double up, double hostMemory, CostTerms* t,
+              double fillSerialShare = 1.0) {
   const double later = std::max(0.0, chunks - 1);
   const double links = std::max(down, up);
+  const double fill = links + fillSerialShare * std::min(down, up);
   (hostMemory > links ? t->memory : t->transfer) += later * std::max(links, hostMemory);
-  (hostMemory > down + up ? t->memory : t->transfer) += std::max(down + up, hostMemory);
+  (hostMemory > fill ? t->memory : t->transfer) += std::max(fill, hostMemory);
 }
 
 // Bytes a rank copies down (its input) and up (its result) through the proxy,
@@ -225,7 +239,7 @@ CostTerms stagedCost(const CallFacts& f, GpuLink link) {
   }
   // A batch of all-reduces runs call after call, each its own pipeline.
   t.latency *= std::max(1, f.calls);
-  pipeline(chunks, down, up, memory, &t);
+  pipeline(chunks, down, up, memory, &t, link.slotsInHostMemory() ? kHostSlotFillSerialShare : 1.0);
   return t;
 }
 
