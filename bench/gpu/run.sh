@@ -562,6 +562,22 @@ job_calibrate_gpu() {
     --out "$d/mps@tag@"
 }
 
+job calibrate-mps-p2p-off "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_perf
+  lanes_reduce_scatter_perf lanes_broadcast_perf" \
+  '"(points|median_error_by_algo|regret_within_1_05|regret_max|regret_median|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks' \
+  "planner: device-path costs predicted vs measured, 2 processes on GPU 0 under MPS, P2P off"
+# The GeForce box's case on one GPU: slots in host memory, every path a
+# candidate (the simple kernel, host summation, the staged path, LL, the proxy).
+job_calibrate_mps_p2p_off() {
+  one_gpu
+  local b=$(($(left) / ${#sides[@]} - 40))
+  step $((b + 30)) "calibrate, device memory, 2 processes on GPU 0 under MPS, P2P off" -- \
+    bash bench/gpu/with_mps.sh env LANES_P2P_DISABLE=1 python3 bench/planner/calibrate.py \
+    --build @build@ --memory device --ranks 2 --launch processes \
+    --collectives allreduce,allgather,reducescatter,broadcast --max 32M --repeat 2 \
+    --time-budget "$b" --out "$(jobdir)/mps_p2p_off@tag@"
+}
+
 job multi-gpu-perf "lanes-run $TOOLS5" 'Avg bus bandwidth|Out of bounds values : [1-9]' \
   "five perf tools vs NCCL, a process per GPU, 8 B-512 MiB, P2P off/on"
 # The five perf tools against NCCL, a process per GPU, per P2P mode: SECONDS
