@@ -42,6 +42,8 @@ struct TransportConfig {
   int socketsPerThread = 1;                   // LANES_NSOCKS_PERTHREAD
   size_t socketStripeBytes = size_t{128} << 10;  // LANES_SOCKET_STRIPE_BYTES
   size_t socketRingBytes = size_t{4} << 20;      // LANES_SOCKET_RING_BYTES
+  size_t socketZeroCopyBytes = size_t{64} << 10;  // LANES_SOCKET_ZEROCOPY_BYTES (0: off)
+  int socketBusyPollUs = 0;                       // LANES_SOCKET_BUSY_POLL
   P2pMode p2p = P2pMode::Auto;                   // LANES_P2P_DISABLE
   IbConfig ib;
 };

@@ -127,6 +127,10 @@ TransportConfig transportFromEnv() {
   c.socketStripeBytes = static_cast<size_t>(
       envSize("LANES_SOCKET_STRIPE_BYTES", c.socketStripeBytes, 4096, size_t{1} << 30));
   c.socketRingBytes = static_cast<size_t>(envSize("LANES_SOCKET_RING_BYTES", c.socketRingBytes));
+  c.socketZeroCopyBytes = static_cast<size_t>(
+      envSize("LANES_SOCKET_ZEROCOPY_BYTES", c.socketZeroCopyBytes, 0, size_t{1} << 30));
+  c.socketBusyPollUs =
+      static_cast<int>(envInt("LANES_SOCKET_BUSY_POLL", c.socketBusyPollUs, 0, 1000000));
   c.ib = ibFromEnv();
   if (auto p2p = envString("LANES_P2P_DISABLE"); p2p && *p2p == "0")
     c.p2p = P2pMode::Forced;

@@ -243,6 +243,65 @@ TEST(SocketTransport, LargeStreamUsesEverySocket) {
   }
 }
 
+// Large frames go with MSG_ZEROCOPY on every socket of a striped stream, and
+// the bytes arrive whole (the ring's reuse is tested against a closed window
+// in test_socket_zero_copy.cc). Loopback's reports all say "copied", which
+// turns zero-copy off on every socket after a run of them.
+TEST(SocketTransport, ZeroCopySendsDeliverEveryByteAndStopWhereTheKernelCopies) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_NTHREADS", "2"},
+                 {"LANES_NSOCKS_PERTHREAD", "2"},
+                 {"LANES_SOCKET_RING_BYTES", "256K"},
+                 {"LANES_SOCKET_STRIPE_BYTES", "16K"},
+                 {"LANES_SOCKET_ZEROCOPY_BYTES", "4K"}});
+  FakeBootstrapGroup group(2, false);
+  auto conns = connectAll(group, makeSocketTransport, /*lanes=*/2);
+  expectConnected(conns, 2, 2);
+  auto errors = exchangeAll(group, conns, {32u << 20, 100000, 17}, 120);
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<ZeroCopyCounts> counts = socketZeroCopyCounts(*conns[r].owned[0]);
+    ASSERT_EQ(counts.size(), 4u);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      EXPECT_GT(counts[i].sends, 0u) << "rank " << r << " socket " << i;
+      EXPECT_GE(counts[i].copiedReports, 16u) << "rank " << r << " socket " << i;
+      EXPECT_TRUE(counts[i].turnedOff) << "rank " << r << " socket " << i;
+    }
+  }
+}
+
+// LANES_SOCKET_BUSY_POLL: workers spin between messages instead of sleeping;
+// every byte still arrives in order on every lane, through credits too.
+TEST(SocketTransport, BusyPollingWorkersDeliverEveryByte) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_BUSY_POLL", "200"},
+                 {"LANES_SOCKET_RING_BYTES", "64K"},
+                 {"LANES_SOCKET_STRIPE_BYTES", "4K"}});
+  FakeBootstrapGroup group(3, false);
+  auto conns = connectAll(group, makeSocketTransport, /*lanes=*/2);
+  expectConnected(conns, 3, 2);
+  auto errors = exchangeAll(group, conns, kSizes, 90);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// LANES_SOCKET_ZEROCOPY_BYTES=0: plain sends only.
+TEST(SocketTransport, ZeroCopyOffSendsPlainly) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"}, {"LANES_SOCKET_ZEROCOPY_BYTES", "0"}});
+  FakeBootstrapGroup group(2, false);
+  auto conns = connectAll(group, makeSocketTransport, /*lanes=*/1);
+  expectConnected(conns, 2, 1);
+  auto errors = exchangeAll(group, conns, {8u << 20}, 60);
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  for (int r = 0; r < 2; ++r) {
+    for (const ZeroCopyCounts& c : socketZeroCopyCounts(*conns[r].owned[0])) {
+      EXPECT_EQ(c.sends, 0u);
+      EXPECT_FALSE(c.turnedOff);
+    }
+  }
+}
+
 TEST(SocketTransport, SocketsOpenOnlyBetweenPeersThatTalk) {
   ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
                  {"LANES_SOCKET_NTHREADS", "2"},

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -17,6 +19,7 @@
 #include "base/wake_fd.h"
 #include "transport/common/byte_ring.h"
 #include "transport/socket/stripe_map.h"
+#include "transport/socket/zero_copy.h"
 
 namespace lanes {
 namespace {
@@ -75,9 +78,12 @@ using LaneBuffer = std::unique_ptr<std::byte[]>;
 struct SendLane {
   LaneBuffer buffer;
   std::atomic<uint64_t> produced{0};  // bytes post() copied in
-  std::atomic<uint64_t> released{0};  // bytes every socket is past (reusable)
+  std::atomic<uint64_t> released{0};  // bytes every socket is done with (reusable)
   std::atomic<uint64_t> limit{0};     // peer's consumed + buffer size (credit)
   Cursors cursor;                     // per socket: next byte it sends
+  // Per socket: the bytes before it sent, and the kernel no longer reads
+  // them (a zero-copy send's pages are the buffer's until it reports).
+  Cursors done;
 };
 
 // One lane, peer -> this rank.
@@ -89,8 +95,16 @@ struct RecvLane {
   std::atomic<uint64_t> creditSent{0};  // consumed offset last told to the peer
 };
 
+// A data frame sent whose lane is released up to `end` once the kernel
+// reports zero-copy send `after` and every one before it done.
+struct Unreleased {
+  uint32_t after;
+  uint16_t lane;
+  uint64_t end;
+};
+
 // A data socket and its framing state; touched only by its worker thread
-// (payloadSent is read by tests).
+// (payloadSent and the zero-copy counts are read by tests).
 struct DataSocket {
   Socket socket;
   int index = 0;
@@ -98,9 +112,12 @@ struct DataSocket {
   bool outPending = false;
   WireHeader out{};
   const std::byte* outPayload = nullptr;
-  size_t outDone = 0;  // header + payload bytes sent
-  int nextLane = 0;    // round-robin start
+  size_t outDone = 0;        // header + payload bytes sent
+  bool outZeroCopy = false;  // its payload goes with MSG_ZEROCOPY
+  int nextLane = 0;          // round-robin start
   bool writeBlocked = false;
+  ZeroCopySends zeroCopy;
+  std::deque<Unreleased> unreleased;  // in the order sent
   // Frame being received.
   WireHeader in{};
   size_t inHeaderGot = 0;
@@ -111,6 +128,9 @@ struct DataSocket {
   // it sent before is all here; the socket is no longer read or polled.
   bool peerClosed = false;
   std::atomic<uint64_t> payloadSent{0};
+  std::atomic<uint64_t> zeroCopySends{0};
+  std::atomic<uint64_t> zeroCopyCopied{0};
+  std::atomic<bool> zeroCopyOff{false};
 };
 
 struct Worker {
@@ -167,6 +187,7 @@ class SocketConnection final : public Connection {
   Status peek(int lane, std::span<const std::byte>* view);
   void consume(int lane, size_t bytes);
   std::vector<uint64_t> payloadSent() const;
+  std::vector<ZeroCopyCounts> zeroCopyCounts() const;
 
  private:
   // The first use starts the connection; later calls return at once.
@@ -176,6 +197,10 @@ class SocketConnection final : public Connection {
   void drain(Deadline deadline);
   void workerLoop(Worker& w);
   Status sendSome(DataSocket& s, bool* progressed);
+  ssize_t sendPart(DataSocket& s, iovec* iov, int count);
+  void sent(DataSocket& s);
+  void release(int lane, int socket, uint64_t end);
+  Status reapZeroCopy(DataSocket& s, bool* progressed);
   Status recvSome(DataSocket& s, bool* progressed);
   Status receive(DataSocket& s, void* into, size_t bytes, size_t* got, bool* eof);
   Status onPeerClosed(DataSocket& s);
@@ -246,11 +271,13 @@ void SocketConnection::ensureStarted() {
     s.buffer = std::make_unique_for_overwrite<std::byte[]>(capacity_);
     s.limit.store(capacity_);
     s.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
+    s.done = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     RecvLane& r = recv_[static_cast<size_t>(l)];
     r.buffer = std::make_unique_for_overwrite<std::byte[]>(capacity_);
     r.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     for (int i = 0; i < nsockets_; ++i) {
       s.cursor[i].store(map_.firstOffset(l, i));
+      s.done[i].store(map_.firstOffset(l, i));
       r.cursor[i].store(map_.firstOffset(l, i));
     }
   }
@@ -278,12 +305,27 @@ void SocketConnection::ensureStarted() {
 Status SocketConnection::takeSockets(std::vector<Socket> sockets) {
   if (sockets.size() != static_cast<size_t>(nsockets_))
     return internalError("socket connection: established the wrong number of sockets");
+  std::string zeroCopyRefused, busyPollRefused;
   for (int i = 0; i < nsockets_; ++i) {
     Socket& s = sockets[static_cast<size_t>(i)];
     LANES_RETURN_IF_ERROR(s.setNonBlocking(true));
     LANES_RETURN_IF_ERROR(s.setNoDelay());
-    sockets_[static_cast<size_t>(i)]->socket = std::move(s);
+    DataSocket& ds = *sockets_[static_cast<size_t>(i)];
+    ds.zeroCopy.enable(s.fd(), cfg_.zeroCopyMinBytes, &zeroCopyRefused);
+    // The kernel's own busy polling of the device queue (where the driver
+    // has it, and above net.core.busy_read only with CAP_NET_ADMIN).
+    if (cfg_.busyPollUs > 0 && ::setsockopt(s.fd(), SOL_SOCKET, SO_BUSY_POLL, &cfg_.busyPollUs,
+                                            sizeof(cfg_.busyPollUs)) != 0)
+      busyPollRefused = "setsockopt(SO_BUSY_POLL) failed: " + errnoText(errno);
+    ds.socket = std::move(s);
   }
+  if (!zeroCopyRefused.empty())
+    LANES_INFO(Transport, cfg_.rank, "tcp to peer rank %d: plain sends only: %s", cfg_.peer,
+               zeroCopyRefused.c_str());
+  if (!busyPollRefused.empty())
+    LANES_INFO(Transport, cfg_.rank,
+               "tcp to peer rank %d: the workers poll, the kernel does not (%s)", cfg_.peer,
+               busyPollRefused.c_str());
   return Status::ok();
 }
 
@@ -427,6 +469,17 @@ std::vector<uint64_t> SocketConnection::payloadSent() const {
   return out;
 }
 
+std::vector<ZeroCopyCounts> SocketConnection::zeroCopyCounts() const {
+  std::vector<ZeroCopyCounts> out;
+  if (!started_.load(std::memory_order_acquire)) return out;
+  for (const auto& s : sockets_) {
+    out.push_back({s->zeroCopySends.load(std::memory_order_relaxed),
+                   s->zeroCopyCopied.load(std::memory_order_relaxed),
+                   s->zeroCopyOff.load(std::memory_order_relaxed)});
+  }
+  return out;
+}
+
 Status SocketConnection::socketError(const DataSocket& s, const std::string& what) const {
   return remoteError("socket connection to peer rank " + std::to_string(cfg_.peer) + " (" +
                      cfg_.peerAddress + ") failed on data socket " + std::to_string(s.index) +
@@ -464,6 +517,7 @@ bool SocketConnection::buildFrame(DataSocket& s) {
     s.out = WireHeader{kKindCredit, static_cast<uint16_t>(l), 0, c};
     s.outPayload = nullptr;
     s.outDone = 0;
+    s.outZeroCopy = false;
     s.outPending = true;
     return true;
   }
@@ -478,6 +532,7 @@ bool SocketConnection::buildFrame(DataSocket& s) {
     s.out = WireHeader{kKindData, static_cast<uint16_t>(l), static_cast<uint32_t>(len), cur};
     s.outPayload = lane.buffer.get() + cur % capacity_;
     s.outDone = 0;
+    s.outZeroCopy = s.zeroCopy.wants(len);
     s.outPending = true;
     s.nextLane = (l + 1) % cfg_.lanes;
     return true;
@@ -485,25 +540,39 @@ bool SocketConnection::buildFrame(DataSocket& s) {
   return false;
 }
 
+// A frame goes in as few sendmsg() calls as the socket takes: header and
+// payload together, except that a zero-copy payload goes alone after its
+// header (sent with MSG_MORE: the header is this socket's struct, rewritten
+// for the next frame, so it must be copied).
 Status SocketConnection::sendSome(DataSocket& s, bool* progressed) {
   for (int frames = 0; frames < kFramesPerPass;) {
     if (!s.outPending && !buildFrame(s)) return Status::ok();
     const size_t total = sizeof(WireHeader) + s.out.length;
     iovec iov[2];
     int count = 0;
+    int flags = MSG_NOSIGNAL | MSG_DONTWAIT;
     if (s.outDone < sizeof(WireHeader)) {
       iov[count++] = {reinterpret_cast<std::byte*>(&s.out) + s.outDone,
                       sizeof(WireHeader) - s.outDone};
+      if (s.outZeroCopy) flags |= MSG_MORE;
     }
     size_t payloadDone = s.outDone > sizeof(WireHeader) ? s.outDone - sizeof(WireHeader) : 0;
-    if (s.out.length > payloadDone) {
+    if (s.out.length > payloadDone && (count == 0 || !s.outZeroCopy)) {
       iov[count++] = {const_cast<std::byte*>(s.outPayload) + payloadDone,
                       s.out.length - payloadDone};
+      if (s.outZeroCopy) flags |= MSG_ZEROCOPY;
     }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(count);
-    ssize_t n = ::sendmsg(s.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = ::sendmsg(s.socket.fd(), &msg, flags);
+    // ENOBUFS: too many zero-copy reports outstanding; this part is copied.
+    if (n < 0 && errno == ENOBUFS && (flags & MSG_ZEROCOPY))
+      n = ::sendmsg(s.socket.fd(), &msg, flags & ~MSG_ZEROCOPY);
+    else if (n > 0 && (flags & MSG_ZEROCOPY)) {
+      s.zeroCopy.accepted();
+      s.zeroCopySends.fetch_add(1, std::memory_order_relaxed);
+    }
     if (n < 0) {
       int err = errno;
       if (err == EINTR) continue;
@@ -518,12 +587,49 @@ Status SocketConnection::sendSome(DataSocket& s, bool* progressed) {
     if (s.outDone < total) continue;  // the next try most likely would block
     ++frames;
     s.outPending = false;
-    if (s.out.kind == kKindData) {
-      SendLane& lane = send_[s.out.lane];
-      storeCursor(lane.cursor[s.index], map_.advance(s.out.offset + s.out.length));
-      storeMax(lane.released, minCursor(lane.cursor, nsockets_));
-      s.payloadSent.fetch_add(s.out.length, std::memory_order_relaxed);
-    }
+    if (s.out.kind == kKindData) sent(s);
+  }
+  return Status::ok();
+}
+
+// A data frame is all in the kernel: the socket's next stripe may go, and
+// the lane's buffer up to the frame's end is free once no zero-copy send
+// before it still reads its pages.
+void SocketConnection::sent(DataSocket& s) {
+  SendLane& lane = send_[s.out.lane];
+  const uint64_t end = map_.advance(s.out.offset + s.out.length);
+  lane.cursor[s.index].store(end, std::memory_order_relaxed);  // read by this worker only
+  if (s.unreleased.empty() && s.zeroCopy.idle()) {
+    release(s.out.lane, s.index, end);
+  } else {
+    s.unreleased.push_back({s.zeroCopy.last(), s.out.lane, end});
+  }
+  s.payloadSent.fetch_add(s.out.length, std::memory_order_relaxed);
+}
+
+void SocketConnection::release(int lane, int socket, uint64_t end) {
+  SendLane& l = send_[static_cast<size_t>(lane)];
+  storeCursor(l.done[socket], end);
+  storeMax(l.released, minCursor(l.done, nsockets_));
+}
+
+Status SocketConnection::reapZeroCopy(DataSocket& s, bool* progressed) {
+  if (s.zeroCopy.idle()) return Status::ok();
+  Status st = s.zeroCopy.reap(s.socket.fd());
+  if (!st.isOk()) return socketError(s, st.message());
+  for (; !s.unreleased.empty() && s.zeroCopy.done(s.unreleased.front().after);
+       s.unreleased.pop_front()) {
+    release(s.unreleased.front().lane, s.index, s.unreleased.front().end);
+    *progressed = true;
+  }
+  s.zeroCopyCopied.store(s.zeroCopy.copiedReports(), std::memory_order_relaxed);
+  if (s.zeroCopy.turnedOffByCopies() && !s.zeroCopyOff.load(std::memory_order_relaxed)) {
+    s.zeroCopyOff.store(true, std::memory_order_relaxed);
+    LANES_INFO(Transport, cfg_.rank,
+               "tcp to peer rank %d, data socket %d: the kernel copied %d zero-copy sends in a "
+               "row (loopback, a veth, or a device without scatter-gather); plain sends from "
+               "here on",
+               cfg_.peer, s.index, ZeroCopySends::kCopiedReportsBeforeOff);
   }
   return Status::ok();
 }
@@ -620,12 +726,16 @@ Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
 }
 
 void SocketConnection::workerLoop(Worker& w) {
+  using Clock = std::chrono::steady_clock;
+  const auto busyPoll = std::chrono::microseconds(cfg_.busyPollUs);
+  Clock::time_point lastProgress = Clock::now();
   std::vector<pollfd> fds(static_cast<size_t>(w.count) + 1);
   while (!failed_.load(std::memory_order_acquire)) {
     bool progressed = false;
     for (int i = w.first; i < w.first + w.count; ++i) {
       DataSocket& s = *sockets_[static_cast<size_t>(i)];
-      Status st = recvSome(s, &progressed);
+      Status st = reapZeroCopy(s, &progressed);
+      if (st.isOk()) st = recvSome(s, &progressed);
       if (st.isOk()) st = sendSome(s, &progressed);
       if (!st.isOk()) {
         // INFO only: at teardown the peer closing is expected, and a real
@@ -636,6 +746,11 @@ void SocketConnection::workerLoop(Worker& w) {
         fail(st);
         return;
       }
+    }
+    if (busyPoll.count() > 0) {
+      const Clock::time_point now = Clock::now();
+      if (progressed) lastProgress = now;
+      if (now - lastProgress < busyPoll) continue;
     }
     if (progressed) continue;
 
@@ -682,8 +797,9 @@ void SocketConnection::workerLoop(Worker& w) {
 Status makeSocketConnection(const SocketConnectionConfig& config, EstablishSockets establish,
                             std::unique_ptr<Connection>* out) {
   if (config.threads <= 0 || config.socketsPerThread <= 0 || config.lanes <= 0 || !establish ||
-      config.stripeBytes == 0 || config.bufferBytes % config.stripeBytes != 0 ||
-      config.stripeBytes % kRingGranule != 0 || config.stripeBytes > (1u << 30)) {
+      config.busyPollUs < 0 || config.stripeBytes == 0 ||
+      config.bufferBytes % config.stripeBytes != 0 || config.stripeBytes % kRingGranule != 0 ||
+      config.stripeBytes > (1u << 30)) {
     return invalidArgument("socket connection: inconsistent configuration");
   }
   *out = std::make_unique<SocketConnection>(config, std::move(establish));
@@ -692,6 +808,11 @@ Status makeSocketConnection(const SocketConnectionConfig& config, EstablishSocke
 
 std::vector<uint64_t> socketPayloadBytesSent(const Connection& c) {
   if (auto* sc = dynamic_cast<const SocketConnection*>(&c)) return sc->payloadSent();
+  return {};
+}
+
+std::vector<ZeroCopyCounts> socketZeroCopyCounts(const Connection& c) {
+  if (auto* sc = dynamic_cast<const SocketConnection*>(&c)) return sc->zeroCopyCounts();
   return {};
 }
 

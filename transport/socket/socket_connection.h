@@ -3,8 +3,10 @@
 //
 // Each lane-direction is a byte stream. post() copies into a private send
 // buffer; worker threads move stripes of it (StripeMap) onto the sockets in
-// frames {kind, lane, length, offset}, and the peer's workers receive them
-// straight into the lane's receive buffer at their stream offset. Flow
+// frames {kind, lane, length, offset} (large ones with MSG_ZEROCOPY, the
+// buffer reused only once the kernel reports it done with those pages), and
+// the peer's workers receive them straight into the lane's receive buffer at
+// their stream offset. Flow
 // control is by credit: a sender never sends past the peer's consumed offset
 // plus the buffer size, so a receiving worker always has room and one full
 // lane never stalls another lane sharing its socket. Workers sleep in poll()
@@ -37,6 +39,13 @@ struct SocketConnectionConfig {
   int socketsPerThread = 1;
   size_t bufferBytes = 4u << 20;  // per lane and direction, a multiple of stripeBytes
   size_t stripeBytes = 128u << 10;
+  // Frames of at least this many payload bytes go with MSG_ZEROCOPY where the
+  // kernel sends them without a copy (0: never).
+  size_t zeroCopyMinBytes = 64u << 10;
+  // Workers keep polling their sockets this long after the last byte moved
+  // before they sleep, and ask the kernel to busy-poll the sockets as long
+  // (SO_BUSY_POLL); 0: sleep at once.
+  int busyPollUs = 0;
 };
 
 // Called on the first worker's thread: fills the threads * socketsPerThread
@@ -51,5 +60,14 @@ Status makeSocketConnection(const SocketConnectionConfig& config, EstablishSocke
 // Payload bytes each data socket of `c` has sent so far (for tests: a large
 // stream must use them all). Empty when `c` is not a socket connection.
 std::vector<uint64_t> socketPayloadBytesSent(const Connection& c);
+
+// Per data socket of `c`: sends made with MSG_ZEROCOPY, the kernel's reports
+// that it copied them after all, and whether that turned zero-copy off.
+struct ZeroCopyCounts {
+  uint64_t sends = 0;
+  uint64_t copiedReports = 0;
+  bool turnedOff = false;
+};
+std::vector<ZeroCopyCounts> socketZeroCopyCounts(const Connection& c);
 
 }  // namespace lanes

@@ -38,6 +38,8 @@ SocketConnectionConfig connectionConfig(const TransportContext& ctx) {
   c.stripeBytes = padToGranule(ctx.config.socketStripeBytes);
   size_t ring = std::max(ctx.config.socketRingBytes, c.stripeBytes);
   c.bufferBytes = (ring + c.stripeBytes - 1) / c.stripeBytes * c.stripeBytes;
+  c.zeroCopyMinBytes = ctx.config.socketZeroCopyBytes;
+  c.busyPollUs = ctx.config.socketBusyPollUs;
   return c;
 }
 
