@@ -31,8 +31,9 @@ std::byte patternAt(uint64_t offset) {
   return std::byte{static_cast<uint8_t>((offset * 0x9E3779B97F4A7C15ull) >> 56)};
 }
 
-// A loopback TCP pair; the accepted end's receive buffer is as small as the
-// kernel allows, so a sender's data waits in its own send queue.
+// A loopback TCP pair: the accepted end's receive buffer is small and the
+// sender's send buffer large, so what the receiver does not read waits in
+// the sender's queue.
 void loopbackPair(Socket* sender, Socket* receiver) {
   SocketAddress address;
   ASSERT_TRUE(SocketAddress::parse("127.0.0.1", &address).isOk());
@@ -41,6 +42,8 @@ void loopbackPair(Socket* sender, Socket* receiver) {
   const int small = 65536;
   ASSERT_EQ(::setsockopt(listener.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
   ASSERT_TRUE(Socket::connect(address, Deadline::after(10), sender).isOk());
+  const int large = 1 << 20;
+  ASSERT_EQ(::setsockopt(sender->fd(), SOL_SOCKET, SO_SNDBUF, &large, sizeof(large)), 0);
   ASSERT_TRUE(listener.accept(Deadline::after(10), receiver).isOk());
 }
 
