@@ -1,21 +1,8 @@
 #include "core/ib_port_choice.h"
 
-#include "topology/path_class.h"
+#include "core/nic_distance.h"
 
 namespace lanes {
-namespace {
-
-// How far `device` is from GPU `gpu` of `topo`; Unknown where either is not
-// in the tree.
-topo::PathClass distance(const topo::Topology& topo, int gpu, const std::string& device) {
-  if (gpu < 0) return topo::PathClass::Unknown;
-  for (size_t n = 0; n < topo.nics.size(); ++n)
-    if (topo.nics[n].rdma == device || topo.nics[n].name == device)
-      return topo::gpuNicPath(topo, gpu, static_cast<int>(n));
-  return topo::PathClass::Unknown;
-}
-
-}  // namespace
 
 void chooseIbPort(const std::vector<topo::RdmaPort>& ports, const topo::Topology& topo, int cudaDev,
                   IbConfig* ib) {
@@ -30,9 +17,7 @@ void chooseIbPort(const std::vector<topo::RdmaPort>& ports, const topo::Topology
     ib->unavailable = "this host has no RDMA ports (/sys/class/infiniband is empty)";
     return;
   }
-  int gpu = -1;
-  for (size_t g = 0; g < topo.gpus.size(); ++g)
-    if (cudaDev >= 0 && topo.gpus[g].cudaIndex == cudaDev) gpu = static_cast<int>(g);
+  const int gpu = gpuOfCudaDevice(topo, cudaDev);
   const topo::RdmaPort* best = nullptr;
   topo::PathClass bestDistance = topo::PathClass::Unknown;
   int bestGid = -1;
@@ -40,7 +25,7 @@ void chooseIbPort(const std::vector<topo::RdmaPort>& ports, const topo::Topology
     if (!p.active() || !topo::hcaSelects(ib->hca, p.device, p.port)) continue;
     const int gid = topo::chooseGid(p, ib->forcedGid);
     if (p.roce() && gid < 0) continue;
-    const topo::PathClass d = distance(topo, gpu, p.device);
+    const topo::PathClass d = gpuToNic(topo, gpu, p.device);
     if (best == nullptr || d < bestDistance) {
       best = &p;
       bestDistance = d;

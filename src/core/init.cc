@@ -14,6 +14,7 @@
 #include "core/errors.h"
 #include "core/group.h"
 #include "core/ib_port_choice.h"
+#include "core/socket_interface_choice.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
 #include "planner/host_costs.h"
@@ -67,6 +68,20 @@ std::string hexId(uint64_t v) {
   return buf;
 }
 
+// Without LANES_SOCKET_IFNAME, the socket transport listens on the interface
+// nearest the rank's GPU where the topology places one in the PCI tree.
+void chooseSocketInterface(const lanesComm* comm, TransportConfig* config) {
+  if (!config->socketIfname.empty()) return;
+  std::vector<InterfaceAddress> interfaces;
+  if (!findInterfaces("", &interfaces).isOk()) return;  // the transport reports it
+  const InterfaceChoice c =
+      nearestInterface(interfaces, comm->bootstrap->id().family, processTopology(), comm->cudaDev);
+  if (c.name.empty()) return;
+  config->socketIfname = "=" + c.name;
+  LANES_INFO(Init, comm->rank, "tcp: interface %s, %s from GPU %d (LANES_SOCKET_IFNAME overrides)",
+             c.name.c_str(), topo::pathName(c.distance).c_str(), comm->cudaDev);
+}
+
 // Connects every peer through the first transport that can reach it and
 // takes it (shared memory within a host, then verbs, then TCP, which takes
 // every peer left).
@@ -90,8 +105,10 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   ctx.config = comm->config.transport;
   bool oneHost = true;
   for (const RankInfo& r : ranks) oneHost = oneHost && r.hostHash == self.hostHash;
-  if (!oneHost)
+  if (!oneHost) {
     chooseIbPort(topo::readRdmaPorts(), processTopology(), comm->cudaDev, &ctx.config.ib);
+    chooseSocketInterface(comm, &ctx.config);
+  }
   ctx.timeoutSeconds = timeoutSeconds;
   ctx.checkAbort = [comm] { return comm->checkAbort(); };
   {

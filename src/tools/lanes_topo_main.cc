@@ -11,7 +11,9 @@
 
 #include "base/env.h"
 #include "base/log.h"
+#include "base/socket.h"
 #include "core/ib_port_choice.h"
+#include "core/socket_interface_choice.h"
 #include "tools/lanes_topo_gpu_probe.h"
 #include "tools/lanes_topo_host_probe.h"
 #include "tools/lanes_topo_plan.h"
@@ -136,6 +138,42 @@ std::string rdmaSection(const Topology& t) {
   return formatRdmaPorts(ports, envString("LANES_IB_HCA").value_or(""),
                          static_cast<int>(envInt("LANES_IB_GID_INDEX", -1, -1, 255)), library) +
          verbsChoiceLines(ports, t);
+}
+
+// The interface the socket transport would listen on for a rank on each GPU
+// of `t` (or without one), as a communicator between hosts picks it
+// (core/socket_interface_choice.h).
+std::string tcpSection(const Topology& t) {
+  const std::string spec = envString("LANES_SOCKET_IFNAME").value_or("");
+  std::string out =
+      "TCP interfaces (LANES_SOCKET_IFNAME" + (spec.empty() ? " unset" : "=" + spec) + "):\n";
+  std::vector<InterfaceAddress> interfaces;
+  if (Status st = findInterfaces(spec, &interfaces); !st.isOk())
+    return out + "  " + st.message() + "\n";
+  out += "  candidates:";
+  for (const InterfaceAddress& i : interfaces) {
+    std::string address = i.address.toString();  // port 0: not bound yet
+    if (address.ends_with(":0")) address.resize(address.size() - 2);
+    out += " " + i.name + " (" + address + ")";
+  }
+  out += "\n  socket transport, ranks of other hosts reached from:\n";
+  const InterfaceAddress& first = interfaces.front();
+  auto choice = [&](int cudaDev) {
+    if (!spec.empty()) return first.name + " (the first LANES_SOCKET_IFNAME selects)";
+    const InterfaceChoice c = nearestInterface(interfaces, first.address.family(), t, cudaDev);
+    if (c.name.empty())
+      return first.name + " (the first candidate: none is nearer in the PCI tree)";
+    return c.name + " (" + pathName(c.distance) + ")";
+  };
+  bool anyGpu = false;
+  for (const Gpu& g : t.gpus) {
+    if (g.cudaIndex < 0) continue;
+    anyGpu = true;
+    out += "    GPU " + std::to_string(g.cudaIndex) + " (" + g.busId + "): " + choice(g.cudaIndex) +
+           "\n";
+  }
+  if (!anyGpu) out += "    a rank without a GPU: " + choice(-1) + "\n";
+  return out;
 }
 
 int fail(const Status& s) {
@@ -301,7 +339,7 @@ int main(int argc, char** argv) {
   else if (json)
     text = toJson(t).dump() + "\n";
   else
-    text = formatReport(t) + (live ? rdmaSection(t) : "") +
+    text = formatReport(t) + (live ? rdmaSection(t) + tcpSection(t) : "") +
            (plan ? "\n" + formatPlanTable(t, ranks, launch, planColl) : "");
   std::fputs(text.c_str(), stdout);
   return 0;

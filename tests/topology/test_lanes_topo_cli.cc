@@ -261,4 +261,26 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
 }
 
 }  // namespace
+// The report of this machine says which interface the socket transport
+// would listen on: LANES_SOCKET_IFNAME's first match where it is set.
+TEST(LanesTopoCli, ReportNamesTheTcpInterface) {
+  ::unsetenv("LANES_SOCKET_IFNAME");
+  int rc = -1;
+  const std::string out = run("--no-nvml", &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\nTCP interfaces (LANES_SOCKET_IFNAME unset):\n  candidates: "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  socket transport, ranks of other hosts reached from:\n"), std::string::npos)
+      << out;
+  ::setenv("LANES_SOCKET_IFNAME", "=lo", 1);
+  const std::string lo = run("--no-nvml", &rc);
+  ::unsetenv("LANES_SOCKET_IFNAME");
+  EXPECT_EQ(rc, 0) << lo;
+  EXPECT_NE(lo.find("TCP interfaces (LANES_SOCKET_IFNAME==lo):\n  candidates: lo (127.0.0.1)"),
+            std::string::npos)
+      << lo;
+  EXPECT_NE(lo.find(": lo (the first LANES_SOCKET_IFNAME selects)\n"), std::string::npos) << lo;
+}
+
 }  // namespace lanes::topo::testing
