@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
 #include "base/rank_info.h"
 #include "base/status.h"
 #include "transport/transport_config.h"
@@ -40,8 +41,14 @@ class RecvPort {
   virtual void consume(size_t bytes) = 0;
 };
 
+// How long a communicator's graceful destroy waits, all connections
+// together, for bytes already posted to leave (Connection::drain).
+inline constexpr double kConnectionDrainSeconds = 5;
+
 class Connection {
  public:
+  // Destruction drains (below) with a deadline of its own unless drain()
+  // ran before.
   virtual ~Connection() = default;
   virtual int peer() const = 0;
   virtual const char* transportName() const = 0;  // "shm", "tcp", ...
@@ -53,6 +60,12 @@ class Connection {
   // socket's end, rings both sides hold); otherwise the communicator's
   // failure notice or the peer's deadline ends its waits.
   virtual void close() = 0;
+  // Waits until `deadline` at most for the bytes posted so far to leave this
+  // side (a post returns once they are in the transport's own buffer), so
+  // that a destroy right after a send does not drop its tail. A communicator
+  // drains all its connections under one deadline before destroying them:
+  // a destroy with many slow peers waits once, not once per peer.
+  virtual void drain(Deadline deadline) = 0;
 };
 
 class Bootstrap;

@@ -47,7 +47,12 @@ void lanes::releaseComm(lanesComm* comm, bool graceful) {
   owned->devicePaths.proxy.reset();
   {
     std::lock_guard<std::mutex> lock(owned->links.mutex);
-    if (!graceful) {
+    if (graceful) {
+      // One wait for every peer's tail, not one per peer.
+      const Deadline deadline = Deadline::after(kConnectionDrainSeconds);
+      for (auto& c : owned->links.connections)
+        if (c) c->drain(deadline);
+    } else {
       for (auto& c : owned->links.connections)
         if (c) c->close();
     }

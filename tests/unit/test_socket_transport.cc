@@ -302,6 +302,39 @@ TEST(SocketTransport, ZeroCopyOffSendsPlainly) {
   }
 }
 
+// Bytes posted to peers that never read cannot leave: a destroy drains
+// them until one deadline for all the connections (Connection::drain, as a
+// communicator's destroy does), and destruction does not wait again per peer.
+TEST(SocketTransport, DrainingPeersThatNeverReadWaitsOnceForAll) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"}, {"LANES_SOCKET_RING_BYTES", "64K"}});
+  constexpr int kRanks = 4;
+  FakeBootstrapGroup group(kRanks, false);
+  auto conns = connectAll(group, makeSocketTransport, /*lanes=*/1);
+  expectConnected(conns, kRanks, 1);
+  std::vector<std::byte> block(64 << 10, std::byte{7});
+  for (Connection* c : conns[0].byPeer) {
+    if (c == nullptr) continue;
+    // Past the peer's credit: the ring fills and stays full.
+    for (int idle = 0; idle < 20;) {
+      size_t taken = 0;
+      ASSERT_TRUE(c->sendPort(0).post(block.data(), block.size(), &taken).isOk());
+      if (taken == 0) {
+        ++idle;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const Deadline deadline = Deadline::after(1);
+  for (auto& c : conns[0].owned) c->drain(deadline);
+  conns[0].byPeer.clear();
+  conns[0].owned.clear();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(seconds, 0.9) << "the drain gave up before its deadline";
+  EXPECT_LT(seconds, 1 + kConnectionDrainSeconds) << "destruction waited again per peer";
+}
+
 TEST(SocketTransport, SocketsOpenOnlyBetweenPeersThatTalk) {
   ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
                  {"LANES_SOCKET_NTHREADS", "2"},

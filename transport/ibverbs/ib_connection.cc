@@ -75,18 +75,22 @@ IbConnection::IbConnection(std::shared_ptr<IbDevice> device, const IbGeometry& g
     : device_(std::move(device)), geometry_(geometry), rank_(rank), peer_(peer) {}
 
 IbConnection::~IbConnection() {
-  // A post returns once its bytes are in the send ring, so the last writes
-  // of a rank's last call may still be in flight: let them land before the
-  // queue pairs go (a peer that left stops this within its retries).
+  if (!drained_) drain(Deadline::after(kConnectionDrainSeconds));
+}
+
+// A post returns once its bytes are in the send ring, so the last writes of
+// a rank's last call may still be in flight: let them land before the queue
+// pairs go (a peer that left stops this within its retries).
+void IbConnection::drain(Deadline deadline) {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  drained_ = true;
   auto busy = [&] {
     for (const SendLane& s : send_)
       for (uint8_t w : s.writing)
         if (w != 0) return true;
     return false;
   };
-  while (failed_.isOk() && busy() && std::chrono::steady_clock::now() < deadline)
+  while (failed_.isOk() && busy() && !deadline.expired())
     if (!pollCompletionsLocked().isOk()) break;
 }
 

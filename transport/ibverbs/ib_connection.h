@@ -78,6 +78,7 @@ class IbConnection final : public Connection {
   SendPort& sendPort(int lane) override { return *sendPorts_[static_cast<size_t>(lane)]; }
   RecvPort& recvPort(int lane) override { return *recvPorts_[static_cast<size_t>(lane)]; }
   void close() override;
+  void drain(Deadline deadline) override;
 
   Status post(int lane, const void* src, size_t bytes, size_t* taken);
   Status peek(int lane, std::span<const std::byte>* view);
@@ -134,6 +135,7 @@ class IbConnection final : public Connection {
   uint64_t grantsRead_ = 0;              // FIFO entries taken
   uint64_t grantsWritten_ = 0;           // FIFO entries written into the peer's FIFO
   std::vector<uint64_t> grantsPending_;  // packed entries waiting for a send queue
+  bool drained_ = false;                 // drain() ran: destruction does not wait again
 };
 
 }  // namespace lanes::ib

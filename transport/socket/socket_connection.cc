@@ -28,9 +28,6 @@ constexpr uint16_t kKindData = 1;
 constexpr uint16_t kKindCredit = 2;  // offset = bytes the receiver has consumed
 // Only a safety net: post(), consume() and credits wake a sleeping worker at once.
 constexpr int kIdlePollMs = 100;
-// How long destruction waits for posted bytes to reach the kernel, so that
-// destroying a communicator right after a send does not drop its tail.
-constexpr double kDrainSeconds = 2;
 // Frames moved per socket per pass, so one busy socket does not starve the others.
 constexpr int kFramesPerPass = 16;
 
@@ -168,7 +165,7 @@ class SocketConnection final : public Connection {
  public:
   SocketConnection(const SocketConnectionConfig& config, EstablishSockets establish);
   ~SocketConnection() override {
-    drain(Deadline::after(kDrainSeconds));
+    if (!drained_) drain(Deadline::after(kConnectionDrainSeconds));
     close();
     // The first worker starts the others: once it is joined, they are all known.
     for (auto& w : workers_) {
@@ -182,6 +179,7 @@ class SocketConnection final : public Connection {
   SendPort& sendPort(int lane) override { return sendPorts_.at(static_cast<size_t>(lane)); }
   RecvPort& recvPort(int lane) override { return recvPorts_.at(static_cast<size_t>(lane)); }
   void close() override;
+  void drain(Deadline deadline) override;
 
   Status post(int lane, const void* src, size_t bytes, size_t* taken);
   Status peek(int lane, std::span<const std::byte>* view);
@@ -194,7 +192,6 @@ class SocketConnection final : public Connection {
   void ensureStarted();
   void firstWorker();
   Status takeSockets(std::vector<Socket> sockets);
-  void drain(Deadline deadline);
   void workerLoop(Worker& w);
   Status sendSome(DataSocket& s, bool* progressed);
   ssize_t sendPart(DataSocket& s, iovec* iov, int count);
@@ -239,6 +236,7 @@ class SocketConnection final : public Connection {
   Status failure_;
   std::mutex lifeMu_;  // orders the start against close()
   bool closed_ = false;
+  bool drained_ = false;  // drain() ran: destruction does not wait again
 };
 
 Status SocketSendPort::post(const void* src, size_t bytes, size_t* taken) {
@@ -364,6 +362,7 @@ void SocketConnection::close() {
 }
 
 void SocketConnection::drain(Deadline deadline) {
+  drained_ = true;
   if (!started_.load(std::memory_order_acquire)) return;
   Backoff backoff;
   while (!failed_.load(std::memory_order_acquire) && !deadline.expired()) {
