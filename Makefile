@@ -9,12 +9,13 @@ PRESET ?= release
 # clang, libclang-rt-14-dev: the sanitizer stages and the libFuzzer targets (clang builds).
 # qemu-system-x86, linux-image-amd64, busybox-static, cpio, ibverbs-utils, ibverbs-providers:
 # the soft-RoCE guest of the rdma tests (tests/rdma/guest.sh); libibverbs-dev: the verbs
-# headers (libibverbs itself is opened at run time).
+# headers (libibverbs itself is opened at run time). libgloo-dev: Gloo, a baseline of the TCP
+# comparison (bench/compare/netns_tcp_compare.sh).
 DEB_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev \
   libhwloc-dev openmpi-bin libopenmpi-dev iproute2 python3-matplotlib python3-jsonschema \
   slurm-wlm munge clang libclang-rt-14-dev \
   qemu-system-x86 linux-image-amd64 busybox-static cpio ibverbs-utils ibverbs-providers \
-  libibverbs-dev
+  libibverbs-dev libgloo-dev
 
 .PHONY: deps configure build test bench clean
 
