@@ -23,7 +23,7 @@ class ZeroCopySends {
  public:
   // Completion reports that said "copied" in a row before the socket stops
   // asking for zero-copy.
-  static constexpr int kCopiedReportsBeforeOff = 16;
+  static constexpr int kCopiedReportsBeforeOff = 4;
 
   // Asks the kernel for zero-copy sends of payloads of at least `minBytes`
   // on `fd` (0: never). False where the kernel refuses (too old, or not a
