@@ -62,10 +62,13 @@ class Connection {
   virtual void close() = 0;
   // Waits until `deadline` at most for the bytes posted so far to leave this
   // side (a post returns once they are in the transport's own buffer), so
-  // that a destroy right after a send does not drop its tail. A communicator
-  // drains all its connections under one deadline before destroying them:
-  // a destroy with many slow peers waits once, not once per peer.
-  virtual void drain(Deadline deadline) = 0;
+  // that a destroy right after a send does not drop its tail; true once
+  // nothing is left to wait for (all left, or the connection failed). A
+  // communicator drains all its connections in turn, in short slices, under
+  // one deadline before destroying them: a destroy with many slow peers
+  // waits once, not once per peer, and a connection that moves only while
+  // it is polled (verbs) is polled throughout.
+  virtual bool drain(Deadline deadline) = 0;
 };
 
 class Bootstrap;

@@ -1,11 +1,13 @@
 // Finalize, destroy, abort and the queries on a communicator.
 #include <memory>
+#include <vector>
 
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
 #include "core/errors.h"
 #include "core/init.h"
+#include "transport/transport.h"
 
 using namespace lanes;
 
@@ -38,6 +40,26 @@ void lanes::releaseOrAbandon(lanesComm* comm, bool graceful) {
   releaseComm(comm, graceful);
 }
 
+namespace {
+
+// Waits once for every peer's tail, not once per peer: the connections are
+// drained in turn in 1 ms slices until all are done or the deadline passed,
+// so one whose peer stopped reading does not use up the others' time (a
+// verbs connection moves only while it is polled).
+void drainAll(const std::vector<std::unique_ptr<Connection>>& connections) {
+  const Deadline deadline = Deadline::after(kConnectionDrainSeconds);
+  std::vector<Connection*> left;
+  for (const auto& c : connections)
+    if (c) left.push_back(c.get());
+  while (!left.empty()) {
+    const bool last = deadline.expired();
+    std::erase_if(left, [](Connection* c) { return c->drain(Deadline::after(0.001)); });
+    if (last) break;
+  }
+}
+
+}  // namespace
+
 // Frees a retired communicator: stops the monitor, closes every connection.
 void lanes::releaseComm(lanesComm* comm, bool graceful) {
   std::unique_ptr<lanesComm> owned(comm);
@@ -48,10 +70,7 @@ void lanes::releaseComm(lanesComm* comm, bool graceful) {
   {
     std::lock_guard<std::mutex> lock(owned->links.mutex);
     if (graceful) {
-      // One wait for every peer's tail, not one per peer.
-      const Deadline deadline = Deadline::after(kConnectionDrainSeconds);
-      for (auto& c : owned->links.connections)
-        if (c) c->drain(deadline);
+      drainAll(owned->links.connections);
     } else {
       for (auto& c : owned->links.connections)
         if (c) c->close();

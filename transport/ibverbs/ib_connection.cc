@@ -81,7 +81,7 @@ IbConnection::~IbConnection() {
 // A post returns once its bytes are in the send ring, so the last writes of
 // a rank's last call may still be in flight: let them land before the queue
 // pairs go (a peer that left stops this within its retries).
-void IbConnection::drain(Deadline deadline) {
+bool IbConnection::drain(Deadline deadline) {
   std::lock_guard<std::mutex> lock(mu_);
   drained_ = true;
   auto busy = [&] {
@@ -90,8 +90,10 @@ void IbConnection::drain(Deadline deadline) {
         if (w != 0) return true;
     return false;
   };
-  while (failed_.isOk() && busy() && !deadline.expired())
-    if (!pollCompletionsLocked().isOk()) break;
+  for (;;) {
+    if (!failed_.isOk() || !busy()) return true;
+    if (deadline.expired() || !pollCompletionsLocked().isOk()) return !busy();
+  }
 }
 
 Status IbConnection::create(std::shared_ptr<IbDevice> device, const IbGeometry& g,

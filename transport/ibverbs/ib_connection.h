@@ -78,7 +78,7 @@ class IbConnection final : public Connection {
   SendPort& sendPort(int lane) override { return *sendPorts_[static_cast<size_t>(lane)]; }
   RecvPort& recvPort(int lane) override { return *recvPorts_[static_cast<size_t>(lane)]; }
   void close() override;
-  void drain(Deadline deadline) override;
+  bool drain(Deadline deadline) override;
 
   Status post(int lane, const void* src, size_t bytes, size_t* taken);
   Status peek(int lane, std::span<const std::byte>* view);

@@ -121,7 +121,7 @@ class ShmConnection final : public Connection {
   SendPort& sendPort(int lane) override { return sendPorts_.at(static_cast<size_t>(lane)); }
   RecvPort& recvPort(int lane) override { return recvPorts_.at(static_cast<size_t>(lane)); }
   // Posted bytes are in the shared ring, which the peer keeps mapped.
-  void drain(Deadline) override {}
+  bool drain(Deadline) override { return true; }
   void close() override {
     std::lock_guard<std::mutex> lock(mutex_);
     // A segment the peer made that this side never mapped is mapped now, so

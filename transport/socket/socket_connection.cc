@@ -16,6 +16,7 @@
 
 #include "base/deadline.h"
 #include "base/log.h"
+#include "base/page_buffer.h"
 #include "base/wake_fd.h"
 #include "transport/common/byte_ring.h"
 #include "transport/socket/stripe_map.h"
@@ -71,9 +72,11 @@ uint64_t minCursor(const Cursors& cursors, int n) {
 // many small blocks) does not pay resident memory for the whole ring.
 using LaneBuffer = std::unique_ptr<std::byte[]>;
 
-// One lane, this rank -> peer.
+// One lane, this rank -> peer. Its ring is pages of its own: a connection
+// torn down while zero-copy sends from it are still queued in the kernel
+// (a peer that stopped reading) must not see them reused by an allocation.
 struct SendLane {
-  LaneBuffer buffer;
+  PageBuffer buffer;
   std::atomic<uint64_t> produced{0};  // bytes post() copied in
   std::atomic<uint64_t> released{0};  // bytes every socket is done with (reusable)
   std::atomic<uint64_t> limit{0};     // peer's consumed + buffer size (credit)
@@ -179,7 +182,7 @@ class SocketConnection final : public Connection {
   SendPort& sendPort(int lane) override { return sendPorts_.at(static_cast<size_t>(lane)); }
   RecvPort& recvPort(int lane) override { return recvPorts_.at(static_cast<size_t>(lane)); }
   void close() override;
-  void drain(Deadline deadline) override;
+  bool drain(Deadline deadline) override;
 
   Status post(int lane, const void* src, size_t bytes, size_t* taken);
   Status peek(int lane, std::span<const std::byte>* view);
@@ -194,7 +197,6 @@ class SocketConnection final : public Connection {
   Status takeSockets(std::vector<Socket> sockets);
   void workerLoop(Worker& w);
   Status sendSome(DataSocket& s, bool* progressed);
-  ssize_t sendPart(DataSocket& s, iovec* iov, int count);
   void sent(DataSocket& s);
   void release(int lane, int socket, uint64_t end);
   Status reapZeroCopy(DataSocket& s, bool* progressed);
@@ -266,7 +268,7 @@ void SocketConnection::ensureStarted() {
   if (started_.load(std::memory_order_relaxed) || closed_) return;
   for (int l = 0; l < cfg_.lanes; ++l) {
     SendLane& s = send_[static_cast<size_t>(l)];
-    s.buffer = std::make_unique_for_overwrite<std::byte[]>(capacity_);
+    s.buffer = PageBuffer(capacity_);
     s.limit.store(capacity_);
     s.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     s.done = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
@@ -291,6 +293,14 @@ void SocketConnection::ensureStarted() {
     workers_.push_back(std::move(w));
   }
   started_.store(true, std::memory_order_release);
+  for (const SendLane& lane : send_) {
+    if (!lane.buffer.valid()) {
+      fail(systemError("mmap() of a " + std::to_string(capacity_) +
+                       "-byte send ring for peer rank " + std::to_string(cfg_.peer) +
+                       " failed: " + errnoText(errno) + "; lower LANES_SOCKET_RING_BYTES"));
+      return;
+    }
+  }
   for (auto& w : workers_) {
     if (!w->wake.valid()) {
       fail(systemError("eventfd() for a socket worker failed: " + errnoText(errno)));
@@ -361,17 +371,19 @@ void SocketConnection::close() {
                    cfg_.peerAddress + ") was closed on rank " + std::to_string(cfg_.rank)));
 }
 
-void SocketConnection::drain(Deadline deadline) {
+bool SocketConnection::drain(Deadline deadline) {
   drained_ = true;
-  if (!started_.load(std::memory_order_acquire)) return;
+  if (!started_.load(std::memory_order_acquire)) return true;
   Backoff backoff;
-  while (!failed_.load(std::memory_order_acquire) && !deadline.expired()) {
+  for (;;) {
+    if (failed_.load(std::memory_order_acquire)) return true;
     bool sent = true;
     for (const SendLane& lane : send_) {
       sent &= lane.released.load(std::memory_order_acquire) >=
               lane.produced.load(std::memory_order_relaxed);
     }
-    if (sent) return;
+    if (sent) return true;
+    if (deadline.expired()) return false;
     backoff.pause();
   }
 }
@@ -768,8 +780,8 @@ void SocketConnection::workerLoop(Worker& w) {
     for (int i = 0; i < w.count; ++i) {
       const DataSocket& s = *sockets_[static_cast<size_t>(w.first + i)];
       // A socket the peer closed is no longer read: polling it for input
-      // would wake at once, forever.
-      const bool watch = !s.peerClosed || s.writeBlocked;
+      // would wake at once, forever. Zero-copy reports still come (as POLLERR).
+      const bool watch = !s.peerClosed || s.writeBlocked || !s.zeroCopy.idle();
       fds[static_cast<size_t>(i)] = {
           watch ? s.socket.fd() : -1,
           static_cast<short>((s.peerClosed ? 0 : POLLIN) | (s.writeBlocked ? POLLOUT : 0)), 0};

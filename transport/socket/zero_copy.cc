@@ -57,6 +57,7 @@ Status ZeroCopySends::reap(int fd) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
       return systemError("reading MSG_ZEROCOPY reports failed: " + errnoText(errno));
     }
+    if (msg.msg_flags & MSG_CTRUNC) return systemError("a MSG_ZEROCOPY report was cut short");
     for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
       const bool ipError = (cm->cmsg_level == SOL_IP && cm->cmsg_type == IP_RECVERR) ||
                            (cm->cmsg_level == SOL_IPV6 && cm->cmsg_type == IPV6_RECVERR);
