@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -99,6 +100,18 @@ std::string versionText() {
   return std::string("lanes-topo (Lanes ") + LANES_VERSION_TEXT + ")\n" + buildPieces();
 }
 
+// A line per GPU of `t` saying what `choice(cudaIndex)` picks for a rank
+// there, or one for a rank without a GPU where `t` has none.
+std::string perGpuLines(const Topology& t, const std::function<std::string(int)>& choice) {
+  std::string out;
+  for (const Gpu& g : t.gpus) {
+    if (g.cudaIndex < 0) continue;
+    out += "    GPU " + std::to_string(g.cudaIndex) + " (" + g.busId + "): " + choice(g.cudaIndex) +
+           "\n";
+  }
+  return out.empty() ? "    a rank without a GPU: " + choice(-1) + "\n" : out;
+}
+
 // The port the verbs transport would pick for a rank on each GPU of `t`
 // (or without one), as a communicator does (core/ib_port_choice.h).
 std::string verbsChoiceLines(const std::vector<RdmaPort>& ports, const Topology& t) {
@@ -112,16 +125,7 @@ std::string verbsChoiceLines(const std::vector<RdmaPort>& ports, const Topology&
     return ib.device + ":" + std::to_string(ib.port) +
            (ib.gidIndex >= 0 ? " (GID " + std::to_string(ib.gidIndex) + ")" : "");
   };
-  std::string out = "  verbs transport, ranks of other hosts reached from:\n";
-  bool anyGpu = false;
-  for (const Gpu& g : t.gpus) {
-    if (g.cudaIndex < 0) continue;
-    anyGpu = true;
-    out += "    GPU " + std::to_string(g.cudaIndex) + " (" + g.busId + "): " + choice(g.cudaIndex) +
-           "\n";
-  }
-  if (!anyGpu) out += "    a rank without a GPU: " + choice(-1) + "\n";
-  return out +
+  return "  verbs transport, ranks of other hosts reached from:\n" + perGpuLines(t, choice) +
          "  device buffers: staged through host memory (the NIC does not read GPU memory "
          "directly yet)\n";
 }
@@ -165,15 +169,7 @@ std::string tcpSection(const Topology& t) {
       return first.name + " (the first candidate: none is nearer in the PCI tree)";
     return c.name + " (" + pathName(c.distance) + ")";
   };
-  bool anyGpu = false;
-  for (const Gpu& g : t.gpus) {
-    if (g.cudaIndex < 0) continue;
-    anyGpu = true;
-    out += "    GPU " + std::to_string(g.cudaIndex) + " (" + g.busId + "): " + choice(g.cudaIndex) +
-           "\n";
-  }
-  if (!anyGpu) out += "    a rank without a GPU: " + choice(-1) + "\n";
-  return out;
+  return out + perGpuLines(t, choice);
 }
 
 int fail(const Status& s) {
