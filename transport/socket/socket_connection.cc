@@ -296,8 +296,8 @@ void SocketConnection::ensureStarted() {
   for (const SendLane& lane : send_) {
     if (!lane.buffer.valid()) {
       fail(systemError("mmap() of a " + std::to_string(capacity_) +
-                       "-byte send ring for peer rank " + std::to_string(cfg_.peer) +
-                       " failed: " + errnoText(errno) + "; lower LANES_SOCKET_RING_BYTES"));
+                       "-byte send ring for peer rank " + std::to_string(cfg_.peer) + " failed: " +
+                       errnoText(lane.buffer.error()) + "; lower LANES_SOCKET_RING_BYTES"));
       return;
     }
   }
