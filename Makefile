@@ -15,7 +15,7 @@ DEB_PACKAGES := cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbe
   libhwloc-dev openmpi-bin libopenmpi-dev iproute2 python3-matplotlib python3-jsonschema \
   slurm-wlm munge clang libclang-rt-14-dev \
   qemu-system-x86 linux-image-amd64 busybox-static cpio ibverbs-utils ibverbs-providers \
-  libibverbs-dev libgloo-dev
+  libibverbs-dev libgloo-dev libmicrohttpd-dev nlohmann-json3-dev python3-prometheus-client
 
 .PHONY: deps configure build test bench clean
 

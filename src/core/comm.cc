@@ -1,6 +1,10 @@
 #include "core/comm.h"
 
+#include <cinttypes>
+#include <cstdio>
+
 #include "base/log.h"
+#include "core/flight_dump.h"
 
 void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRank,
                      const std::string& cause) {
@@ -16,6 +20,8 @@ void lanesComm::fail(lanesResult_t code, const std::string& message, int deadRan
   }
   LANES_INFO(Init, rank, "communicator failed: %s", message.c_str());
   closeConnections();
+  if (lanes::flightHasUnfinished(this))
+    (void)lanes::dumpFlightRecord(this, code == lanesTimeout ? "timeout" : "failure");
 }
 
 void lanesComm::runFailureHooksLocked() {
@@ -53,4 +59,11 @@ std::string lanesComm::describe() const {
   std::string s = "rank " + std::to_string(rank) + " of " + std::to_string(nranks);
   if (!options.name.empty()) s += " (" + options.name + ")";
   return s;
+}
+
+std::string lanesComm::idText() const {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%016" PRIx64,
+                bootstrap ? bootstrap->id().commId : uint64_t{0});
+  return text;
 }

@@ -23,6 +23,9 @@
 #include "exec/comm_view.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
+#include "observe/flight_recorder.h"
+#include "observe/metrics.h"
+#include "observe/trace_writer.h"
 #include "planner/plan_cache.h"
 #include "transport/shm/sum_arena.h"
 #include "transport/transport.h"
@@ -99,6 +102,13 @@ struct lanesComm {
   lanes::CommOptions options;
   // Hang diagnosis (core/watchdog.h); before `bootstrap`, whose monitor thread reads it.
   lanes::CommWatch watch;
+  // The last operations (core/flight_dump.h), made with the communicator;
+  // capacity 0 where LANES_FLIGHT_RECORDER=0.
+  std::unique_ptr<lanes::FlightRecorder> flight = std::make_unique<lanes::FlightRecorder>();
+  // This rank's metrics (observe/metrics.h); null unless LANES_METRICS is set.
+  std::shared_ptr<lanes::CommMetrics> metrics;
+  // Trace events of every call (observe/trace_writer.h); null unless LANES_TRACE_FILE is set.
+  std::unique_ptr<lanes::TraceWriter> trace;
   std::unique_ptr<lanes::Bootstrap> bootstrap;
   // Made through the bootstrap, closed before it.
   lanes::CommLinks links;
@@ -165,4 +175,5 @@ struct lanesComm {
   // What a waiting op should return now, or OK.
   lanes::Status checkAbort();
   std::string describe() const;  // "rank 2 of 4 (comm name)"
+  std::string idText() const;    // "0x..." (the bootstrap's id: the same on every rank)
 };

@@ -43,6 +43,14 @@ CommRef::~CommRef() {
   if (it != r.entries.end() && --it->second.calls == 0 && it->second.retired) r.idle.notify_all();
 }
 
+std::vector<lanesComm_t> liveComms() {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  std::vector<lanesComm_t> out;
+  for (const auto& [comm, entry] : registry().entries)
+    if (!entry.retired) out.push_back(comm);
+  return out;
+}
+
 bool retireComm(lanesComm_t comm) {
   Registry& r = registry();
   std::unique_lock<std::mutex> lock(r.mutex);

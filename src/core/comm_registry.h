@@ -4,6 +4,8 @@
 // call that is still running on it.
 #pragma once
 
+#include <vector>
+
 #include "lanes/lanes.h"
 
 namespace lanes {
@@ -24,6 +26,10 @@ class CommRef {
  private:
   lanesComm_t comm_ = nullptr;
 };
+
+// The live handles now (take a CommRef on each before use: it may be
+// retired meanwhile).
+std::vector<lanesComm_t> liveComms();
 
 // Removes the handle from the registry (later calls fail cleanly) and waits
 // until calls still inside it have returned. Returns false if it was not live.

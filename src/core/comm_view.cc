@@ -23,8 +23,8 @@ std::string CommView::describe() const { return comm_->describe(); }
 DevicePaths& CommView::paths() const { return comm_->devicePaths; }
 const SelectionConfig& CommView::selection() const { return comm_->config.selection; }
 const CommConfig& CommView::config() const { return comm_->config; }
-void CommView::notePlan(const std::string& call, const std::string& plan) const {
-  notePlanOf(comm_, call, plan);
+void CommView::notePlan(const std::string& call, const std::string& plan, uint64_t bytes) const {
+  notePlanOf(comm_, call, plan, bytes);
 }
 bool CommView::processesTimeSliceGpu() const { return lanes::processesTimeSliceGpu(comm_); }
 int CommView::ranksPerGpu() const { return lanes::ranksPerGpu(comm_); }

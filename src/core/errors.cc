@@ -6,6 +6,7 @@
 #include "base/nccl_env.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
+#include "core/observers.h"
 
 namespace lanes {
 namespace {
@@ -17,14 +18,20 @@ lanesResult_t report(lanesComm_t comm, const Status& status) {
   if (status.code() == lanesInProgress) return lanesInProgress;  // not an error
   tlsLastError = status.message();
   int rank = -1;
+  bool counted = false;
   if (comm != nullptr) {
     CommRef ref(comm);
     if (ref) {
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = status.message();
       rank = comm->rank;
+      if (comm->metrics) {
+        comm->metrics->countError(status.code());
+        counted = true;
+      }
     }
   }
+  if (!counted && metricsOn()) MetricsRegistry::process().countError(status.code());
   LANES_WARN(Coll, rank, "%s",
              ncclSpelling(std::string(lanesGetErrorString(status.code())) + ": " + status.message())
                  .c_str());

@@ -10,12 +10,14 @@
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/mismatch_check.h"
+#include "core/op_observer.h"
 #include "core/plan_record.h"
 #include "core/watchdog.h"
 #include "exec/arena_sum.h"
 #include "exec/device_path.h"
 #include "exec/host_executor.h"
 #include "kernels/cpu/reduce.h"
+#include "observe/nvtx_ranges.h"
 #include "planner/registry.h"
 
 namespace lanes {
@@ -73,7 +75,7 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
     return explainHostChoice(facts, selection);
   });
   // Staged copies the proxy runs were recorded as "proxy/<algorithm>" when enqueued.
-  if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo));
+  if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo), r.sendBytes);
   out->schedule = std::make_unique<Schedule>();
   out->schedule->pool = &r.comm->scratchPool;
   LANES_RETURN_IF_ERROR(
@@ -103,7 +105,8 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
 // lane: per-peer FIFO keeps them matched in call order. Sends and receives to
 // self are paired in order and become local copies.
 Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
-  if (!reqs.empty() && !reqs.front()->viaProxy) notePlanOf(comm, "send/recv", "p2p");
+  if (!reqs.empty() && !reqs.front()->viaProxy)
+    for (const Request* r : reqs) notePlanOf(comm, r->isSend ? "send" : "recv", "p2p", r->bytes);
   out->schedule = std::make_unique<Schedule>();
   out->schedule->name = "send/recv";
   out->schedule->type = lanesUint8;
@@ -243,7 +246,11 @@ constexpr PathChooser kChooser = {
 
 Status enqueueBatch(const DeviceBatch& b) {
   LANES_RETURN_IF_ERROR(b.comm->checkAbort());
-  return enqueueDeviceRequests(*b.requests, b.requests->front().stream, kChooser);
+  const ObservedOp observed(b.comm, *b.requests);
+  const cudaStream_t stream = b.requests->front().stream;
+  Status status = enqueueDeviceRequests(*b.requests, stream, kChooser);
+  observed.deviceEnqueued(*b.requests, stream, status);
+  return status;
 }
 
 // Several ranks of one communicator issued by this thread (NCCL's
@@ -347,7 +354,10 @@ Status splitDeviceRequests(std::vector<Request>& requests, std::vector<Request>*
 
 Status executeRequests(std::vector<Request>& all) {
   if (all.empty()) return Status::ok();
-  LANES_RETURN_IF_ERROR(checkCallsMatch(all));  // LANES_CHECK_MISMATCH=1 only
+  if (Status s = checkCallsMatch(all); !s) {  // LANES_CHECK_MISMATCH=1 only
+    observeRefusedBatch(all, s);
+    return s;
+  }
   std::vector<Request> requests;
   LANES_RETURN_IF_ERROR(splitDeviceRequests(all, &requests));
   if (requests.empty()) return Status::ok();
@@ -374,11 +384,20 @@ Status executeHostRequests(std::vector<Request>& requests) {
   if (requests.empty()) return Status::ok();
   // Per communicator: its p2p requests, and its collectives in call order.
   std::vector<lanesComm*> comms;
+  for (Request& r : requests)
+    if (std::find(comms.begin(), comms.end(), r.comm) == comms.end()) comms.push_back(r.comm);
+  // The proxy's staged copies of device calls were recorded when enqueued.
+  std::vector<ObservedOp> observed;
+  if (!requests.front().viaProxy)
+    for (lanesComm* comm : comms) observed.emplace_back(comm, requests);
   std::map<lanesComm*, std::vector<Request*>> p2pOf;
   std::map<lanesComm*, int> collIndex;
   std::vector<Prepared> prepared;
+  auto fail = [&](const Status& status) {
+    for (const ObservedOp& o : observed) o.hostEnded(requests, status, {});
+    return status;
+  };
   for (Request& r : requests) {
-    if (std::find(comms.begin(), comms.end(), r.comm) == comms.end()) comms.push_back(r.comm);
     if (r.isP2p) {
       p2pOf[r.comm].push_back(&r);
       continue;
@@ -387,15 +406,16 @@ Status executeHostRequests(std::vector<Request>& requests) {
     int i = collIndex[r.comm]++;
     int lane = 1 + i % (r.comm->config.lanes - 1);
     Prepared p;
-    LANES_RETURN_IF_ERROR(prepareCollective(r, lane, &p));
+    if (Status s = prepareCollective(r, lane, &p); !s) return fail(s);
     prepared.push_back(std::move(p));
   }
   for (auto& [comm, reqs] : p2pOf) {
     Prepared p;
-    LANES_RETURN_IF_ERROR(prepareP2p(comm, reqs, &p));
+    if (Status s = prepareP2p(comm, reqs, &p); !s) return fail(s);
     prepared.push_back(std::move(p));
   }
-  for (lanesComm* comm : comms) LANES_RETURN_IF_ERROR(comm->checkAbort());
+  for (lanesComm* comm : comms)
+    if (Status s = comm->checkAbort(); !s) return fail(s);
   // What each communicator runs now, for peers' progress queries.
   // (By position in `comms`: a vector, so a small call allocates little.)
   std::vector<HangInfo> hangs(comms.size());
@@ -410,7 +430,13 @@ Status executeHostRequests(std::vector<Request>& requests) {
   for (size_t i = 0; i < comms.size(); ++i) {
     hangs[i].seq = static_cast<int64_t>(comms[i]->seq++);
     comms[i]->watch.progress.begin(hangs[i].seq, hangs[i].op, hangs[i].ops);
+    if (!observed.empty()) {
+      observed[i].setSeq(hangs[i].seq);
+      observed[i].started();
+    }
   }
+  bool countWaits = false;
+  for (lanesComm* comm : comms) countWaits = countWaits || comm->metrics != nullptr;
 
   double timeout = 0;
   for (lanesComm* comm : comms) timeout = std::max(timeout, comm->options.timeoutSeconds);
@@ -430,9 +456,19 @@ Status executeHostRequests(std::vector<Request>& requests) {
     work.push_back(std::move(w));
   }
   std::vector<int> waitingFor;
-  Status status = runWork(work, Deadline::after(timeout), &waitingFor);
+  uint64_t waitedNs = 0;
+  NvtxRange running;  // the host engine's stage (the proxy's too)
+  if (nvtxAttached()) {
+    std::string what = "run";
+    for (const Prepared& p : prepared) what += " " + p.schedule->name;
+    running.push(what, prepared.size());
+  }
+  Status status =
+      runWork(work, Deadline::after(timeout), &waitingFor, countWaits ? &waitedNs : nullptr);
+  running.pop();
   for (size_t i = 0; i < comms.size(); ++i)
     comms[i]->watch.progress.end(hangs[i].seq, status.isOk());
+  for (const ObservedOp& o : observed) o.countPeerWait(waitedNs);
   if (!status) {
     // Attribute the failure to the communicator whose op failed (the first, if unclear).
     lanesComm* failed = comms.front();
@@ -440,7 +476,15 @@ Status executeHostRequests(std::vector<Request>& requests) {
       if (status.message().find(p.label) != std::string::npos) failed = p.comm;
     HangInfo& hang = hangOf(failed);
     hang.waitingFor = waitingFor;
+    for (const ObservedOp& o : observed)
+      o.hostEnded(requests, status,
+                  o.comm() == failed ? std::span<const int>(waitingFor) : std::span<const int>());
     return explainFailure(failed, status, hang);
+  }
+  for (const ObservedOp& o : observed) {
+    for (const Prepared& p : prepared)
+      if (p.comm == o.comm()) o.countTraffic(*p.schedule);
+    o.hostEnded(requests, status, {});
   }
   for (Request& r : requests) {
     if (r.isP2p || r.op.kind != RedOpKind::Avg) continue;

@@ -14,6 +14,7 @@
 #include "core/errors.h"
 #include "core/group.h"
 #include "core/ib_port_choice.h"
+#include "core/observers.h"
 #include "core/socket_interface_choice.h"
 #include "core/watchdog.h"
 #include "exec/device_path.h"
@@ -214,6 +215,7 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
   comm->nranks = nranks;
   comm->options = options;
   comm->config = CommConfig::fromEnv();
+  comm->flight = std::make_unique<FlightRecorder>(comm->config.flightEntries);
   if (options.wire) comm->config.selection.wire = *options.wire;
   comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
   return comm;
@@ -269,6 +271,7 @@ Status setUpComm(lanesComm* comm, const Bootstrap::Join& join) {
   for (const RankInfo& r : comm->bootstrap->ranks()) allHaveGpus = allHaveGpus && r.cudaDev >= 0;
   if (allHaveGpus) LANES_RETURN_IF_ERROR(setUpDevicePaths(comm));
   logTopology(comm);
+  attachObservers(comm);
   stopOnError.done = true;
   return Status::ok();
 }

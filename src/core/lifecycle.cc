@@ -6,6 +6,7 @@
 #include "core/comm.h"
 #include "core/comm_registry.h"
 #include "core/errors.h"
+#include "core/flight_dump.h"
 #include "core/init.h"
 #include "transport/transport.h"
 
@@ -78,6 +79,7 @@ void lanes::releaseComm(lanesComm* comm, bool graceful) {
     owned->links.connections.clear();
   }
   if (owned->bootstrap) owned->bootstrap->shutdown();
+  if (owned->metrics) MetricsRegistry::process().retire(owned->metrics.get());
   owned->magic = 0;
 }
 
@@ -114,6 +116,10 @@ lanesResult_t lanesCommAbort(lanesComm_t comm) {
   {
     CommRef ref(comm);
     if (!ref) return report(nullptr, notLive("lanesCommAbort"));
+    // What was in flight or failed when the user gave up on it (a clean
+    // shutdown that aborts an idle communicator writes nothing).
+    if (comm->init.state.load() == lanesSuccess && flightHasUnfinished(comm))
+      (void)dumpFlightRecord(comm, "abort");
     comm->failure.aborted.store(true);
     {
       std::lock_guard<std::mutex> lock(comm->init.mutex);

@@ -5,12 +5,14 @@
 
 namespace lanes {
 
-void notePlanOf(lanesComm* comm, const std::string& call, const std::string& plan) {
+void notePlanOf(lanesComm* comm, const std::string& call, const std::string& plan, uint64_t bytes) {
   {
     std::lock_guard<std::mutex> lock(comm->planMutex);
     comm->lastPlanCall = call;
     comm->lastPlan = plan;
   }
+  comm->flight->notePlan(plan);
+  if (comm->metrics) comm->metrics->countPlan(call, plan, bytes);
   LANES_TRACE(Plan, comm->rank, "%s: %s", call.c_str(), plan.c_str());
 }
 

@@ -11,9 +11,10 @@ struct lanesComm;
 
 namespace lanes {
 
-// Records that `call` ("allreduce", "send") ran on `plan` ("staged",
-// "proxy/ring", "ring") and logs it at TRACE under PLAN.
-void notePlanOf(lanesComm* comm, const std::string& call, const std::string& plan);
+// Records that `call` ("allreduce", "send") of `bytes` ran on `plan`
+// ("staged", "proxy/ring", "ring"): the flight recorder's entry and the
+// metrics (where on) take it, and it is logged at TRACE under PLAN.
+void notePlanOf(lanesComm* comm, const std::string& call, const std::string& plan, uint64_t bytes);
 // At INFO with subsystem PLAN: logs `explain()` (the choice, the next two
 // candidates with their predicted times and the deciding term) once per
 // communicator, kind of call (`what`: "allreduce", "allreduce on device

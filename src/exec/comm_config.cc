@@ -194,6 +194,8 @@ CommConfig CommConfig::fromEnv() {
   c.proxyPrepinBytes = static_cast<size_t>(envSize("LANES_PROXY_PREPIN_BYTES", c.proxyPrepinBytes));
   c.stageSharedStreams = sharedStreamsFromEnv();
   c.hostSumThreads = static_cast<int>(envInt("LANES_HOST_SUM_THREADS", c.hostSumThreads, 0, 64));
+  c.flightEntries = static_cast<size_t>(
+      envInt("LANES_FLIGHT_RECORDER", static_cast<int64_t>(c.flightEntries), 0, int64_t{1} << 20));
   return c;
 }
 

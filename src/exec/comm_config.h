@@ -24,6 +24,8 @@ struct CommConfig {
   size_t proxyPrepinBytes = size_t{16} << 20;                      // LANES_PROXY_PREPIN_BYTES
   SharedStreamsMode stageSharedStreams = SharedStreamsMode::Auto;  // LANES_STAGE_SHARED_STREAMS
   int hostSumThreads = 0;  // LANES_HOST_SUM_THREADS: reducer threads per rank (0: by the cores)
+  size_t flightEntries =
+      1024;  // LANES_FLIGHT_RECORDER: operations the flight recorder keeps (0: off)
 
   // Reads every variable above; a bad value warns once (naming the variable
   // and what is used instead) and leaves the default.

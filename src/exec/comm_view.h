@@ -26,6 +26,7 @@ namespace lanes {
 
 class Bootstrap;
 class DeviceContext;
+class WorkMarkers;
 struct CommConfig;
 struct Request;
 
@@ -38,6 +39,7 @@ struct DevicePaths {
   std::unique_ptr<DeviceContext> staged;
   std::unique_ptr<DeviceContext> ll;
   std::unique_ptr<DeviceContext> sharedContext;
+  std::unique_ptr<WorkMarkers> markers;  // the flight recorder's; null where it is off
   // The rank set and the paths as set up, fixed once init made them: what
   // every call's facts start from (no per-call walk over the ranks).
   bool settled = false;
@@ -74,7 +76,7 @@ class CommView {
   const CommConfig& config() const;
   // Records where one call ran ("allreduce", "staged"): the PLAN log and the
   // perf tools read it.
-  void notePlan(const std::string& call, const std::string& plan) const;
+  void notePlan(const std::string& call, const std::string& plan, uint64_t bytes) const;
   // Facts of the rank set, the same on every rank (core/comm_topology.h).
   bool processesTimeSliceGpu() const;
   int ranksPerGpu() const;

@@ -69,6 +69,26 @@ Status setupStagedPath(lanesComm* comm);  // the pairs' slots too
 // After the setups: the facts every later choice reads (call_facts.h).
 void settleDevicePaths(lanesComm* comm);
 
+// Completion markers of device work, for the flight recorder: the device
+// path records one (an event) on the batch's stream after each batch.
+struct DeviceMarker {
+  int32_t marker = -1;        // -1: none (no CUDA, or the stream is capturing)
+  bool captured = false;      // the stream captures into a CUDA Graph
+  bool previousDone = false;  // the marker's previous batch had passed when it was taken again
+};
+DeviceMarker markDeviceWork(lanesComm* comm, cudaStream_t stream);
+// Whether the work before `marker` has passed (false when unknown).
+bool deviceWorkPassed(lanesComm* comm, int32_t marker);
+
+// Makes the markers' events (at init, with the proxy path; none where the
+// flight recorder is off).
+Status setUpWorkMarkers(lanesComm* comm);
+// The markers' events (src/exec/cuda/work_markers.cc).
+class WorkMarkers {
+ public:
+  virtual ~WorkMarkers() = default;
+};
+
 // Per-communicator device state (proxy thread, pinned staging); released at
 // destroy after pending work drained or was failed.
 class DeviceContext {

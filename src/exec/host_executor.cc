@@ -1,6 +1,7 @@
 #include "exec/host_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "base/log.h"
@@ -371,9 +372,37 @@ Status arenaPeersAlive(const ExecWork& w, const StepState& s) {
   return Status::ok();
 }
 
+// Adds up the stretches the engine had nothing to move (waits for peers).
+// The clock is read only where the caller counts them, and only when the
+// engine goes idle or resumes, not on every pass.
+class WaitClock {
+ public:
+  explicit WaitClock(uint64_t* total) : total_(total) {}
+  ~WaitClock() { resume(); }  // a run that ends while waiting (timeout, failure)
+  void idle() {
+    if (total_ != nullptr && !waiting_) {
+      since_ = Clock::now();
+      waiting_ = true;
+    }
+  }
+  void resume() {
+    if (!waiting_) return;
+    *total_ += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since_).count());
+    waiting_ = false;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  uint64_t* total_;
+  bool waiting_ = false;
+  Clock::time_point since_{};
+};
+
 }  // namespace
 
-Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* waitingFor) {
+Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* waitingFor,
+               uint64_t* waitedNs) {
   // Group items into tracks by their (connections, lane) stream.
   std::vector<Track> tracks;
   for (ExecWork& w : work) {
@@ -391,6 +420,7 @@ Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* wa
   for (const ExecWork& w : work) spinLimit = std::max(spinLimit, w.spinLimit);
   Backoff backoff(spinLimit);
   unsigned iteration = 0;
+  WaitClock waits(waitedNs);
   for (;;) {
     bool allDone = true;
     bool progressed = false;
@@ -421,9 +451,11 @@ Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* wa
     }
     if (allDone) return Status::ok();
     if (progressed) {
+      waits.resume();
       backoff.reset();
       continue;
     }
+    waits.idle();
     if ((++iteration & 15) == 0) {
       for (Track& t : tracks) {
         if (t.done()) continue;

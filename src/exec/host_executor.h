@@ -44,7 +44,9 @@ struct ExecWork {
 
 // On a timeout, *waitingFor (when given) lists the peers the stuck
 // operation still waited on, for the hang diagnosis (core/watchdog.h).
-Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* waitingFor = nullptr);
+// *waitedNs (when given) adds the time nothing could move: waits for peers.
+Status runWork(std::span<ExecWork> work, Deadline deadline, std::vector<int>* waitingFor = nullptr,
+               uint64_t* waitedNs = nullptr);
 
 // Convenience for a single communicator.
 struct LaneSchedule {

@@ -3,7 +3,7 @@
 
 Every folder may include only folders of a lower layer:
 
-    include (lanes.h) < base, mpi_plugin < bootstrap < transport, topology, kernels
+    include (lanes.h) < base, mpi_plugin < bootstrap, observe < transport, topology, kernels
       < algorithms < exec < planner < core < compat, tools
 
 Folders of one layer do not include each other. Fails, naming file, line and
@@ -20,7 +20,7 @@ import sys
 LAYERS = [
     ["include"],
     ["base", "mpi_plugin"],
-    ["bootstrap"],
+    ["bootstrap", "observe"],
     ["transport", "topology", "kernels"],
     ["algorithms"],
     ["exec"],

@@ -21,6 +21,7 @@
 #include "kernels/cuda/simple_collective.h"
 #include "kernels/cuda/stream_flags.h"
 #include "kernels/cuda/wire_codec.h"
+#include "observe/nvtx_ranges.h"
 
 namespace lanes {
 namespace {
@@ -115,7 +116,8 @@ void notePlans(CommView comm, const std::vector<Request>& requests, DevicePath p
       plan = r.isP2p ? "proxy/p2p"
                      : "proxy/" + std::string(algoName(chooser.hostAlgo(one, comm.selection())));
     }
-    comm.notePlan(r.isP2p ? (r.isSend ? "send" : "recv") : collTypeName(r.args.coll), plan);
+    comm.notePlan(r.isP2p ? (r.isSend ? "send" : "recv") : collTypeName(r.args.coll), plan,
+                  r.sendBytes);
   }
 }
 
@@ -179,6 +181,9 @@ Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
   const DevicePath path = chooser.devicePath(requests.front().comm, facts);
   chooser.explainDevice(requests.front().comm, facts);
   notePlans(comm, requests, path, chooser);
+  NvtxRange enqueueRange;
+  if (nvtxAttached())
+    enqueueRange.push(std::string("enqueue ") + devicePathName(path), facts.bytes);
   DevicePaths& paths = comm.paths();
   switch (path) {
     case DevicePath::SharedContext:
@@ -300,6 +305,7 @@ Status setupProxyPath(lanesComm* handle) {
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadLlPairKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadFlagKernels()));
   LANES_CUDA_RETURN(static_cast<cudaError_t>(cuda::preloadWireKernels()));
+  LANES_RETURN_IF_ERROR(setUpWorkMarkers(handle));
   DeviceProxy* proxy = nullptr;
   LANES_RETURN_IF_ERROR(DeviceProxy::of(comm, &proxy));
   return proxy->prewarm();

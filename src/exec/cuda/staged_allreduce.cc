@@ -9,9 +9,10 @@
 
 #include "base/cuda_check.h"
 #include "base/datatype.h"
-#include "exec/staged_chunking.h"
 #include "exec/cuda/staged_collectives.h"
+#include "exec/staged_chunking.h"
 #include "kernels/cuda/reduce.h"
+#include "observe/nvtx_ranges.h"
 
 namespace lanes {
 
@@ -49,6 +50,10 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     const std::byte* in = send + off * elem;
     std::byte* out = recv + off * elem;
 
+    // Each stage's enqueue in an NVTX range: Nsight projects it onto the
+    // copies and kernels it enqueued.
+    NvtxRange stage("download", (len - myLen) * elem);
+
     // A (down): the slot is free once every rank consumed its previous use
     // (that also means every rank finished reading the input slots and the
     // result slot of chunk g-K). In place is safe: this chunk's input is
@@ -76,6 +81,8 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
 
     // B1 (upload): the peers' pieces of my segment into this chunk's half of
     // the scratch, once the reduce of chunk g-2 (same half) has read it.
+    stage.pop();
+    stage.push("upload pieces", static_cast<uint64_t>(n - 1) * myLen * elem);
     const int half = static_cast<int>(c.issued % 2);
     std::byte* scratchHalf =
         scratch + static_cast<size_t>(half) * scratchSegments_ * scratchStride_;
@@ -91,6 +98,8 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
     // result goes down to the result slot. After A: the slot waits (A's
     // consumed waits free the result slot too), and in place, A has read the
     // input before C overwrites it (C runs after this stage).
+    stage.pop();
+    stage.push("reduce", myLen * elem);
     LANES_CUDA_RETURN(cudaStreamWaitEvent(reduce_, downDone_, 0));
     LANES_CUDA_RETURN(cudaStreamWaitEvent(reduce_, uploadDone_, 0));
     if (myLen > 0) {
@@ -116,6 +125,8 @@ Status StagedCollectives::enqueueAllReduce(const Request& r) {
 
     // C (up): everyone else's segments, each from its owner's result slot
     // (in a shared result slot they sit contiguously around mine: two copies).
+    stage.pop();
+    stage.push("wait for peers, upload results", (len - myLen) * elem);
     const bool shared = ch.sharedResultSlot();
     for (int p = 0; p < n; ++p) {
       if (p == me || segEnd(p) == segBegin(p)) continue;

@@ -28,6 +28,8 @@ Status setupLlPath(lanesComm*) { return Status::ok(); }
 Status setupStagedPath(lanesComm*) { return Status::ok(); }
 void settleDevicePaths(lanesComm*) {}
 bool streamIsPerThread(cudaStream_t) { return false; }
+DeviceMarker markDeviceWork(lanesComm*, cudaStream_t) { return {}; }
+bool deviceWorkPassed(lanesComm*, int32_t) { return false; }
 
 Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t, const PathChooser&) {
   return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");

@@ -1,0 +1,84 @@
+// NVTX ranges, seen by an NVTX tool (tests/observe/nvtx_recorder.cc, loaded
+// as nsys loads its own: NVTX_INJECTION64_PATH): every call of a 2-rank job
+// pushes a range in the "Lanes" domain naming the call, its bytes and the
+// communicator, the host engine's stage nests inside naming the schedule, and
+// every push is popped on its thread. Without a tool nothing is recorded.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/multi/harness.h"
+
+namespace lanes::test {
+namespace {
+
+std::vector<std::string> lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+size_t count(const std::vector<std::string>& ls, const std::string& text) {
+  size_t n = 0;
+  for (const auto& l : ls) n += l.find(text) != std::string::npos;
+  return n;
+}
+
+TEST(NvtxRanges, AToolSeesEveryCallAndItsStage) {
+  if (std::string(LANES_NVTX_RECORDER).empty())
+    GTEST_SKIP() << "this build has no NVTX header (the CUDA toolkit's nvtx3): no ranges to see";
+  const std::string record =
+      (std::filesystem::temp_directory_path() / ("lanes-nvtx-" + std::to_string(getpid())))
+          .string();
+  std::remove(record.c_str());
+  const CommandResult run = runCommand(
+      {LANES_RUN_PATH, "-n", "2", LANES_PERF_PATH, "-b", "4K", "-e", "4K", "-w", "1", "-n", "7",
+       "-c", "0"},
+      {{"NVTX_INJECTION64_PATH", LANES_NVTX_RECORDER}, {"LANES_NVTX_RECORD_FILE", record}}, 120);
+  ASSERT_TRUE(run.exited && run.exitCode == 0) << run.describe();
+  const auto ls = lines(record);
+  std::remove(record.c_str());
+  ASSERT_FALSE(ls.empty()) << "the tool recorded nothing";
+  // Warm-up 1 + 7 timed calls, out of place and in place, on each rank.
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string call = "push Lanes";
+    const std::string what =
+        " 4096 allreduce 4096 B float32 sum · rank " + std::to_string(rank) + " of 2";
+    EXPECT_GE(count(ls, what), 16u) << "rank " << rank << "'s calls\n" << ls.front();
+  }
+  EXPECT_GE(count(ls, " run allreduce/"), 32u);
+  // Pushes and pops pair up on every thread, and each pop closes a push.
+  std::map<std::string, int> depth;
+  for (const auto& l : ls) {
+    std::istringstream in(l);
+    std::string op, domain, thread;
+    in >> op >> domain >> thread;
+    EXPECT_EQ(domain, "Lanes") << l;
+    depth[thread] += op == "push" ? 1 : -1;
+    EXPECT_GE(depth[thread], 0) << "a pop without a push: " << l;
+  }
+  for (const auto& [thread, d] : depth) EXPECT_EQ(d, 0) << "thread " << thread;
+}
+
+TEST(NvtxRanges, WithoutAToolNothingIsPushed) {
+  const std::string record =
+      (std::filesystem::temp_directory_path() / ("lanes-nvtx-off-" + std::to_string(getpid())))
+          .string();
+  std::remove(record.c_str());
+  // The recorder's file variable alone loads no tool.
+  const CommandResult run = runCommand(
+      {LANES_RUN_PATH, "-n", "2", LANES_PERF_PATH, "-b", "4K", "-e", "4K", "-w", "1", "-n", "3"},
+      {{"LANES_NVTX_RECORD_FILE", record}}, 120);
+  ASSERT_TRUE(run.exited && run.exitCode == 0) << run.describe();
+  EXPECT_FALSE(std::filesystem::exists(record));
+}
+
+}  // namespace
+}  // namespace lanes::test
