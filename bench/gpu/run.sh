@@ -124,6 +124,15 @@ job_mapped_rate() {
   step 90 "kernel loads/stores of mapped host memory vs copies" -- @bin@/lanes_mapped_rate
 }
 
+job observe-overhead "lanes-run lanes_all_reduce_perf lanes_nvtx_recorder" '^\| |^all-reduce|^which nsys' \
+  "issue 23: 8 B and 256 MiB device all-reduce with observers off, metrics only, all on"
+job_observe_overhead() {
+  one_gpu
+  step 5 "which nsys" -- sh -c 'echo "which nsys: $(command -v nsys || echo none)"'
+  step 240 "observer overhead, 2 thread ranks on one GPU" -- python3 bench/observe/overhead.py \
+    @build@ --device --ranks 2 --rounds "${ROUNDS:-5}" --out "$(jobdir)/overhead.md"
+}
+
 job bound lanes_allreduce_bound 'time/bound|busbw' \
   "issue 3 fig. 2: 256 MiB vs the staged bound, 2/4/8 threads, processes"
 job_bound() {
