@@ -1,7 +1,7 @@
 """What watching a job costs: the 8 B and 256 MiB all-reduce with every
-observer off, with metrics only, and with everything on (flight recorder,
-metrics served over HTTP, trace file, NVTX ranges seen by a tool), measured
-side by side: the configurations take turns, round after round, and each
+observer off, with the default (the flight recorder alone), with metrics only,
+and with everything on (flight recorder, metrics served over HTTP and written
+to a file, trace file, NVTX ranges seen by a tool), measured side by side: the configurations take turns, round after round, and each
 cell is the median of its rounds.
 
 Usage: overhead.py BUILD_DIR [--ranks N] [--rounds R] [--device] [--out FILE]
@@ -31,6 +31,7 @@ def configs(tmp, build):
         everything["LANES_NVTX_RECORD_FILE"] = "%s/nvtx.txt" % tmp
     return [
         ("off", {"LANES_FLIGHT_RECORDER": "0"}),
+        ("default (flight recorder)", {}),
         ("metrics only", {"LANES_FLIGHT_RECORDER": "0",
                           "LANES_METRICS": "http=0,file=%s/m-%%r.prom" % tmp}),
         ("everything on", everything),
@@ -89,7 +90,7 @@ def main():
             deltas = ["%+.2f us (%.3fx)" % (med[s] - off[s], med[s] / off[s]) for s in SIZES]
             lines.append("| %s | %s | %s |" % (name, " | ".join(cells), " | ".join(deltas)))
         lines.append("")
-        lines.append("everything on: " + ", ".join("%s=%s" % kv for kv in cfgs[2][1].items()
+        lines.append("everything on: " + ", ".join("%s=%s" % kv for kv in cfgs[-1][1].items()
                                                   if kv[0] != "LANES_NVTX_RECORD_FILE"))
         lines.append("rounds (us): " + "; ".join(
             "%s/%s: %s" % (s, c, " ".join("%.2f" % t for t in times[(s, c)]))

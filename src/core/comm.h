@@ -105,10 +105,14 @@ struct lanesComm {
   // The last operations (core/flight_dump.h), made with the communicator;
   // capacity 0 where LANES_FLIGHT_RECORDER=0.
   std::unique_ptr<lanes::FlightRecorder> flight = std::make_unique<lanes::FlightRecorder>();
+  // Set once init attached the observers (core/observers.h): dumps wait for
+  // it, so none reads a communicator still being set up.
+  std::atomic<bool> observed{false};
   // This rank's metrics (observe/metrics.h); null unless LANES_METRICS is set.
   std::shared_ptr<lanes::CommMetrics> metrics;
   // Trace events of every call (observe/trace_writer.h); null unless LANES_TRACE_FILE is set.
   std::unique_ptr<lanes::TraceWriter> trace;
+  std::mutex flightDumpMutex;  // one dump of this communicator at a time (one temporary file)
   std::unique_ptr<lanes::Bootstrap> bootstrap;
   // Made through the bootstrap, closed before it.
   lanes::CommLinks links;

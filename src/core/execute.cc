@@ -105,8 +105,11 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
 // lane: per-peer FIFO keeps them matched in call order. Sends and receives to
 // self are paired in order and become local copies.
 Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
-  if (!reqs.empty() && !reqs.front()->viaProxy)
-    for (const Request* r : reqs) notePlanOf(comm, r->isSend ? "send" : "recv", "p2p", r->bytes);
+  if (!reqs.empty() && !reqs.front()->viaProxy) {
+    uint64_t bytes = 0;
+    for (const Request* r : reqs) bytes += r->isSend ? r->bytes : 0;
+    notePlanOf(comm, "send/recv", "p2p", bytes);
+  }
   out->schedule = std::make_unique<Schedule>();
   out->schedule->name = "send/recv";
   out->schedule->type = lanesUint8;

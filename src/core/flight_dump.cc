@@ -34,7 +34,14 @@ std::string hostName() {
 sem_t signalPosted;
 std::atomic<pid_t> armedPid{0};
 
-void onSignal(int) {
+void onSignal(int sig) {
+  // A child forked after arming, that made no communicator: the default
+  // action, as if Lanes had never been there.
+  if (getpid() != armedPid.load(std::memory_order_relaxed)) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
   const int saved = errno;
   sem_post(&signalPosted);
   errno = saved;
@@ -59,18 +66,20 @@ std::string flightDumpPath(const lanesComm* comm) {
 }
 
 bool flightHasUnfinished(lanesComm* comm) {
-  if (!comm->flight->on()) return false;
+  if (!comm->flight->on() || !comm->observed.load(std::memory_order_acquire)) return false;
   settleDeviceWork(comm);
-  for (const FlightEntry& e : comm->flight->snapshot())
-    if (e.state == FlightState::Running || e.state == FlightState::Enqueued ||
-        e.state == FlightState::Failed)
-      return true;
-  return false;
+  const std::vector<FlightEntry> entries = comm->flight->snapshot();
+  for (const FlightEntry& e : entries)
+    if (e.state == FlightState::Running || e.state == FlightState::Enqueued) return true;
+  // A failure the communicator lived through (a refused call) is old news
+  // once a later call completed.
+  return !entries.empty() && entries.back().state == FlightState::Failed;
 }
 
 std::string dumpFlightRecord(lanesComm* comm, const char* reason) {
   FlightRecorder& flight = *comm->flight;
-  if (!flight.on()) return "";
+  if (!flight.on() || !comm->observed.load(std::memory_order_acquire)) return "";
+  std::lock_guard<std::mutex> dumping(comm->flightDumpMutex);
   settleDeviceWork(comm);
   FlightDumpHeader h;
   h.commId = comm->idText();

@@ -18,8 +18,9 @@ std::string flightDumpPath(const lanesComm* comm);
 // "" when the recorder is off or the file could not be written (logged).
 std::string dumpFlightRecord(lanesComm* comm, const char* reason);
 // Whether an operation it holds is in flight (device work is asked first)
-// or failed: what makes a failure or an abort worth a dump. A rank that
-// was idle when a peer aborted or died has nothing to tell.
+// or the newest one failed: what makes a failure or an abort worth a dump.
+// A rank that was idle when a peer aborted or died has nothing to tell.
+// Dumps wait for the communicator's set-up to end (lanesComm::observed).
 bool flightHasUnfinished(lanesComm* comm);
 // Makes SIGUSR1 dump every live communicator of this process, once per
 // process, where SIGUSR1 still has its default action (which would kill

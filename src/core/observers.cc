@@ -101,16 +101,13 @@ void attachTrace(lanesComm* comm) {
              static_cast<long long>(offset));
 }
 
-}  // namespace
-
-bool metricsOn() { return processMetricsSpec().has_value(); }
-
-void attachObservers(lanesComm* comm) {
+// Its trace, metrics and SIGUSR1 dump.
+void attachObserversOnce(lanesComm* comm) {
   if (comm->flight->on()) armFlightSignal();
   attachTrace(comm);
   const std::optional<MetricsSpec>& spec = processMetricsSpec();
   if (!spec) return;
-  comm->metrics = std::make_shared<CommMetrics>(metricsName(comm), comm->rank);
+  comm->metrics = std::make_shared<CommMetrics>(metricsName(comm), comm->idText(), comm->rank);
   MetricsRegistry::process().add(comm->metrics);
   MetricsPlace place;
   place.localIndex = localIndexOf(comm);
@@ -118,6 +115,15 @@ void attachObservers(lanesComm* comm) {
   if (Status s = MetricsExporter::startOnce(*spec, place); !s)
     envWarnOnce("LANES_METRICS", *envString("LANES_METRICS"), s.message(),
                 "counting, with nowhere to show it");
+}
+
+}  // namespace
+
+bool metricsOn() { return processMetricsSpec().has_value(); }
+
+void attachObservers(lanesComm* comm) {
+  attachObserversOnce(comm);
+  comm->observed.store(true, std::memory_order_release);
 }
 
 }  // namespace lanes

@@ -35,11 +35,13 @@ struct Request;
 // releaseComm stops first anyway, as it drives the connections).
 struct DevicePaths {
   std::mutex mutex;  // guards the slots, not the paths' work
+  // The flight recorder's completion markers; null where it is off. First:
+  // destroyed last, after the paths whose threads may still dump.
+  std::unique_ptr<WorkMarkers> markers;
   std::unique_ptr<DeviceContext> proxy;
   std::unique_ptr<DeviceContext> staged;
   std::unique_ptr<DeviceContext> ll;
   std::unique_ptr<DeviceContext> sharedContext;
-  std::unique_ptr<WorkMarkers> markers;  // the flight recorder's; null where it is off
   // The rank set and the paths as set up, fixed once init made them: what
   // every call's facts start from (no per-call walk over the ranks).
   bool settled = false;

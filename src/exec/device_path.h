@@ -72,9 +72,8 @@ void settleDevicePaths(lanesComm* comm);
 // Completion markers of device work, for the flight recorder: the device
 // path records one (an event) on the batch's stream after each batch.
 struct DeviceMarker {
-  int32_t marker = -1;        // -1: none (no CUDA, or the stream is capturing)
-  bool captured = false;      // the stream captures into a CUDA Graph
-  bool previousDone = false;  // the marker's previous batch had passed when it was taken again
+  int32_t marker = -1;    // -1: none (no CUDA, or the stream is capturing)
+  bool captured = false;  // the stream captures into a CUDA Graph
 };
 DeviceMarker markDeviceWork(lanesComm* comm, cudaStream_t stream);
 // Whether the work before `marker` has passed (false when unknown).

@@ -373,29 +373,30 @@ Status arenaPeersAlive(const ExecWork& w, const StepState& s) {
 }
 
 // Adds up the stretches the engine had nothing to move (waits for peers).
-// The clock is read only where the caller counts them, and only when the
-// engine goes idle or resumes, not on every pass.
+// The clock is read only where the caller counts them, and only for a wait
+// that lasted kIdlePasses idle passes (about a microsecond): the short gaps
+// of a small call between a post and its peer's answer would cost more
+// clock reads than they hold time, and a straggler's waits are long.
 class WaitClock {
  public:
   explicit WaitClock(uint64_t* total) : total_(total) {}
   ~WaitClock() { resume(); }  // a run that ends while waiting (timeout, failure)
   void idle() {
-    if (total_ != nullptr && !waiting_) {
-      since_ = Clock::now();
-      waiting_ = true;
-    }
+    if (total_ == nullptr || ++passes_ != kIdlePasses) return;
+    since_ = Clock::now();
   }
   void resume() {
-    if (!waiting_) return;
-    *total_ += static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since_).count());
-    waiting_ = false;
+    if (passes_ >= kIdlePasses)
+      *total_ += static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since_).count());
+    passes_ = 0;
   }
 
  private:
   using Clock = std::chrono::steady_clock;
+  static constexpr unsigned kIdlePasses = 32;
   uint64_t* total_;
-  bool waiting_ = false;
+  unsigned passes_ = 0;
   Clock::time_point since_{};
 };
 

@@ -99,7 +99,7 @@ void FlightRecorder::finished(uint64_t id, bool ok, std::span<const int> waiting
   std::copy_n(waitingFor.begin(), e->waitingCount, e->waitingFor.begin());
 }
 
-void FlightRecorder::enqueued(uint64_t id, int32_t marker, bool captured, bool previousDone) {
+void FlightRecorder::enqueued(uint64_t id, int32_t marker, bool captured, uint64_t stream) {
   if (ring_.empty()) return;
   const int64_t now = flightNowUs();
   std::lock_guard<std::mutex> lock(mutex_);
@@ -107,16 +107,11 @@ void FlightRecorder::enqueued(uint64_t id, int32_t marker, bool captured, bool p
   if (e == nullptr) return;
   e->startedUs = now;
   e->state = captured ? FlightState::Captured : FlightState::Enqueued;
+  e->stream = stream;
   if (marker < 0 || captured) return;
   e->marker = marker;
   if (markerOwner_.size() <= static_cast<size_t>(marker)) markerOwner_.resize(marker + 1, 0);
-  uint64_t& owner = markerOwner_[marker];
-  if (owner != 0 && previousDone)
-    if (FlightEntry* before = find(owner - 1); before && before->state == FlightState::Enqueued) {
-      before->state = FlightState::Completed;
-      before->endedUs = now;
-    }
-  owner = id + 1;
+  markerOwner_[marker] = id + 1;
 }
 
 void FlightRecorder::settleMarkers(const std::function<bool(int32_t)>& done) {
@@ -132,6 +127,26 @@ void FlightRecorder::settleMarkers(const std::function<bool(int32_t)>& done) {
       e.state = FlightState::Completed;
       e.endedUs = now;
     }
+  }
+  // A stream runs its work in order: what went on before a completed entry
+  // on its stream has completed too (entries whose marker was taken again).
+  const uint64_t held = std::min<uint64_t>(next_, ring_.size());
+  std::vector<std::pair<uint64_t, uint64_t>> passed;  // (stream, newest completed id)
+  for (uint64_t id = next_; id-- > next_ - held;) {
+    const FlightEntry& e = ring_[id % ring_.size()];
+    if (!e.onDevice || e.stream == 0 || e.state != FlightState::Completed) continue;
+    if (std::none_of(passed.begin(), passed.end(),
+                     [&](const auto& p) { return p.first == e.stream; }))
+      passed.emplace_back(e.stream, id);
+  }
+  for (uint64_t id = next_ - held; id < next_; ++id) {
+    FlightEntry& e = ring_[id % ring_.size()];
+    if (e.state != FlightState::Enqueued) continue;
+    for (const auto& [stream, newest] : passed)
+      if (e.stream == stream && id < newest) {
+        e.state = FlightState::Completed;
+        e.endedUs = now;
+      }
   }
 }
 

@@ -51,12 +51,14 @@ struct FlightEntry {
   FlightState state = FlightState::Running;
   std::array<char, kFlightPlanChars> plan{};  // "ring", "staged", "ring+p2p"; NUL-terminated
   int64_t issuedUs = 0;                       // wall clock, microseconds since the epoch
-  int64_t startedUs = 0;  // host: the engine began moving bytes; device: enqueued; 0: not yet
-  int64_t endedUs = 0;    // completed or failed (device: when a dump first saw it done); 0: not yet
+  int64_t startedUs =
+      0;  // device: enqueued; host: the engine began (recorded under a trace); 0: not yet
+  int64_t endedUs = 0;  // completed or failed (device: when a dump first saw it done); 0: not yet
   // Peers a failed host call still waited for (the first kFlightWaitingPeers).
   std::array<int32_t, kFlightWaitingPeers> waitingFor{};
   uint8_t waitingCount = 0;
   int32_t marker = -1;  // device: the completion marker the device path recorded; -1: none
+  uint64_t stream = 0;  // device: the stream it went on, as a number (not dumped)
 };
 
 // Microseconds since the epoch, the recorder's clock.
@@ -79,13 +81,13 @@ class FlightRecorder {
   void notePlan(std::string_view plan);
   void started(uint64_t id);
   void finished(uint64_t id, bool ok, std::span<const int> waitingFor = {});
-  // Device buffers: enqueued with completion `marker` (-1: none), or
-  // captured. A device path reuses its markers in turn; `previousDone` says
-  // whether the marker's previous operation had passed when it was taken
-  // again (then that entry is completed; else it stays enqueued, unknown).
-  void enqueued(uint64_t id, int32_t marker, bool captured, bool previousDone = false);
-  // Marks enqueued entries whose marker `done` says has passed as completed.
-  // `done` runs under the recorder's lock: it must not record.
+  // Device buffers: enqueued on `stream` with completion `marker` (-1:
+  // none), or captured. A device path reuses its markers in turn: an entry
+  // whose marker was taken again is settled by stream order instead.
+  void enqueued(uint64_t id, int32_t marker, bool captured, uint64_t stream);
+  // Marks enqueued entries whose marker `done` says has passed as completed,
+  // and with each, the older entries of its stream. `done` runs under the
+  // recorder's lock: it must not record.
   void settleMarkers(const std::function<bool(int32_t marker)>& done);
   // Entry `id`, if it is still held.
   std::optional<FlightEntry> entry(uint64_t id) const;

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string_view>
@@ -113,6 +114,7 @@ Status HttpEndpoint::start(const std::string& address, int port, Render render,
                        " (in use, or not an address of this host); pick another port in "
                        "LANES_METRICS");
   }
+  endpoint->owner_ = getpid();
   const MHD_DaemonInfo* info = lib.daemonInfo(endpoint->daemon_, MHD_DAEMON_INFO_BIND_PORT);
   endpoint->port_ = info != nullptr ? info->port : port;
   *out = std::move(endpoint);
@@ -122,7 +124,7 @@ Status HttpEndpoint::start(const std::string& address, int port, Render render,
 HttpEndpoint::HttpEndpoint() = default;
 
 HttpEndpoint::~HttpEndpoint() {
-  if (daemon_ != nullptr) serving_->library->stopDaemon(daemon_);
+  if (daemon_ != nullptr && owner_ == getpid()) serving_->library->stopDaemon(daemon_);
 }
 
 }  // namespace lanes

@@ -33,6 +33,7 @@ class HttpEndpoint {
  private:
   std::unique_ptr<Serving> serving_;
   MHD_Daemon* daemon_ = nullptr;
+  int owner_ = 0;  // the pid whose daemon thread serves: a forked child stops none
   int port_ = 0;
 };
 

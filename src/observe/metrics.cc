@@ -121,8 +121,9 @@ void LatencyHistogram::observe(uint64_t ns) {
   sumNs.fetch_add(ns, kRelaxed);
 }
 
-CommMetrics::CommMetrics(std::string comm, int rank)
-    : labels_("comm=\"" + escapeLabel(comm) + "\",rank=\"" + std::to_string(rank) + "\"") {}
+CommMetrics::CommMetrics(const std::string& comm, const std::string& commId, int rank)
+    : labels_("comm=\"" + escapeLabel(comm) + "\",comm_id=\"" + escapeLabel(commId) + "\",rank=\"" +
+              std::to_string(rank) + "\"") {}
 
 void CommMetrics::countCall(size_t kind, lanesDataType_t type, bool onDevice, uint64_t bytes,
                             uint64_t ns, bool timed) {
@@ -136,14 +137,28 @@ void CommMetrics::countCall(size_t kind, lanesDataType_t type, bool onDevice, ui
 }
 
 void CommMetrics::countPlan(std::string_view call, std::string_view plan, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(planMutex_);
-  for (PlanCount& p : plans_)
-    if (p.call == call && p.plan == plan) {
-      ++p.calls;
-      p.bytes += bytes;
-      return;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (PlanCount& p : plans_) {
+      if (!p.ready.load(std::memory_order_acquire)) break;
+      if (p.call == call && p.plan == plan) {
+        p.calls.fetch_add(1, kRelaxed);
+        p.bytes.fetch_add(bytes, kRelaxed);
+        return;
+      }
     }
-  plans_.push_back({std::string(call), std::string(plan), 1, bytes});
+    if (pass == 1) return;  // every slot taken: more plans than a communicator has
+    std::lock_guard<std::mutex> lock(planMutex_);
+    for (PlanCount& p : plans_) {
+      if (p.ready.load(std::memory_order_acquire)) {
+        if (p.call == call && p.plan == plan) break;  // another thread claimed it
+        continue;
+      }
+      p.call = call;
+      p.plan = plan;
+      p.ready.store(true, std::memory_order_release);
+      break;
+    }
+  }
 }
 
 void CommMetrics::countTransport(const char* transport, uint64_t sent, uint64_t received) {
@@ -236,11 +251,12 @@ void CommMetrics::appendEnqueueLatency(std::string* out) const {
 }
 
 void CommMetrics::appendPlanCounts(std::string* out, bool bytes) const {
-  std::lock_guard<std::mutex> lock(planMutex_);
-  for (const PlanCount& p : plans_)
+  for (const PlanCount& p : plans_) {
+    if (!p.ready.load(std::memory_order_acquire)) break;
     appendLine(out, bytes ? "lanes_plan_bytes_total" : "lanes_plan_calls_total",
                labels_ + ",collective=\"" + p.call + "\",plan=\"" + escapeLabel(p.plan) + "\"",
-               bytes ? p.bytes : p.calls);
+               (bytes ? p.bytes : p.calls).load(kRelaxed));
+  }
 }
 
 void CommMetrics::appendPlanCalls(std::string* out) const { appendPlanCounts(out, false); }
@@ -351,7 +367,7 @@ std::string MetricsRegistry::exposition() const {
     const uint64_t n = errors_[code].load(kRelaxed);
     if (n > 0)
       appendLine(&out, "lanes_errors_total",
-                 std::string("comm=\"\",rank=\"\",kind=\"") +
+                 std::string("comm=\"\",comm_id=\"\",rank=\"\",kind=\"") +
                      metricErrorKind(static_cast<lanesResult_t>(code)) + "\"",
                  n);
   }

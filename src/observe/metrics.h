@@ -44,9 +44,10 @@ struct LatencyHistogram {
 // One communicator's rank in this process.
 class CommMetrics {
  public:
-  // `comm`: the communicator's name, or its id where it has none.
-  CommMetrics(std::string comm, int rank);
-  const std::string& labels() const { return labels_; }  // comm="...",rank="..."
+  // `comm`: the communicator's name, or its id where it has none; `commId`
+  // its id, which tells apart communicators of one name (a split's parts).
+  CommMetrics(const std::string& comm, const std::string& commId, int rank);
+  const std::string& labels() const { return labels_; }  // comm="...",comm_id="...",rank="..."
 
   // A call that finished on host buffers, or was enqueued on device
   // buffers; `bytes`: read from its send buffer. `timed`: its group took `ns`
@@ -77,10 +78,14 @@ class CommMetrics {
   struct PerType {
     std::atomic<uint64_t> calls{0}, bytes{0};
   };
+  // A slot is claimed under planMutex_ (its names written, then `ready`
+  // published); counting finds it without the lock.
   struct PlanCount {
     std::string call, plan;
-    uint64_t calls = 0, bytes = 0;
+    std::atomic<bool> ready{false};
+    std::atomic<uint64_t> calls{0}, bytes{0};
   };
+  static constexpr size_t kPlans = 32;  // paths x collectives a communicator takes
   struct TransportCount {
     std::atomic<const char*> name{nullptr};
     std::atomic<uint64_t> sent{0}, received{0};
@@ -94,8 +99,8 @@ class CommMetrics {
   std::array<PerType, kMetricCallKinds * kTypes * 2> perType_{};  // [kind][type][device]
   std::array<LatencyHistogram, kMetricCallKinds * kMetricSizeClasses> hostLatency_{};
   std::array<LatencyHistogram, kMetricCallKinds * kMetricSizeClasses> enqueueLatency_{};
-  mutable std::mutex planMutex_;
-  std::vector<PlanCount> plans_;  // few: the paths a communicator takes
+  std::mutex planMutex_;
+  std::array<PlanCount, kPlans> plans_{};
   std::array<TransportCount, kTransports> transports_{};
   std::mutex transportMutex_;  // taking a free transport slot
   std::atomic<uint64_t> peerWaitNs_{0};

@@ -95,6 +95,13 @@ class Exporter {
     return Status::ok();
   }
   ~Exporter() {
+    // A child forked after the start has neither thread: nothing to join or
+    // stop there (its exit must not wait for them).
+    if (getpid() != owner_) {
+      if (writer_.joinable()) writer_.detach();
+      (void)endpoint_.release();
+      return;
+    }
     if (writer_.joinable()) {
       writer_.request_stop();
       writer_.join();
@@ -104,6 +111,7 @@ class Exporter {
   int port() const { return endpoint_ ? endpoint_->port() : 0; }
 
  private:
+  pid_t owner_ = getpid();
   std::unique_ptr<HttpEndpoint> endpoint_;
   std::string path_;
   std::jthread writer_;

@@ -1,13 +1,19 @@
 #include "observe/trace_writer.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <system_error>
 
 namespace lanes {
 namespace {
 
-constexpr size_t kFlushBytes = size_t{1} << 20;
+constexpr size_t kWakeEntries = 4096;  // a queue this long wakes the writer at once
+constexpr auto kWriteEvery = std::chrono::milliseconds(100);
 
 // A JSON string's body: quotes, backslashes and control bytes escaped.
 std::string jsonText(const std::string& s) {
@@ -61,50 +67,105 @@ Status TraceWriter::open(const std::string& path, int rank, const std::string& l
   meta("thread_name", Plan, "plan");
   meta("thread_name", Engine, "host engine");
   meta("thread_name", Enqueue, "device enqueue");
+  w->owner_ = getpid();
+  try {
+    TraceWriter* raw = w.get();
+    w->writer_ = std::jthread([raw](std::stop_token stop) { raw->run(stop); });
+  } catch (const std::system_error& e) {
+    return systemError(std::string("LANES_TRACE_FILE: cannot start its writer thread: ") +
+                       e.what());
+  }
   *out = std::move(w);
   return Status::ok();
 }
 
 TraceWriter::~TraceWriter() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  // In a child forked after open() the thread does not exist: leave the file
+  // to the parent.
+  if (owner_ != 0 && owner_ != getpid()) {
+    if (writer_.joinable()) writer_.detach();
+    return;
+  }
+  if (writer_.joinable()) {
+    writer_.request_stop();
+    writer_.join();
+  }
   if (file_ == nullptr) return;
+  drain();
   buffer_ += "\n]\n";
-  flushLocked();
+  (void)std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
   std::fclose(file_);
+}
+
+void TraceWriter::run(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, stop, kWriteEvery, [&] { return queued_.size() >= kWakeEntries; });
+    }
+    drain();
+  }
+}
+
+void TraceWriter::drain() {
+  std::vector<FlightEntry> batch;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch.swap(queued_);
+  }
+  for (const FlightEntry& e : batch) format(e);
+  if (!buffer_.empty()) {
+    (void)std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
+    buffer_.clear();
+  }
 }
 
 void TraceWriter::event(const char* name, Track track, int64_t beginUs, int64_t endUs,
                         const std::string& args) {
   if (beginUs == 0 || endUs < beginUs) return;
-  buffer_ += ",\n{\"ph\":\"X\",\"name\":\"" + jsonText(name) +
-             "\",\"pid\":" + std::to_string(rank_) + ",\"tid\":" + std::to_string(track) +
-             ",\"ts\":" + std::to_string(beginUs + offsetUs_) +
-             ",\"dur\":" + std::to_string(endUs - beginUs) + ",\"args\":{" + args + "}}";
+  // One formatted write per event: the names are the recorder's (a call's,
+  // a plan's), which need no escaping but a plan's, done in `args` already.
+  char head[160];
+  const int n = std::snprintf(head, sizeof head,
+                              ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%lld,"
+                              "\"dur\":%lld,\"args\":{",
+                              name, rank_, static_cast<int>(track),
+                              static_cast<long long>(beginUs + offsetUs_),
+                              static_cast<long long>(endUs - beginUs));
+  buffer_.append(head, static_cast<size_t>(std::min<int>(n, sizeof head - 1)));
+  buffer_ += args;
+  buffer_ += "}}";
 }
 
 void TraceWriter::add(const FlightEntry& e) {
-  std::string args = "\"id\":" + std::to_string(e.id) + ",\"seq\":" + std::to_string(e.seq) +
-                     ",\"count\":" + std::to_string(e.call.count) + ",\"datatype\":\"" +
-                     e.call.datatype + "\",\"bytes\":" + std::to_string(e.bytes) +
-                     ",\"calls\":" + std::to_string(e.calls) + ",\"plan\":\"" +
-                     jsonText(e.plan.data()) + "\",\"state\":\"" + flightStateName(e.state) + "\"";
-  std::lock_guard<std::mutex> lock(mutex_);
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queued_.push_back(e);
+    full = queued_.size() == kWakeEntries;
+  }
+  if (full) wake_.notify_one();
+}
+
+void TraceWriter::format(const FlightEntry& e) {
+  const std::string plan = jsonText(e.plan.data());
+  char text[256];
+  const int n = std::snprintf(
+      text, sizeof text,
+      "\"id\":%llu,\"seq\":%lld,\"count\":%llu,\"datatype\":\"%s\",\"bytes\":%llu,\"calls\":%u,"
+      "\"plan\":\"%s\",\"state\":\"%s\"",
+      static_cast<unsigned long long>(e.id), static_cast<long long>(e.seq),
+      static_cast<unsigned long long>(e.call.count), e.call.datatype,
+      static_cast<unsigned long long>(e.bytes), e.calls, plan.c_str(), flightStateName(e.state));
+  const std::string args(text, static_cast<size_t>(std::min<int>(n, sizeof text - 1)));
   if (e.onDevice) {
     event(e.call.name, Calls, e.issuedUs, e.startedUs, args);
-    event((std::string("enqueue ") + e.plan.data()).c_str(), Enqueue, e.issuedUs, e.startedUs,
-          args);
+    event(("enqueue " + plan).c_str(), Enqueue, e.issuedUs, e.startedUs, args);
   } else {
     event(e.call.name, Calls, e.issuedUs, e.endedUs, args);
     event("plan", Plan, e.issuedUs, e.startedUs, args);
-    event(e.plan[0] ? e.plan.data() : "run", Engine, e.startedUs, e.endedUs, args);
+    event(e.plan[0] ? plan.c_str() : "run", Engine, e.startedUs, e.endedUs, args);
   }
-  if (buffer_.size() >= kFlushBytes) flushLocked();
-}
-
-void TraceWriter::flushLocked() {
-  if (file_ == nullptr || buffer_.empty()) return;
-  (void)std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
-  buffer_.clear();
 }
 
 }  // namespace lanes

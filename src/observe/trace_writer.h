@@ -3,11 +3,15 @@
 // clock so that the ranks' tracks line up once lanes-trace merges them.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "base/status.h"
 #include "observe/flight_recorder.h"
@@ -27,6 +31,8 @@ class TraceWriter {
 
   // The finished (or enqueued) operation's stages: the call, then on host
   // buffers its planning and the engine's run, on device buffers its enqueue.
+  // The caller only queues the entry; a thread of the writer formats and
+  // writes the events, off the calls' path.
   void add(const FlightEntry& e);
 
   // Tracks (thread ids under the rank's process id).
@@ -35,12 +41,19 @@ class TraceWriter {
  private:
   void event(const char* name, Track track, int64_t beginUs, int64_t endUs,
              const std::string& args);
-  void flushLocked();
-  std::mutex mutex_;
-  FILE* file_ = nullptr;
+  void format(const FlightEntry& e);  // into buffer_ (the writer thread)
+  void drain();                       // formats what is queued and writes it
+  void run(std::stop_token stop);
+
+  std::mutex mutex_;                  // guards queued_
+  std::condition_variable_any wake_;  // a full queue, or the end
+  std::vector<FlightEntry> queued_;
+  FILE* file_ = nullptr;  // the writer thread's (and the destructor's once it ended)
   std::string buffer_;
   int rank_ = 0;
   int64_t offsetUs_ = 0;
+  int owner_ = 0;        // the pid that started the writer thread
+  std::jthread writer_;  // last: stops and joins before the rest goes
 };
 
 // Rank `rank`'s offset to rank 0's clock from ping-pong samples: the one

@@ -46,14 +46,21 @@ struct RankView {
   }
 };
 
+// Where a rank stopped: its oldest operation still running or enqueued;
+// else its newest, if that one failed. A failure it lived through (a call
+// refused, then others completed) is not where it stopped.
 RankView viewOf(const FlightDump& d) {
   RankView v;
   v.dump = &d;
   v.issued = d.header.issued;
   for (const FlightRecord& r : d.records) {
     if (r.state == FlightState::Completed) v.lastCompleted = &r;
-    if (v.stopped == nullptr && unfinished(r.state)) v.stopped = &r;
+    if (v.stopped == nullptr &&
+        (r.state == FlightState::Running || r.state == FlightState::Enqueued))
+      v.stopped = &r;
   }
+  if (v.stopped == nullptr && !d.records.empty() && d.records.back().state == FlightState::Failed)
+    v.stopped = &d.records.back();
   return v;
 }
 

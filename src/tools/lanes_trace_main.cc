@@ -35,9 +35,10 @@ bool parseEvents(std::string text, json* out, std::string* why) {
       return true;
     } catch (const std::exception& e) {
       *why = e.what();
-      const size_t last = text.rfind('}');
+      // Every event ends its arguments and itself: "}}".
+      const size_t last = text.rfind("}}");
       if (attempt > 0 || last == std::string::npos) return false;
-      text = text.substr(0, last + 1) + "\n]";
+      text = text.substr(0, last + 2) + "\n]";
     }
   }
   return false;

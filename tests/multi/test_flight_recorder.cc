@@ -114,6 +114,7 @@ TEST(FlightRecorder, LanesFlightNamesTheRankThatNeverCalled) {
 TEST(FlightRecorder, AnIdleAbortWritesNothingAndLanesFlightSaysSo) {
   TempDir dir;
   ASSERT_FALSE(dir.path.empty());
+  SharedCounter finished;
   RunOptions options;
   options.env = {{"LANES_FLIGHT_RECORDER_FILE", dir.path + "/job"}};
   runForked(
@@ -124,6 +125,10 @@ TEST(FlightRecorder, AnIdleAbortWritesNothingAndLanesFlightSaysSo) {
         RANK_CHECK_LANES(
             lanesAllReduce(buf.data(), buf.data(), kCount, lanesFloat32, lanesSum, comm, nullptr),
             comm);
+        // Both calls are over before either rank aborts (the first abort
+        // fails the other's communicator, which is idle: nothing to dump).
+        finished.arrive();
+        RANK_CHECK(finished.waitFor(n, 60), "the other rank never finished its call");
         RANK_CHECK_LANES(lanesCommAbort(comm), nullptr);
       },
       options);

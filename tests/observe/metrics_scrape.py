@@ -11,6 +11,7 @@ python3 on PATH without it re-runs this under /usr/bin/python3).
 """
 import concurrent.futures
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -35,13 +36,16 @@ CALLS = 200
 
 
 def free_base_port():
-    """A port p with p..p+RANKS-1 free on loopback."""
+    """A port p with p..p+RANKS-1 free on loopback, below the kernel's
+    ephemeral range (which the job's own sockets draw from)."""
+    low = 20000
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError):
+        pass
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + RANKS > 65535:
-            continue
+        base = random.randrange(10000, max(10001, low - RANKS))
         try:
             held = []
             for p in range(base, base + RANKS):

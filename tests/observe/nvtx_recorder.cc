@@ -1,5 +1,6 @@
 // An NVTX tool for tests: loaded through NVTX_INJECTION64_PATH, it writes
-// every range pushed and popped in a domain to LANES_NVTX_RECORD_FILE, one
+// every range pushed and popped in a domain to LANES_NVTX_RECORD_FILE.<pid>
+// (a file per process: ranks' buffered writes never interleave), one
 // line each: "push <domain> <thread> <payload> <message>", "pop <domain> <thread>",
 // written out when the process exits.
 #include <nvtx3/nvToolsExt.h>
@@ -62,7 +63,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     NvtxGetExportTableFunc_t getExportTable) {
   const char* path = std::getenv("LANES_NVTX_RECORD_FILE");
   if (path == nullptr) return 0;
-  out = std::fopen(path, "a");
+  out = std::fopen((std::string(path) + "." + std::to_string(getpid())).c_str(), "w");
   if (out == nullptr) return 0;
   // Buffered, written out at exit: the overhead bench attaches this tool too.
   std::atexit([] {

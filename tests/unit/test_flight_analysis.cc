@@ -115,6 +115,25 @@ TEST(FlightAnalysis, SendsAndReceivesAreNotADisagreement) {
   EXPECT_TRUE(has(v, "no operation in flight")) << joined(v);
 }
 
+TEST(FlightAnalysis, AFailureTheRankLivedThroughIsNotWhereItStopped) {
+  // #0 refused (LANES_CHECK_MISMATCH), #1 completed: nothing is stuck.
+  const auto v =
+      analyzeFlightDumps(
+          {dump(0, 1, {record(0, FlightState::Failed), record(1, FlightState::Completed)},
+                "signal")})
+          .at(0)
+          .verdicts;
+  EXPECT_TRUE(has(v, "no operation in flight")) << joined(v);
+  // The newest failed: that is where it stopped.
+  const auto w =
+      analyzeFlightDumps(
+          {dump(0, 1, {record(0, FlightState::Completed), record(1, FlightState::Failed)},
+                "failure")})
+          .at(0)
+          .verdicts;
+  EXPECT_TRUE(has(w, "rank 0 is in operation #1")) << joined(w);
+}
+
 TEST(FlightAnalysis, TakesEachRanksNewestDumpAndKeepsCommunicatorsApart) {
   FlightDump older = dump(0, 1, {record(0, FlightState::Running)}, "signal");
   older.header.dumpedUs = 1;

@@ -86,35 +86,35 @@ TEST(FlightRecorder, AFailureKeepsThePeersItWaitedFor) {
   EXPECT_GT(e.startedUs, 0);
 }
 
-TEST(FlightRecorder, DeviceEntriesSettleByTheirMarkers) {
+TEST(FlightRecorder, DeviceEntriesSettleByTheirMarkersAndTheirStreamsOrder) {
+  constexpr uint64_t kStream = 0x1000, kOther = 0x2000;
   FlightRecorder rec(8);
   const uint64_t a = rec.begin(allreduce(1), 1, 4, true);
-  rec.enqueued(a, 0, false);
+  rec.enqueued(a, 0, false, kStream);
   const uint64_t b = rec.begin(allreduce(2), 1, 8, true);
-  rec.enqueued(b, 1, false);
+  rec.enqueued(b, 1, false, kStream);
   const uint64_t c = rec.begin(allreduce(3), 1, 12, true);
-  rec.enqueued(c, -1, true);  // captured into a graph: no marker
+  rec.enqueued(c, -1, true, kStream);  // captured into a graph: no marker
   rec.settleMarkers([](int32_t marker) { return marker == 0; });
   auto entries = rec.snapshot();
   EXPECT_EQ(entries[0].state, FlightState::Completed);
+  EXPECT_GT(entries[0].endedUs, 0);
   EXPECT_EQ(entries[1].state, FlightState::Enqueued);
   EXPECT_EQ(entries[2].state, FlightState::Captured);
-  // Marker 1 taken again while b had not passed: b stays enqueued (unknown)
-  // and the new entry owns the marker.
+  // Marker 1 taken again while b is pending: b is settled by its stream's
+  // order once the newer entry passes.
   const uint64_t d = rec.begin(allreduce(4), 1, 16, true);
-  rec.enqueued(d, 1, false, /*previousDone=*/false);
+  rec.enqueued(d, 1, false, kStream);
+  const uint64_t e = rec.begin(allreduce(5), 1, 20, true);
+  rec.enqueued(e, 0, false, kOther);
   rec.settleMarkers([](int32_t marker) { return marker == 1; });
   entries = rec.snapshot();
-  EXPECT_EQ(entries[1].state, FlightState::Enqueued);
-  EXPECT_EQ(entries[3].state, FlightState::Completed);
-  // Taken again after its operation passed: that one is completed.
-  const uint64_t e = rec.begin(allreduce(5), 1, 20, true);
-  rec.enqueued(e, 0, false);
-  const uint64_t f = rec.begin(allreduce(6), 1, 24, true);
-  rec.enqueued(f, 0, false, /*previousDone=*/true);
-  entries = rec.snapshot();
-  EXPECT_EQ(entries[4].state, FlightState::Completed);
-  EXPECT_EQ(entries[5].state, FlightState::Enqueued);
+  EXPECT_EQ(entries[1].state, FlightState::Completed) << "b, before d on its stream";
+  EXPECT_EQ(entries[3].state, FlightState::Completed) << "d";
+  EXPECT_EQ(entries[4].state, FlightState::Enqueued) << "e, on another stream";
+  // Nothing passed: nothing changes.
+  rec.settleMarkers([](int32_t) { return false; });
+  EXPECT_EQ(rec.snapshot()[4].state, FlightState::Enqueued);
 }
 
 TEST(FlightDump, ReadsBackWhatWasWritten) {

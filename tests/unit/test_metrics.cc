@@ -34,7 +34,7 @@ std::map<std::string, std::string> samples(const std::string& text) {
 
 TEST(Metrics, CountsCallsBytesPlansTransportsWaitsAndErrors) {
   MetricsRegistry registry;
-  auto m = std::make_shared<CommMetrics>("tp", 3);
+  auto m = std::make_shared<CommMetrics>("tp", "0x01", 3);
   registry.add(m);
   for (int i = 0; i < 5; ++i)
     m->countCall(static_cast<size_t>(CollType::AllReduce), lanesFloat32, false, 4096, 20'000, true);
@@ -50,7 +50,7 @@ TEST(Metrics, CountsCallsBytesPlansTransportsWaitsAndErrors) {
   registry.countError(lanesInvalidArgument);
   const std::string text = registry.exposition();
   const auto s = samples(text);
-  const std::string l = "comm=\"tp\",rank=\"3\"";
+  const std::string l = "comm=\"tp\",comm_id=\"0x01\",rank=\"3\"";
   EXPECT_EQ(s.at("lanes_communicators"), "1");
   EXPECT_EQ(s.at("lanes_calls_total{" + l +
                  ",collective=\"allreduce\",datatype=\"float32\",memory=\"host\"}"),
@@ -88,13 +88,14 @@ TEST(Metrics, CountsCallsBytesPlansTransportsWaitsAndErrors) {
             "2");
   EXPECT_EQ(s.at("lanes_peer_wait_seconds_total{" + l + "}"), "1.5");
   EXPECT_EQ(s.at("lanes_errors_total{" + l + ",kind=\"timeout\"}"), "1");
-  EXPECT_EQ(s.at("lanes_errors_total{comm=\"\",rank=\"\",kind=\"invalid_argument\"}"), "1");
+  EXPECT_EQ(s.at("lanes_errors_total{comm=\"\",comm_id=\"\",rank=\"\",kind=\"invalid_argument\"}"),
+            "1");
 }
 
 TEST(Metrics, EveryFamilyHasOneHelpAndTypeBeforeItsSamples) {
   MetricsRegistry registry;
   for (int r = 0; r < 2; ++r) {
-    auto m = std::make_shared<CommMetrics>("c", r);
+    auto m = std::make_shared<CommMetrics>("c", "0x0" + std::to_string(r), r);
     m->countCall(0, lanesFloat32, false, 8, 1000, true);
     m->countPlan("allreduce", "ring", 8);
     registry.add(m);
@@ -119,21 +120,22 @@ TEST(Metrics, EveryFamilyHasOneHelpAndTypeBeforeItsSamples) {
 
 TEST(Metrics, LabelValuesAreEscaped) {
   MetricsRegistry registry;
-  auto m = std::make_shared<CommMetrics>("a\"b\\c\nd", 0);
+  auto m = std::make_shared<CommMetrics>("a\"b\\c\nd", "0x02", 0);
   registry.add(m);
   EXPECT_NE(registry.exposition().find("comm=\"a\\\"b\\\\c\\nd\""), std::string::npos);
 }
 
 TEST(Metrics, ADestroyedCommunicatorKeepsItsCounts) {
   MetricsRegistry registry;
-  auto m = std::make_shared<CommMetrics>("gone", 0);
+  auto m = std::make_shared<CommMetrics>("gone", "0x03", 0);
   registry.add(m);
   m->countCall(0, lanesFloat32, false, 8, 1000, true);
   registry.retire(m.get());
   m.reset();
   const auto s = samples(registry.exposition());
   EXPECT_EQ(s.at("lanes_communicators"), "0");
-  EXPECT_EQ(s.at("lanes_calls_total{comm=\"gone\",rank=\"0\",collective=\"allreduce\",datatype="
+  EXPECT_EQ(s.at("lanes_calls_total{comm=\"gone\",comm_id=\"0x03\",rank=\"0\",collective="
+                 "\"allreduce\",datatype="
                  "\"float32\",memory=\"host\"}"),
             "1");
 }

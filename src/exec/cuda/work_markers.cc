@@ -13,8 +13,8 @@
 namespace lanes {
 namespace {
 
-// Enough for the batches a stream holds at once; an older entry whose
-// marker is taken again while it is pending stays "enqueued" in the dump.
+// Enough for the batches a stream holds at once; an entry whose marker was
+// taken again is settled by the order of its stream (flight_recorder.h).
 constexpr size_t kMarkers = 64;
 
 class CudaWorkMarkers final : public WorkMarkers {
@@ -50,7 +50,6 @@ class CudaWorkMarkers final : public WorkMarkers {
     std::lock_guard<std::mutex> lock(mutex_);
     const size_t i = next_++ % events_.size();
     DeviceScope scope(device_);
-    m.previousDone = !used_[i] || passed(i);
     if (cudaEventRecord(events_[i], stream) != cudaSuccess) {
       cudaGetLastError();
       return m;
@@ -84,9 +83,10 @@ class CudaWorkMarkers final : public WorkMarkers {
   size_t next_ = 0;
 };
 
+// Made at init before any call and kept until the communicator goes, so
+// read without the paths' lock (a dump may run while a call holds it).
 CudaWorkMarkers* markersOf(lanesComm* handle) {
   const CommView comm(handle);
-  std::lock_guard<std::mutex> lock(comm.paths().mutex);
   return static_cast<CudaWorkMarkers*>(comm.paths().markers.get());
 }
 
