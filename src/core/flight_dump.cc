@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/env.h"
+#include "base/host_id.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/comm_registry.h"
@@ -21,12 +22,6 @@
 
 namespace lanes {
 namespace {
-
-std::string hostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "";
-  return name;
-}
 
 // The handler posts (sem_post is async-signal-safe; a semaphore holds no
 // descriptor); the dumping thread waits. The pid that armed it: a child

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/env.h"
+#include "base/host_id.h"
 #include "base/log.h"
 #include "core/comm.h"
 #include "core/flight_dump.h"
@@ -90,9 +91,7 @@ void attachTrace(lanesComm* comm) {
   const std::string path =
       *prefix + "." + comm->idText() + ".rank" + std::to_string(comm->rank) + ".json";
   std::string label = comm->options.name.empty() ? comm->idText() : comm->options.name;
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  label += " · " + std::string(host) + " pid " + std::to_string(getpid());
+  label += " · " + hostName() + " pid " + std::to_string(getpid());
   if (Status s = TraceWriter::open(path, comm->rank, label, offset, &comm->trace); !s) {
     envWarnOnce("LANES_TRACE_FILE", *prefix, s.message(), "no trace");
     return;

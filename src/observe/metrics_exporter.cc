@@ -9,18 +9,13 @@
 #include <thread>
 
 #include "base/env.h"
+#include "base/host_id.h"
 #include "base/log.h"
 #include "observe/http_endpoint.h"
 #include "observe/metrics.h"
 
 namespace lanes {
 namespace {
-
-std::string hostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "host";
-  return name;
-}
 
 std::string expandPath(const std::string& pattern, const MetricsPlace& place) {
   std::string out;

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "tools/lanes_run_program.h"
 
@@ -49,6 +51,8 @@ namespace {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
 constexpr double kKillAfterTermSeconds = 5;
+// What ranks get to write their flight-recorder dumps after SIGUSR1.
+constexpr double kDumpSeconds = 2;
 constexpr double kDrainSeconds = 2;  // output still arriving after the last exit (grandchildren)
 
 Deadline after(double seconds) { return Deadline::after(seconds); }
@@ -294,29 +298,69 @@ void Supervisor::readOutput(Child& child, bool errStream) {
   }
 }
 
+namespace {
+
+// Whether `pid` catches SIGUSR1 (/proc's SigCgt mask): Lanes' flight
+// recorder does; a process that does not would die of it.
+bool catchesSigusr1(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (mask >> (SIGUSR1 - 1)) & 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+void Supervisor::askForDumps(const std::string& why) {
+  std::string asked;
+  for (auto& c : children_) {
+    if (!c->running || !catchesSigusr1(c->pid)) continue;
+    ::kill(c->pid, SIGUSR1);
+    asked += (asked.empty() ? "" : ", ") + std::to_string(c->rank);
+  }
+  dumpsAsked_ = true;
+  if (asked.empty()) {
+    say(why + "; sending SIGTERM");
+    terminateRunning();
+    return;
+  }
+  const char* prefix = std::getenv("LANES_FLIGHT_RECORDER_FILE");
+  say(why + "; asking rank(s) " + asked + " for their flight-recorder dumps (SIGUSR1), then " +
+      "SIGTERM in " + seconds(kDumpSeconds) + ". Read them with: lanes-flight " +
+      (prefix != nullptr && *prefix != '\0' ? prefix : "/tmp/lanes-flight"));
+  termDeadline_ = after(kDumpSeconds);
+}
+
+void Supervisor::terminateRunning() {
+  signalRunning(SIGTERM, /*byUs=*/true);
+  termSent_ = true;
+  killDeadline_ = after(kKillAfterTermSeconds);
+}
+
 void Supervisor::checkDeadlines() {
   int left = runningCount();
   if (left > 0 && !timedOut_ && runDeadline_.expired()) {
     timedOut_ = true;
-    say("--timeout of " + seconds(options_.timeoutSeconds) + " reached with rank(s) " +
-        runningList() + " still running; sending SIGTERM");
-    signalRunning(SIGTERM, /*byUs=*/true);
-    termSent_ = true;
-    killDeadline_ = after(kKillAfterTermSeconds);
+    askForDumps("--timeout of " + seconds(options_.timeoutSeconds) + " reached with rank(s) " +
+                runningList() + " still running");
   }
-  if (left > 0 && !termSent_ && graceDeadline_.expired()) {
+  if (left > 0 && !termSent_ && !dumpsAsked_ && graceDeadline_.expired()) {
     if (firstFailedRank_ >= 0) {
-      say("rank(s) " + runningList() + " still running " + seconds(options_.graceSeconds) +
-          " after rank " + std::to_string(firstFailedRank_) +
-          " failed (they did not detect it); sending SIGTERM");
+      askForDumps("rank(s) " + runningList() + " still running " + seconds(options_.graceSeconds) +
+                  " after rank " + std::to_string(firstFailedRank_) +
+                  " failed (they did not detect it)");
     } else {
+      // The user interrupted the job: no dumps asked for, as they asked to stop.
       say("rank(s) " + runningList() + " still running " + seconds(options_.graceSeconds) +
           " after " + signalName(interruptSignal_) + "; sending SIGTERM");
+      dumpsAsked_ = true;
+      terminateRunning();
     }
-    signalRunning(SIGTERM, /*byUs=*/true);
-    termSent_ = true;
-    killDeadline_ = after(kKillAfterTermSeconds);
   }
+  if (runningCount() > 0 && !termSent_ && termDeadline_.expired()) terminateRunning();
   if (runningCount() > 0 && !killSent_ && killDeadline_.expired()) {
     say("rank(s) " + runningList() + " ignored SIGTERM for " + seconds(kKillAfterTermSeconds) +
         "; sending SIGKILL");
@@ -345,7 +389,7 @@ void Supervisor::loop() {
       }
     }
     int waitMs = runDeadline_.remainingMs();
-    for (const Deadline& d : {graceDeadline_, killDeadline_, drainDeadline_}) {
+    for (const Deadline& d : {graceDeadline_, termDeadline_, killDeadline_, drainDeadline_}) {
       waitMs = std::min(waitMs, d.remainingMs());
     }
     int ready = ::poll(fds.data(), fds.size(), std::max(waitMs, 0));

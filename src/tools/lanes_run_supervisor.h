@@ -75,6 +75,10 @@ class Supervisor {
   void onExit(Child& child, int waitStatus);
   void readOutput(Child& child, bool errStream);
   void checkDeadlines();
+  // Asks the ranks still running, whose Lanes handles SIGUSR1, for their
+  // flight-recorder dumps before they are terminated (why: the reason given).
+  void askForDumps(const std::string& why);
+  void terminateRunning();  // SIGTERM, then SIGKILL after kKillAfterTermSeconds
   void signalRunning(int sig, bool byUs);
   int runningCount() const;
   std::string runningList() const;
@@ -97,6 +101,8 @@ class Supervisor {
   Deadline graceDeadline_ = Deadline::never();
   Deadline killDeadline_ = Deadline::never();
   Deadline drainDeadline_ = Deadline::never();
+  Deadline termDeadline_ = Deadline::never();  // SIGTERM after the dumps' time
+  bool dumpsAsked_ = false;
   bool termSent_ = false;
   bool killSent_ = false;
 };

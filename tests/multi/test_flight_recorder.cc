@@ -111,6 +111,30 @@ TEST(FlightRecorder, LanesFlightNamesTheRankThatNeverCalled) {
   EXPECT_NE(out.find("dumped on signal"), std::string::npos) << out;
 }
 
+// lanes-run's --timeout ends a hung job: before SIGTERM it asks every rank
+// for its dump (SIGUSR1), so lanes-flight reads all of them, the rank that
+// stopped included, though no rank timed out itself.
+TEST(FlightRecorder, LanesRunAsksAHungJobForItsDumps) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path.empty());
+  const CommandResult run =
+      runCommand({LANES_RUN_PATH, "-n", "3", "--timeout", "8", LANES_HANG_JOB, "1"},
+                 {{"LANES_FLIGHT_RECORDER_FILE", dir.path + "/job"}, {"LANES_TIMEOUT", "600"}}, 90);
+  ASSERT_TRUE(run.exited && run.exitCode == 124) << run.describe();
+  EXPECT_NE(run.output.find("asking rank(s) 0, 1, 2 for their flight-recorder dumps (SIGUSR1)"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("lanes-flight " + dir.path + "/job"), std::string::npos) << run.output;
+  ASSERT_EQ(dumpsIn(dir.path).size(), 3u) << run.output;
+  const CommandResult flight = runCommand({LANES_FLIGHT_PATH, dir.path + "/job"}, {}, 60);
+  ASSERT_TRUE(flight.exited && flight.exitCode == 0) << flight.describe();
+  EXPECT_NE(flight.output.find("* rank 1 never called operation #1 (allreduce(count 1024 "
+                               "float32 sum)) that ranks 0 and 2 wait in"),
+            std::string::npos)
+      << flight.output;
+  EXPECT_NE(flight.output.find("dumped on signal"), std::string::npos) << flight.output;
+}
+
 TEST(FlightRecorder, AnIdleAbortWritesNothingAndLanesFlightSaysSo) {
   TempDir dir;
   ASSERT_FALSE(dir.path.empty());
