@@ -25,7 +25,9 @@ lanesResult_t report(lanesComm_t comm, const Status& status) {
       std::lock_guard<std::mutex> lock(comm->errorMutex);
       comm->lastError = status.message();
       rank = comm->rank;
-      if (comm->metrics) {
+      // (A call on a communicator still being made in the background may fail
+      // while its init attaches the metrics: those count from then on.)
+      if (comm->observed.load(std::memory_order_acquire) && comm->metrics) {
         comm->metrics->countError(status.code());
         counted = true;
       }
