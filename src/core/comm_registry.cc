@@ -16,9 +16,16 @@ struct Registry {
   std::condition_variable idle;
   std::unordered_map<lanesComm_t, Entry> entries;
 };
+// Never destroyed: the flight recorder's SIGUSR1 thread (core/flight_dump.h)
+// may walk it while the process exits and destroys its statics.
 Registry& registry() {
-  static Registry r;
-  return r;
+  union Immortal {
+    Registry r;
+    Immortal() : r() {}
+    ~Immortal() {}
+  };
+  static Immortal holder;
+  return holder.r;
 }
 }  // namespace
 
