@@ -68,11 +68,12 @@ void FlightRecorder::notePlan(std::string_view plan) {
   if (next_ == 0) return;
   FlightEntry& e = ring_[(next_ - 1) % ring_.size()];
   const size_t used = std::strlen(e.plan.data());
-  std::string_view have(e.plan.data(), used);
   // A group of several calls on one plan says it once.
-  if (have == plan || have.starts_with(std::string(plan) + "+") ||
-      have.find("+" + std::string(plan)) != std::string_view::npos)
-    return;
+  for (std::string_view rest(e.plan.data(), used); !rest.empty();) {
+    const size_t cut = rest.find('+');
+    if (rest.substr(0, cut) == plan) return;
+    rest = cut == std::string_view::npos ? std::string_view() : rest.substr(cut + 1);
+  }
   size_t at = used;
   if (used > 0 && at + 1 < e.plan.size()) e.plan[at++] = '+';
   const size_t n = std::min(plan.size(), e.plan.size() - 1 - at);

@@ -67,6 +67,13 @@ TEST(FlightRecorder, PlansOfAGroupAreJoinedOnce) {
   EXPECT_STREQ(e.plan.data(), "ring+p2p");
   EXPECT_EQ(e.calls, 3u);
   EXPECT_EQ(e.bytes, 96u);
+  // A plan whose name begins another's is still its own part.
+  rec.begin(allreduce(8), 2, 64, false);
+  rec.notePlan("staged/ll");
+  rec.notePlan("staged");
+  rec.notePlan("ll");
+  rec.notePlan("staged");
+  EXPECT_STREQ(rec.snapshot().back().plan.data(), "staged/ll+staged+ll");
   // Too long a plan is cut, NUL-terminated.
   rec.begin(allreduce(8), 1, 32, false);
   rec.notePlan(std::string(200, 'x'));
