@@ -251,7 +251,8 @@ Status enqueueBatch(const DeviceBatch& b) {
   LANES_RETURN_IF_ERROR(b.comm->checkAbort());
   const ObservedOp observed(b.comm, *b.requests);
   const cudaStream_t stream = b.requests->front().stream;
-  Status status = enqueueDeviceRequests(*b.requests, stream, kChooser);
+  Status status =
+      enqueueDeviceRequests(*b.requests, stream, kChooser, [&observed] { observed.planned(); });
   observed.deviceEnqueued(*b.requests, stream, status);
   return status;
 }
@@ -435,6 +436,7 @@ Status executeHostRequests(std::vector<Request>& requests) {
     comms[i]->watch.progress.begin(hangs[i].seq, hangs[i].op, hangs[i].ops);
     if (!observed.empty()) {
       observed[i].setSeq(hangs[i].seq);
+      observed[i].planned();
       observed[i].started();
     }
   }

@@ -51,16 +51,21 @@ ObservedOp::ObservedOp(lanesComm* comm, std::span<const Request> requests) : com
     bytes_ += r.sendBytes;
   }
   if (first == nullptr) return;
-  const FlightCall call = flightCallOf(*first);
-  id_ = comm->flight->begin(call, calls, bytes_, first->onDevice);
+  call_ = flightCallOf(*first);
+  calls_ = calls;
+  id_ = comm->flight->begin(call_, calls, bytes_, first->onDevice);
   if (comm->metrics) beganNs_ = steadyNs();
-  if (nvtxAttached()) {
-    std::string message = std::string(call.name) + " " + std::to_string(bytes_) + " B " +
-                          call.datatype + (call.redop[0] ? " " : "") + call.redop;
-    if (calls > 1) message += " (+" + std::to_string(calls - 1) + " in group)";
-    message += " · " + comm->describe();
-    rangePushed_ = nvtxPushRange(message.c_str(), bytes_);
-  }
+}
+
+void ObservedOp::planned() const {
+  if (!nvtxAttached() || rangePushed_ || calls_ == 0) return;
+  std::string message = std::string(call_.name) + " " + std::to_string(bytes_) + " B " +
+                        call_.datatype + (call_.redop[0] ? " " : "") + call_.redop;
+  if (calls_ > 1) message += " (+" + std::to_string(calls_ - 1) + " in group)";
+  if (const std::optional<FlightEntry> e = comm_->flight->entry(id_); e && e->plan[0] != '\0')
+    message += std::string(" on ") + e->plan.data();
+  message += " · " + comm_->describe();
+  rangePushed_ = nvtxPushRange(message.c_str(), bytes_);
 }
 
 void ObservedOp::trace() const {

@@ -11,19 +11,24 @@
 #include "algorithms/schedule.h"
 #include "base/status.h"
 #include "exec/request.h"
+#include "observe/flight_recorder.h"
 
 struct lanesComm;
 
 namespace lanes {
 
-// Each ObservedOp pushes the call's NVTX range where a tool is attached; its
-// end (hostEnded, deviceEnqueued) pops it on the same thread.
+// Each ObservedOp pushes the call's NVTX range where a tool is attached, once
+// its plan is chosen (planned); its end (hostEnded, deviceEnqueued) pops it
+// on the same thread.
 class ObservedOp {
  public:
   // Opens `comm`'s part of `requests` (the calls whose comm it is).
   ObservedOp(lanesComm* comm, std::span<const Request> requests);
   lanesComm* comm() const { return comm_; }
   void setSeq(int64_t seq) const;
+  // Every plan of the batch is noted: the call's NVTX range is pushed, named
+  // after the call and its plan (as the flight recorder holds it).
+  void planned() const;
   // Host buffers: the engine starts moving bytes.
   void started() const;
   // Host buffers: the batch ended with `status`; `waitingFor`: the peers it
@@ -42,6 +47,8 @@ class ObservedOp {
   void countCalls(std::span<const Request> requests, bool onDevice) const;
   void popRange() const;
   void trace() const;  // its stages into the trace file (LANES_TRACE_FILE)
+  FlightCall call_;
+  uint32_t calls_ = 0;
   uint64_t bytes_ = 0;
   mutable bool rangePushed_ = false;  // the call's NVTX range (observe/nvtx_ranges.h)
   lanesComm* comm_;

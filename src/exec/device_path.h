@@ -3,6 +3,7 @@
 // so the core never includes CUDA headers.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "base/deadline.h"
@@ -50,9 +51,10 @@ Status classifyBuffer(const void* ptr, BufferInfo* out);
 // Enqueues requests on device buffers of ONE communicator on `stream` and
 // returns without waiting: the work runs after what is already on the
 // stream, and later work on the stream waits for it.
-// `chooser` picks each batch's path (planner/registry.h).
+// `chooser` picks each batch's path (planner/registry.h); `planned` runs once
+// every part's path is chosen and noted (notePlan), before any is enqueued.
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream,
-                             const PathChooser& chooser);
+                             const PathChooser& chooser, const std::function<void()>& planned);
 // Whether `stream` is cudaStreamPerThread, which each thread resolves to its own stream.
 bool streamIsPerThread(cudaStream_t stream);
 

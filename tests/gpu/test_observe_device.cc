@@ -95,7 +95,7 @@ TEST(NvtxRangesGpu, AToolSeesTheStagedPathsStages) {
     return n;
   };
   ASSERT_FALSE(lines.empty()) << "the tool recorded nothing";
-  EXPECT_GE(count("allreduce 8388608 B float32 sum"), 8u);
+  EXPECT_GE(count("allreduce 8388608 B float32 sum on staged · "), 8u);
   EXPECT_GE(count(" enqueue staged"), 8u);
   for (const char* stage : {" download", " upload pieces", " reduce", " wait for peers"})
     EXPECT_GE(count(stage), 8u) << stage;

@@ -173,17 +173,31 @@ Status checkLlReceivesAgainstOtherSends(const std::vector<Request>& llPairs,
   return Status::ok();
 }
 
-// One batch of the group, on the path the chooser picks.
-Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
-                     const PathChooser& chooser) {
+// The path the chooser picked for one batch of the group, and its bytes.
+struct ChosenPath {
+  DevicePath path = DevicePath::Proxy;
+  uint64_t bytes = 0;
+};
+
+// Picks, explains and notes one batch's path: every batch of a group is
+// planned before any is enqueued, so the call's NVTX range names them all.
+ChosenPath choosePath(const std::vector<Request>& requests, const PathChooser& chooser) {
+  if (requests.empty()) return {};
   const CommView comm(requests.front().comm);
   const CallFacts facts = factsOf(comm, requests);
   const DevicePath path = chooser.devicePath(requests.front().comm, facts);
   chooser.explainDevice(requests.front().comm, facts);
   notePlans(comm, requests, path, chooser);
+  return {path, facts.bytes};
+}
+
+// One batch of the group, on the path chosen for it.
+Status enqueueOnPath(std::vector<Request>& requests, cudaStream_t stream, ChosenPath chosen) {
+  const CommView comm(requests.front().comm);
+  const DevicePath path = chosen.path;
   NvtxRange enqueueRange;
   if (nvtxAttached())
-    enqueueRange.push(std::string("enqueue ") + devicePathName(path), facts.bytes);
+    enqueueRange.push(std::string("enqueue ") + devicePathName(path), chosen.bytes);
   DevicePaths& paths = comm.paths();
   switch (path) {
     case DevicePath::SharedContext:
@@ -222,7 +236,7 @@ Status enqueueChosen(std::vector<Request>& requests, cudaStream_t stream,
 }  // namespace
 
 Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream,
-                             const PathChooser& chooser) {
+                             const PathChooser& chooser, const std::function<void()>& planned) {
   if (std::erase_if(requests, singleRankNoOp) > 0) {
     if (requests.empty()) return Status::ok();
     // `stream` was the first request's; the paths below take it as the
@@ -268,8 +282,11 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     else
       leftover.clear();
   }
-  if (pairPath == nullptr && llPairPath == nullptr && leftover.empty())
-    return enqueueChosen(requests, stream, chooser);
+  if (pairPath == nullptr && llPairPath == nullptr && leftover.empty()) {
+    const ChosenPath chosen = choosePath(requests, chooser);
+    planned();
+    return enqueueOnPath(requests, stream, chosen);
+  }
 
   // A split group: every part runs on `stream`, which the group's other
   // streams join first and wait for after (NCCL completes a group on all of
@@ -278,12 +295,15 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   LANES_RETURN_IF_ERROR(joinStreams(stream, others));
   for (std::vector<Request>* part : {&llPairs, &pairs, &requests, &leftover})
     for (Request& r : *part) r.stream = stream;
+  const ChosenPath collectivesPath = choosePath(requests, chooser);
+  const ChosenPath leftoverPath = choosePath(leftover, chooser);
+  planned();
   // The LL kernel first: its sends never wait for this group's receives, so
   // the peers' LL receives complete whatever their streams hold after.
   if (llPairPath != nullptr) LANES_RETURN_IF_ERROR(llPairPath->enqueuePairs(llPairs, stream));
   if (pairPath != nullptr) LANES_RETURN_IF_ERROR(pairPath->enqueue(pairs, stream));
-  if (!requests.empty()) LANES_RETURN_IF_ERROR(enqueueChosen(requests, stream, chooser));
-  if (!leftover.empty()) LANES_RETURN_IF_ERROR(enqueueChosen(leftover, stream, chooser));
+  if (!requests.empty()) LANES_RETURN_IF_ERROR(enqueueOnPath(requests, stream, collectivesPath));
+  if (!leftover.empty()) LANES_RETURN_IF_ERROR(enqueueOnPath(leftover, stream, leftoverPath));
   return forkStreams(stream, others);
 }
 

@@ -31,7 +31,8 @@ bool streamIsPerThread(cudaStream_t) { return false; }
 DeviceMarker markDeviceWork(lanesComm*, cudaStream_t) { return {}; }
 bool deviceWorkPassed(lanesComm*, int32_t) { return false; }
 
-Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t, const PathChooser&) {
+Status enqueueDeviceRequests(std::vector<Request>&, cudaStream_t, const PathChooser&,
+                             const std::function<void()>&) {
   return invalidUsage("this Lanes build has no CUDA support; device buffers cannot be used");
 }
 
