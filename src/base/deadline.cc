@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -35,12 +36,16 @@ void Backoff::pause() {
   nanosleep(&ts, nullptr);
 }
 
-unsigned spinLimitFor(int localRanks) {
+int threadsMovingBytes(int localRanks, int tcpPeers, int socketThreads) {
+  return localRanks * (1 + std::min(tcpPeers, 2) * socketThreads);
+}
+
+unsigned spinLimitFor(int busyThreads) {
   // -1 (unset): chosen by the cores below.
   static const int64_t configured = envInt("LANES_SPIN_ITERATIONS", -1, 0, UINT_MAX);
   if (configured >= 0) return static_cast<unsigned>(configured);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return localRanks <= cores ? 4000u : 64u;
+  return busyThreads <= cores ? 4000u : 64u;
 }
 
 }  // namespace lanes

@@ -45,7 +45,13 @@ class Backoff {
 };
 
 // Spin budget for ranks of this process: LANES_SPIN_ITERATIONS when set, else
-// long when `localRanks` fit on the online cores and short when they do not.
-unsigned spinLimitFor(int localRanks);
+// long when `busyThreads` (the threads that move this host's bytes at once:
+// its ranks' engines and their TCP workers) fit on the online cores and short
+// when they do not.
+unsigned spinLimitFor(int busyThreads);
+// The threads that move a host's bytes at once: each of its `localRanks`
+// ranks' engine, and the TCP workers (`socketThreads` per peer) of the peers
+// a step talks to at once (a ring's two) among its `tcpPeers`.
+int threadsMovingBytes(int localRanks, int tcpPeers, int socketThreads);
 
 }  // namespace lanes

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "base/env.h"
@@ -148,7 +149,14 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
     comm->localRanks += r.hostHash == self.hostHash ? 1 : 0;
     comm->processRanks += r.hostHash == self.hostHash && r.pid == self.pid ? 1 : 0;
   }
-  comm->spinLimit = spinLimitFor(comm->localRanks);
+  // A rank's TCP peers are served by worker threads of its own that need a
+  // core while its engine waits for them: spinning there only delays them.
+  int tcpPeers = 0;
+  for (int p = 0; p < comm->nranks; ++p)
+    if (p != comm->rank && std::string_view(comm->links.connections[p]->transportName()) == "tcp")
+      ++tcpPeers;
+  comm->spinLimit = spinLimitFor(
+      threadsMovingBytes(comm->localRanks, tcpPeers, comm->config.transport.socketThreads));
   comm->links.table.assign(comm->nranks, nullptr);
   for (int p = 0; p < comm->nranks; ++p) comm->links.table[p] = comm->links.connections[p].get();
   return Status::ok();
