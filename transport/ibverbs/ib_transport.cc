@@ -19,6 +19,7 @@
 #include "transport/common/agree.h"
 #include "transport/ibverbs/ib_connection.h"
 #include "transport/ibverbs/ib_wire.h"
+#include "transport/ibverbs/link_kind.h"
 #include "transport/transport.h"
 
 namespace lanes {
@@ -157,18 +158,26 @@ Status IbTransport::connect(const TransportContext& ctx, const std::vector<int>&
     }
     (*out)[i] = std::move(c);
   }
-  // What each rank can do: 0 no verbs, else its port's link layer; a pair
-  // talks verbs only over ports of one kind.
-  std::vector<uint8_t> kind(static_cast<size_t>(ctx.nranks), 0);
-  const uint8_t mine = !device ? 0 : device->roce() ? 2 : 1;
+  // What each rank can do (link_kind.h): a pair talks verbs only over ports
+  // of one link layer.
+  using ib::LinkKind;
+  std::vector<LinkKind> kind(static_cast<size_t>(ctx.nranks), LinkKind::None);
+  const LinkKind mine = !device          ? LinkKind::None
+                        : device->roce() ? LinkKind::Ethernet
+                                         : LinkKind::InfiniBand;
   kind[static_cast<size_t>(ctx.rank)] = mine;
+  static_assert(sizeof(LinkKind) == 1);
   LANES_RETURN_IF_ERROR(ctx.bootstrap->allGather(kind.data(), 1, deadline));
   std::vector<ib::IbConnection*> joined(peers.size(), nullptr);
   for (size_t i = 0; i < peers.size(); ++i) {
-    if (mine != 0 && kind[static_cast<size_t>(peers[i])] == mine)
+    const LinkKind theirs = kind[static_cast<size_t>(peers[i])];
+    if (ib::joinsOverVerbs(mine, theirs)) {
       joined[i] = static_cast<ib::IbConnection*>((*out)[i].get());
-    else
-      (*out)[i].reset();
+      continue;
+    }
+    (*out)[i].reset();
+    if (const std::string why = ib::whyNotOverVerbs(mine, theirs, peers[i]); !why.empty())
+      LANES_INFO(Transport, ctx.rank, "ib: %s", why.c_str());
   }
 
   // Hellos both ways to every verbs peer; a pair that cannot be joined
