@@ -103,9 +103,11 @@ struct Unreleased {
   uint64_t end;
 };
 
-// A data socket and its framing state; touched only by its worker thread
+// A data socket and its framing state, touched under `busy`: by its worker
+// thread, and by the engine's post() that sends a small post itself
 // (payloadSent and the zero-copy counts are read by tests).
 struct DataSocket {
+  std::mutex busy;
   Socket socket;
   int index = 0;
   // Frame being sent.
@@ -211,6 +213,7 @@ class SocketConnection final : public Connection {
   void fail(const Status& why);
   Status failure() const;
   void wakeSleepers();
+  bool sendInline();
   int creditSocket(int lane) const { return lane % nsockets_; }
 
   SocketConnectionConfig cfg_;
@@ -435,10 +438,35 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
     // seq_cst pairs with the worker's sleeping flag: either it sees the
     // bytes before sleeping, or we see it asleep and wake it.
     s.produced.store(p + done, std::memory_order_seq_cst);
-    wakeSleepers();
+    if (n > kRingCommitBytes || !sendInline()) wakeSleepers();
   }
   *taken = n;
   return Status::ok();
+}
+
+// A small post goes out from the engine's own thread where the sockets are
+// free: waking a worker for it costs more than the send (a hand-off, and
+// on a host short of cores a context switch). Large posts stay with the
+// workers, which send one piece while post() copies the next. True once
+// nothing is left for a worker to do.
+bool SocketConnection::sendInline() {
+  if (!socketsReady_.load(std::memory_order_acquire)) return false;
+  bool done = true;
+  for (auto& socket : sockets_) {
+    DataSocket& s = *socket;
+    std::unique_lock<std::mutex> busy(s.busy, std::try_to_lock);
+    if (!busy.owns_lock()) {
+      done = false;
+      continue;
+    }
+    bool progressed = false;
+    if (Status st = sendSome(s, &progressed); !st.isOk()) {
+      fail(st);
+      return false;
+    }
+    done = done && !hasSendWork(s) && s.zeroCopy.idle();
+  }
+  return done;
 }
 
 Status SocketConnection::peek(int lane, std::span<const std::byte>* view) {
@@ -745,6 +773,7 @@ void SocketConnection::workerLoop(Worker& w) {
     bool progressed = false;
     for (int i = w.first; i < w.first + w.count; ++i) {
       DataSocket& s = *sockets_[static_cast<size_t>(i)];
+      std::lock_guard<std::mutex> busy(s.busy);
       Status st = reapZeroCopy(s, &progressed);
       if (st.isOk()) st = recvSome(s, &progressed);
       if (st.isOk()) st = sendSome(s, &progressed);
@@ -770,7 +799,8 @@ void SocketConnection::workerLoop(Worker& w) {
     w.sleeping.store(true, std::memory_order_seq_cst);
     bool work = failed_.load(std::memory_order_seq_cst);
     for (int i = w.first; i < w.first + w.count && !work; ++i) {
-      const DataSocket& s = *sockets_[static_cast<size_t>(i)];
+      DataSocket& s = *sockets_[static_cast<size_t>(i)];
+      std::lock_guard<std::mutex> busy(s.busy);
       work = !s.writeBlocked && hasSendWork(s);
     }
     if (work) {
@@ -778,7 +808,8 @@ void SocketConnection::workerLoop(Worker& w) {
       continue;
     }
     for (int i = 0; i < w.count; ++i) {
-      const DataSocket& s = *sockets_[static_cast<size_t>(w.first + i)];
+      DataSocket& s = *sockets_[static_cast<size_t>(w.first + i)];
+      std::lock_guard<std::mutex> busy(s.busy);
       // A socket the peer closed is no longer read: polling it for input
       // would wake at once, forever. Zero-copy reports still come (as POLLERR).
       const bool watch = !s.peerClosed || s.writeBlocked || !s.zeroCopy.idle();
@@ -797,7 +828,9 @@ void SocketConnection::workerLoop(Worker& w) {
     if (fds.back().revents & POLLIN) w.wake.drain();
     for (int i = 0; i < w.count; ++i) {
       if (fds[static_cast<size_t>(i)].revents & (POLLOUT | POLLERR | POLLHUP)) {
-        sockets_[static_cast<size_t>(w.first + i)]->writeBlocked = false;
+        DataSocket& s = *sockets_[static_cast<size_t>(w.first + i)];
+        std::lock_guard<std::mutex> busy(s.busy);
+        s.writeBlocked = false;
       }
     }
   }

@@ -10,7 +10,10 @@
 // control is by credit: a sender never sends past the peer's consumed offset
 // plus the buffer size, so a receiving worker always has room and one full
 // lane never stalls another lane sharing its socket. Workers sleep in poll()
-// on their sockets and an eventfd that post()/consume() ring when needed.
+// on their sockets and an eventfd that post()/consume() ring when needed. A
+// small post (one commit piece) is sent by post() itself where the sockets
+// are free, which spares the wake-up; each socket's framing state is taken
+// under its own mutex by whichever thread sends.
 //
 // Nothing is opened until the connection is first used: the first post()
 // or peek() allocates the buffers and starts the first worker, which gets
