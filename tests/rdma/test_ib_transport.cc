@@ -223,5 +223,37 @@ TEST(IbTransport, AClosedPeerFailsTheOtherSide) {
   EXPECT_FALSE(open.recvPort(0).peek(&view).isOk());
 }
 
+// Ports that cannot reach each other (other fabrics, unrouted subnets):
+// rxe0 and rxe1 sit on two veths that are not joined (tests/rdma/ib_tests.sh
+// makes rxe1), and soft-RoCE delivers nothing from one to the other. The
+// probes find that out at init: the pair goes to the next transport on both
+// ranks, nobody fails, and the probe's deadline bounds the wait.
+TEST(IbTransport, PortsThatCannotReachEachOtherLeaveThePairToTheNextTransport) {
+  const auto ports = topo::readRdmaPorts();
+  if (ports.empty()) GTEST_SKIP() << "no RDMA port here (this test runs in tests/rdma/guest.sh)";
+  IbConfig first, second;
+  first.hca = "=rxe0";
+  second.hca = "=rxe1";
+  chooseIbPort(ports, topo::Topology{}, -1, &first);
+  chooseIbPort(ports, topo::Topology{}, -1, &second);
+  ASSERT_EQ(first.device, "rxe0") << first.unavailable;
+  ASSERT_EQ(second.device, "rxe1")
+      << second.unavailable << " (tests/rdma/ib_tests.sh makes rxe1 on veth2)";
+  ScopedEnv timeout("LANES_IB_TIMEOUT", "10");  // 4 ms per try
+  ScopedEnv retries("LANES_IB_RETRY_CNT", "1");
+  FakeBootstrapGroup group(2, /*sameHost=*/false);
+  const auto start = std::chrono::steady_clock::now();
+  auto conns = connectAll(group, makeIbTransport, 1, 60, [&](int rank, TransportConfig* c) {
+    onChosenPort(rank == 0 ? first : second)(rank, c);
+  });
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(conns[r].status.isOk()) << "rank " << r << ": " << conns[r].status.message();
+    ASSERT_EQ(conns[r].owned.size(), 1u);
+    EXPECT_EQ(conns[r].owned[0], nullptr) << "rank " << r << " kept a verbs pair it cannot use";
+  }
+  EXPECT_LT(took, std::chrono::seconds(25)) << "the probes' deadline is 20 s";
+}
+
 }  // namespace
 }  // namespace lanes::testing

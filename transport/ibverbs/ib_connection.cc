@@ -200,7 +200,8 @@ std::string IbConnection::describe(const std::string& what) const {
          " over " + device_->label() + ": " + what;
 }
 
-Status IbConnection::connect(const IbHello& remote) {
+Status IbConnection::connect(const IbHello& remote, bool* unreachable) {
+  *unreachable = false;
   const IbGeometry theirs{remote.lanes, remote.slots, static_cast<size_t>(remote.slotBytes),
                           remote.qps};
   if (remote.magic != kHelloMagic || !(theirs == geometry_))
@@ -219,8 +220,8 @@ Status IbConnection::connect(const IbHello& remote) {
   for (int q = 0; q < geometry_.qps; ++q) {
     for (uint32_t r = 0; r < qpSettings_.recvDepth; ++r)
       LANES_RETURN_IF_ERROR(postReceiveLocked(q));
-    Status st =
-        connectQueuePair(*device_, qps_[static_cast<size_t>(q)].get(), remote.qp[q], qpSettings_);
+    Status st = connectQueuePair(*device_, qps_[static_cast<size_t>(q)].get(), remote.qp[q],
+                                 qpSettings_, unreachable);
     if (!st.isOk()) return Status(st.code(), describe(st.message()));
   }
   return Status::ok();

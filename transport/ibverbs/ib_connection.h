@@ -63,7 +63,9 @@ class IbConnection final : public Connection {
   // Checks that the peer's geometry matches, posts the receives and brings
   // the queue pairs to ready-to-send. The peer may write once both sides
   // returned (the transport agrees on that before any port is used).
-  Status connect(const IbHello& remote);
+  // *unreachable: it failed because this port finds no way to the peer's
+  // (connectQueuePair), so the pair may go to another transport.
+  Status connect(const IbHello& remote, bool* unreachable);
 
   // Reachability, checked once after connect(): each queue pair writes a
   // word into the peer's probe area; probesArrived() says whether every one

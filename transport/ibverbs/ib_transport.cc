@@ -82,14 +82,15 @@ std::shared_ptr<ib::IbDevice> openPort(const TransportContext& ctx, const std::v
 // collective's exhausted retries. Each pair writes a probe through every
 // queue pair and tells the other what arrived; a pair where either side
 // missed one goes to TCP, with a warning naming it.
+// `why`: per peer, why this side already knows the pair cannot work (its
+// queue pairs found no way to the peer), else OK.
 Status checkReachable(const TransportContext& ctx, const std::vector<int>& peers,
                       std::vector<std::unique_ptr<Connection>>* out,
-                      std::vector<ib::IbConnection*>* joined) {
+                      std::vector<ib::IbConnection*>* joined, std::vector<Status> why) {
   const Deadline deadline = Deadline::after(std::min(ctx.timeoutSeconds, kProbeSeconds));
   std::vector<uint8_t> arrived(peers.size(), 0);
-  std::vector<Status> why(peers.size());
   for (size_t i = 0; i < peers.size(); ++i)
-    if ((*joined)[i] != nullptr) why[i] = (*joined)[i]->sendProbes();
+    if ((*joined)[i] != nullptr && why[i].isOk()) why[i] = (*joined)[i]->sendProbes();
   Backoff backoff;
   for (bool waiting = true; waiting && !deadline.expired(); backoff.pause()) {
     waiting = false;
@@ -181,8 +182,11 @@ Status IbTransport::connect(const TransportContext& ctx, const std::vector<int>&
   }
 
   // Hellos both ways to every verbs peer; a pair that cannot be joined
-  // (mismatched settings) fails the communicator on every rank.
+  // (mismatched settings) fails the communicator on every rank, while one
+  // whose ports find no way to each other is left to the probes' verdict
+  // below, which sends it to TCP on both sides.
   Status local;
+  std::vector<Status> unreachable(peers.size());
   for (size_t i = 0; i < peers.size(); ++i) {
     if (joined[i] == nullptr) continue;
     const ib::IbHello hello = joined[i]->hello();
@@ -200,12 +204,17 @@ Status IbTransport::connect(const TransportContext& ctx, const std::vector<int>&
                         " sent a connection hello of another size; run the same Lanes build on "
                         "every rank");
     if (st.isOk()) std::memcpy(&remote, bytes.data(), sizeof(remote));
-    if (st.isOk()) st = joined[i]->connect(remote);
+    bool noWay = false;
+    if (st.isOk()) st = joined[i]->connect(remote, &noWay);
+    if (noWay) {
+      unreachable[i] = st;
+      st = Status::ok();
+    }
     local = st;
   }
   LANES_RETURN_IF_ERROR(
       agreeOnStatus(*ctx.bootstrap, local, "connect its RDMA queue pairs", deadline));
-  LANES_RETURN_IF_ERROR(checkReachable(ctx, peers, out, &joined));
+  LANES_RETURN_IF_ERROR(checkReachable(ctx, peers, out, &joined, std::move(unreachable)));
   size_t connected = 0;
   for (auto* c : joined) connected += c != nullptr ? 1 : 0;
   if (connected > 0)

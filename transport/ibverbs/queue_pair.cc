@@ -1,6 +1,7 @@
 #include "transport/ibverbs/queue_pair.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -49,7 +50,7 @@ Status createQueuePair(IbDevice& device, ibv_cq* cq, const QpSettings& settings,
 }
 
 Status connectQueuePair(IbDevice& device, ibv_qp* qp, const QpAddress& remote,
-                        const QpSettings& settings) {
+                        const QpSettings& settings, bool* unreachable) {
   const VerbsLibrary& v = VerbsLibrary::get();
   const QpAddress local = device.address();
   if (remote.linkLayer != local.linkLayer)
@@ -75,8 +76,13 @@ Status connectQueuePair(IbDevice& device, ibv_qp* qp, const QpAddress& remote,
   }
   if (int rc = v.modifyQp(qp, &a,
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+    // RoCE resolves the peer's MAC here: an address no route or neighbour
+    // leads to fails this step.
+    if (unreachable != nullptr)
+      *unreachable = rc == ETIMEDOUT || rc == EHOSTUNREACH || rc == ENETUNREACH;
     return modifyFailed(device, "RTR", rc);
+  }
   a = {};
   a.qp_state = IBV_QPS_RTS;
   a.timeout = static_cast<uint8_t>(settings.timeout);

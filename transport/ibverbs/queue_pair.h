@@ -28,8 +28,11 @@ Status createQueuePair(IbDevice& device, ibv_cq* cq, const QpSettings& settings,
 
 // Moves `qp` to ready-to-send, joined to `remote` (the smaller MTU of the
 // two ports). Receives should be posted before the peer may write.
+// *unreachable (where given) says whether it failed because this port finds
+// no way to the peer's address (RoCE: no route, or no neighbour answers):
+// a pair for another transport, not a broken setup.
 Status connectQueuePair(IbDevice& device, ibv_qp* qp, const QpAddress& remote,
-                        const QpSettings& settings);
+                        const QpSettings& settings, bool* unreachable = nullptr);
 
 // Moves `qp` to the error state: its outstanding work completes flushed and
 // the peer's next write to it fails.
