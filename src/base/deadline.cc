@@ -37,7 +37,7 @@ void Backoff::pause() {
 }
 
 int threadsMovingBytes(int localRanks, int tcpPeers, int socketThreads) {
-  return localRanks * (1 + std::min(tcpPeers, 2) * socketThreads);
+  return localRanks + std::min(localRanks, 2) * std::min(tcpPeers, 2) * socketThreads;
 }
 
 unsigned spinLimitFor(int busyThreads) {

@@ -50,8 +50,9 @@ class Backoff {
 // when they do not.
 unsigned spinLimitFor(int busyThreads);
 // The threads that move a host's bytes at once: each of its `localRanks`
-// ranks' engine, and the TCP workers (`socketThreads` per peer) of the peers
-// a step talks to at once (a ring's two) among its `tcpPeers`.
+// ranks' engine, and the TCP workers (`socketThreads` per peer) of the
+// peers a step talks to at once (a ring's two, among `tcpPeers`) of the
+// ranks at the host's edge (a ring orders ranks by host: two of them).
 int threadsMovingBytes(int localRanks, int tcpPeers, int socketThreads);
 
 }  // namespace lanes

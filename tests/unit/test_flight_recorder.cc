@@ -74,6 +74,11 @@ TEST(FlightRecorder, PlansOfAGroupAreJoinedOnce) {
   rec.notePlan("ll");
   rec.notePlan("staged");
   EXPECT_STREQ(rec.snapshot().back().plan.data(), "staged/ll+staged+ll");
+  rec.begin(allreduce(8), 3, 64, false);
+  rec.notePlan("staged");
+  rec.notePlan("ll_pairs");
+  rec.notePlan("ll");  // "+ll" begins "+ll_pairs", and is still a plan of its own
+  EXPECT_STREQ(rec.snapshot().back().plan.data(), "staged+ll_pairs+ll");
   // Too long a plan is cut, NUL-terminated.
   rec.begin(allreduce(8), 1, 32, false);
   rec.notePlan(std::string(200, 'x'));

@@ -27,6 +27,8 @@ TEST(IbLinkKind, AMismatchedPairIsToldWhichPortsAndWhatToSet) {
   EXPECT_NE(why.find("LANES_IB_HCA"), std::string::npos) << why;
   EXPECT_EQ(whyNotOverVerbs(LinkKind::InfiniBand, LinkKind::None, 2),
             "rank 2 has no usable RDMA port: the pair uses TCP");
+  const std::string unknown = whyNotOverVerbs(LinkKind::Ethernet, static_cast<LinkKind>(7), 3);
+  EXPECT_NE(unknown.find("another Lanes build"), std::string::npos) << unknown;
   // Nothing to say where the pair joins, or where this rank has no port
   // (the transport said that once, not per peer).
   EXPECT_EQ(whyNotOverVerbs(LinkKind::InfiniBand, LinkKind::InfiniBand, 1), "");

@@ -15,7 +15,9 @@ TEST(SpinBudget, CountsTheTcpWorkersOfTheTwoPeersAStepTalksTo) {
   EXPECT_EQ(threadsMovingBytes(4, 0, 2), 4);
   EXPECT_EQ(threadsMovingBytes(1, 1, 2), 3);  // one host across: engine + 2 workers
   EXPECT_EQ(threadsMovingBytes(1, 7, 2), 5);  // a ring's step: two peers at once
-  EXPECT_EQ(threadsMovingBytes(8, 3, 4), 8 * 9);
+  // Eight ranks on a host: eight engines, and the workers of the two ranks
+  // at the host's edge of the ring.
+  EXPECT_EQ(threadsMovingBytes(8, 3, 4), 8 + 2 * 2 * 4);
 }
 
 TEST(SpinBudget, SpinsLongOnlyWhileTheThreadsFitOnTheCores) {

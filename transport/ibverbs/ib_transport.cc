@@ -88,6 +88,10 @@ Status checkReachable(const TransportContext& ctx, const std::vector<int>& peers
                       std::vector<std::unique_ptr<Connection>>* out,
                       std::vector<ib::IbConnection*>* joined, std::vector<Status> why) {
   const Deadline deadline = Deadline::after(std::min(ctx.timeoutSeconds, kProbeSeconds));
+  // A peer sends its verdict only once its own probes' wait ended, while a
+  // rank that knew its verdict at once waits for it from the start.
+  const Deadline verdicts =
+      Deadline::after(std::min(ctx.timeoutSeconds, kProbeSeconds) + ctx.timeoutSeconds);
   std::vector<uint8_t> arrived(peers.size(), 0);
   for (size_t i = 0; i < peers.size(); ++i)
     if ((*joined)[i] != nullptr && why[i].isOk()) why[i] = (*joined)[i]->sendProbes();
@@ -108,8 +112,7 @@ Status checkReachable(const TransportContext& ctx, const std::vector<int>& peers
   for (size_t i = 0; i < peers.size(); ++i) {
     if ((*joined)[i] == nullptr) continue;
     std::vector<uint8_t> theirs;
-    LANES_RETURN_IF_ERROR(
-        ctx.bootstrap->recv(peers[i], kProbeTag, &theirs, Deadline::after(ctx.timeoutSeconds)));
+    LANES_RETURN_IF_ERROR(ctx.bootstrap->recv(peers[i], kProbeTag, &theirs, verdicts));
     if (arrived[i] != 0 && theirs.size() == 1 && theirs[0] != 0) continue;
     LANES_WARN(Transport, ctx.rank,
                "ib: rank %d and rank %d cannot reach each other over their RDMA ports (%s); "

@@ -36,6 +36,10 @@ inline std::string whyNotOverVerbs(LinkKind mine, LinkKind theirs, int peer) {
   if (mine == LinkKind::None || joinsOverVerbs(mine, theirs)) return {};
   const std::string who = "rank " + std::to_string(peer);
   if (theirs == LinkKind::None) return who + " has no usable RDMA port: the pair uses TCP";
+  if (theirs != LinkKind::InfiniBand && theirs != LinkKind::Ethernet)
+    return who +
+           " sent a port kind this build does not know (another Lanes build?): the pair "
+           "uses TCP";
   return who + "'s port is " + linkKindName(theirs) + " and this rank's " + linkKindName(mine) +
          ", which verbs cannot join: the pair uses TCP (choose ports of one link layer with "
          "LANES_IB_HCA for RDMA between them)";

@@ -198,7 +198,8 @@ class SocketConnection final : public Connection {
   void firstWorker();
   Status takeSockets(std::vector<Socket> sockets);
   void workerLoop(Worker& w);
-  Status sendSome(DataSocket& s, bool* progressed);
+  // zeroCopy: large frames may go with MSG_ZEROCOPY (the workers' sends).
+  Status sendSome(DataSocket& s, bool* progressed, bool zeroCopy = true);
   void sent(DataSocket& s);
   void release(int lane, int socket, uint64_t end);
   Status reapZeroCopy(DataSocket& s, bool* progressed);
@@ -207,13 +208,13 @@ class SocketConnection final : public Connection {
   Status onPeerClosed(DataSocket& s);
   Status onHeader(DataSocket& s);
   bool creditDue(int lane) const;
-  bool buildFrame(DataSocket& s);
+  bool buildFrame(DataSocket& s, bool zeroCopy);
   bool hasSendWork(const DataSocket& s) const;
   Status socketError(const DataSocket& s, const std::string& what) const;
   void fail(const Status& why);
   Status failure() const;
   void wakeSleepers();
-  bool sendInline();
+  bool sendInline(int lane, uint64_t from, uint64_t to);
   int creditSocket(int lane) const { return lane % nsockets_; }
 
   SocketConnectionConfig cfg_;
@@ -438,29 +439,37 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
     // seq_cst pairs with the worker's sleeping flag: either it sees the
     // bytes before sleeping, or we see it asleep and wake it.
     s.produced.store(p + done, std::memory_order_seq_cst);
-    if (n > kRingCommitBytes || !sendInline()) wakeSleepers();
+    if (n > kRingCommitBytes || !sendInline(lane, p + done - piece, p + done)) wakeSleepers();
   }
   *taken = n;
   return Status::ok();
 }
 
-// A small post goes out from the engine's own thread where the sockets are
-// free: waking a worker for it costs more than the send (a hand-off, and
-// on a host short of cores a context switch). Large posts stay with the
-// workers, which send one piece while post() copies the next. True once
-// nothing is left for a worker to do.
-bool SocketConnection::sendInline() {
+// A small post goes out from the engine's own thread, on the sockets that
+// carry its stripes [from, to) where they are free: waking a worker for it
+// costs more than the send (a hand-off, and on a host short of cores a
+// context switch). Large posts stay with the workers, which send one piece
+// while post() copies the next. Plain sends only: a zero-copy send's report
+// would need a worker anyway. True once nothing is left for a worker to do
+// on those sockets.
+bool SocketConnection::sendInline(int lane, uint64_t from, uint64_t to) {
   if (!socketsReady_.load(std::memory_order_acquire)) return false;
   bool done = true;
-  for (auto& socket : sockets_) {
-    DataSocket& s = *socket;
+  int last = -1;
+  for (uint64_t at = from; at < to; at = map_.stripeEnd(at)) {
+    const int index = map_.socketOf(lane, at);
+    if (index == last) continue;
+    last = index;
+    DataSocket& s = *sockets_[static_cast<size_t>(index)];
     std::unique_lock<std::mutex> busy(s.busy, std::try_to_lock);
     if (!busy.owns_lock()) {
       done = false;
       continue;
     }
     bool progressed = false;
-    if (Status st = sendSome(s, &progressed); !st.isOk()) {
+    if (Status st = sendSome(s, &progressed, /*zeroCopy=*/false); !st.isOk()) {
+      if (!failed_.load(std::memory_order_acquire))
+        LANES_INFO(Transport, cfg_.rank, "%s", st.message().c_str());
       fail(st);
       return false;
     }
@@ -546,7 +555,7 @@ bool SocketConnection::hasSendWork(const DataSocket& s) const {
   return false;
 }
 
-bool SocketConnection::buildFrame(DataSocket& s) {
+bool SocketConnection::buildFrame(DataSocket& s, bool zeroCopy) {
   // Credits first: they are what unblocks the peer's sender.
   for (int l = s.index; l < cfg_.lanes; l += nsockets_) {
     if (!creditDue(l)) continue;
@@ -571,7 +580,7 @@ bool SocketConnection::buildFrame(DataSocket& s) {
     s.out = WireHeader{kKindData, static_cast<uint16_t>(l), static_cast<uint32_t>(len), cur};
     s.outPayload = lane.buffer.get() + cur % capacity_;
     s.outDone = 0;
-    s.outZeroCopy = s.zeroCopy.wants(len);
+    s.outZeroCopy = zeroCopy && s.zeroCopy.wants(len);
     s.outPending = true;
     s.nextLane = (l + 1) % cfg_.lanes;
     return true;
@@ -583,9 +592,9 @@ bool SocketConnection::buildFrame(DataSocket& s) {
 // payload together, except that a zero-copy payload goes alone after its
 // header (sent with MSG_MORE: the header is this socket's struct, rewritten
 // for the next frame, so it must be copied).
-Status SocketConnection::sendSome(DataSocket& s, bool* progressed) {
+Status SocketConnection::sendSome(DataSocket& s, bool* progressed, bool zeroCopy) {
   for (int frames = 0; frames < kFramesPerPass;) {
-    if (!s.outPending && !buildFrame(s)) return Status::ok();
+    if (!s.outPending && !buildFrame(s, zeroCopy)) return Status::ok();
     const size_t total = sizeof(WireHeader) + s.out.length;
     iovec iov[2];
     int count = 0;
@@ -637,7 +646,7 @@ Status SocketConnection::sendSome(DataSocket& s, bool* progressed) {
 void SocketConnection::sent(DataSocket& s) {
   SendLane& lane = send_[s.out.lane];
   const uint64_t end = map_.advance(s.out.offset + s.out.length);
-  lane.cursor[s.index].store(end, std::memory_order_relaxed);  // read by this worker only
+  lane.cursor[s.index].store(end, std::memory_order_relaxed);  // read under s.busy only
   if (s.unreleased.empty() && s.zeroCopy.idle()) {
     release(s.out.lane, s.index, end);
   } else {

@@ -284,7 +284,7 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
   }
   if (pairPath == nullptr && llPairPath == nullptr && leftover.empty()) {
     const ChosenPath chosen = choosePath(requests, chooser);
-    planned();
+    if (planned) planned();
     return enqueueOnPath(requests, stream, chosen);
   }
 
@@ -297,7 +297,7 @@ Status enqueueDeviceRequests(std::vector<Request>& requests, cudaStream_t stream
     for (Request& r : *part) r.stream = stream;
   const ChosenPath collectivesPath = choosePath(requests, chooser);
   const ChosenPath leftoverPath = choosePath(leftover, chooser);
-  planned();
+  if (planned) planned();
   // The LL kernel first: its sends never wait for this group's receives, so
   // the peers' LL receives complete whatever their streams hold after.
   if (llPairPath != nullptr) LANES_RETURN_IF_ERROR(llPairPath->enqueuePairs(llPairs, stream));
