@@ -15,8 +15,9 @@ with device memory rank r uses GPU r % (visible GPUs), so one GPU holds every
 rank (CUDA_VISIBLE_DEVICES is the caller's).
 
 Sizes: 8 B x 4^k up to 512 MiB, then 1 GiB (nccl-tests' meaning), from --min
-to --max. Host memory runs them in spans (up to 1 MiB with 40 iterations, then
-2), device memory in one span up to 512 MiB with 40; a device path runs only
+to --max. Host memory runs them in spans (up to 128 KiB 5 cycles of 100
+iterations, up to 1 MiB 2 cycles of 40, then 2 iterations; a size keeps its
+fastest cycle), device memory in one span up to 512 MiB with 40; a device path runs only
 over the sizes where the plan lists it. Each candidate runs --repeat times,
 interleaved with the others, and each point keeps its fastest run. Beside each
 measured time it puts the cost model's prediction for the same call
@@ -135,12 +136,14 @@ def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, 
     """Out-of-place time (us) per size from lo_bytes to hi_bytes."""
     times = {}
     if args.memory == "host":
-        # Small sizes with many iterations, large with few.
-        spans = [(8, 1 << 20, 40, 5), (2 << 20, 512 << 20, 2, 1), (1 << 30, hi_bytes, 2, 1)]
+        # Small sizes with many iterations in several cycles (a cycle a preemption hit
+        # is dropped by taking the fastest), large with few.
+        spans = [(8, 128 << 10, 100, 5, 5), (256 << 10, 1 << 20, 40, 5, 2), (2 << 20, 512 << 20, 2, 1, 1),
+                 (1 << 30, hi_bytes, 2, 1, 1)]
     else:
         # Device calls up to 512 MiB take milliseconds: one run (one CUDA start) for all.
-        spans = [(8, 512 << 20, 40, 5), (1 << 30, hi_bytes, 2, 1)]
-    for lo, hi, iters, warmup in spans:
+        spans = [(8, 512 << 20, 40, 5, 1), (1 << 30, hi_bytes, 2, 1, 1)]
+    for lo, hi, iters, warmup, cycles in spans:
         lo, hi = on_grid(max(lo, lo_bytes)), min(hi, hi_bytes)
         if lo > hi:
             continue
@@ -151,7 +154,7 @@ def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, 
         else:
             cmd = [os.path.join(bindir, "lanes-run"), "-n", str(nranks), tool]
         cmd += ["--memory", args.memory, "-b", str(lo), "-e", str(hi), "-f", "4", "-n", str(iters),
-                "-w", str(warmup), "-c", "0", "-J", out]
+                "-w", str(warmup), "-N", str(cycles), "-c", "0", "-J", out]
         if args.memory == "device":
             cmd.append("--bounds=0")  # the copy-rate bounds cost a second per run, unused here
         e = dict(env)
@@ -161,7 +164,9 @@ def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, 
         with open(out) as f:
             doc = json.load(f)
         for row in doc["results"]:
-            times[row["size"]] = {"us": row["out_of_place"]["time"], "plan": row.get("plan")}
+            t = row["out_of_place"]["time"]
+            if row["size"] not in times or t < times[row["size"]]["us"]:
+                times[row["size"]] = {"us": t, "plan": row.get("plan")}
     return times
 
 
