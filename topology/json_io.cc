@@ -119,6 +119,7 @@ Json probesToJson(const Probes& p) {
   if (p.host.measured()) {
     Json host = Json::object();
     host.set("hop_latency_us", p.host.hopLatencyUs).set("call_us", p.host.callUs);
+    if (p.host.stepUs > 0) host.set("step_us", p.host.stepUs);
     host.set("hop_gbps_by_size", numbers(p.host.hopGBs))
         .set("reduce_gbps_by_size", numbers(p.host.reduceGBs));
     host.set("mem_gbps", p.host.memGBs).set("exchange_gbps", p.host.exchangeGBs);
@@ -170,6 +171,7 @@ Probes probesFromJson(const Json& j) {
   const Json& host = j["host"];
   p.host.hopLatencyUs = host["hop_latency_us"].num();
   p.host.callUs = host["call_us"].num();
+  p.host.stepUs = host["step_us"].num();
   p.host.exchangeGBs = host["exchange_gbps"].num();
   p.host.hopGBs = numbersFrom(host["hop_gbps_by_size"]);
   p.host.reduceGBs = numbersFrom(host["reduce_gbps_by_size"]);

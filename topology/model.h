@@ -90,11 +90,14 @@ struct PairProbe {
 struct HostProbe {
   static constexpr int kCurvePoints = 8;  // 4 KiB .. 64 MiB
   double hopLatencyUs = 0;                // half the round trip of an 8-byte send/recv
-  double callUs = 0;                      // an 8-byte all-reduce of two ranks, less one hop
-  std::vector<double> hopGBs;             // bytes over (half a round trip less the latency)
-  std::vector<double> reduceGBs;          // float sum on one core, output bytes
-  double memGBs = 0;                      // memcpy on every core at once, aggregate
-  double exchangeGBs = 0;                 // 64 MiB both ways at once, per direction
+  double callUs = 0;  // an 8-byte recursive-doubling all-reduce of two ranks, less one hop
+  // One more step inside a call (a 2-rank ring all-reduce of 8 bytes less
+  // recursive doubling's); 0: not measured (caches from before it: the hop).
+  double stepUs = 0;
+  std::vector<double> hopGBs;     // bytes over (half a round trip less the latency)
+  std::vector<double> reduceGBs;  // float sum on one core, output bytes
+  double memGBs = 0;              // memcpy on every core at once, aggregate
+  double exchangeGBs = 0;         // 64 MiB both ways at once, per direction
   // The socket transport over loopback: the TCP stack's share of a hop
   // between hosts (half an 8-byte round trip; 16 MiB one way). 0: not measured.
   double tcpLatencyUs = 0, tcpGBs = 0;

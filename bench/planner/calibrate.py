@@ -16,8 +16,8 @@ rank (CUDA_VISIBLE_DEVICES is the caller's).
 
 Sizes: 8 B x 4^k up to 512 MiB, then 1 GiB (nccl-tests' meaning), from --min
 to --max. Host memory runs them in spans (up to 128 KiB 5 cycles of 100
-iterations, up to 1 MiB 2 cycles of 40, then 2 iterations; a size keeps its
-fastest cycle), device memory in one span up to 512 MiB with 40; a device path runs only
+iterations, up to 1 MiB 2 cycles of 40, up to 8 MiB 20 iterations, then 2; a
+size keeps its fastest cycle), device memory in one span up to 512 MiB with 40; a device path runs only
 over the sizes where the plan lists it. Each candidate runs --repeat times,
 interleaved with the others, and each point keeps its fastest run. Beside each
 measured time it puts the cost model's prediction for the same call
@@ -138,8 +138,8 @@ def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, 
     if args.memory == "host":
         # Small sizes with many iterations in several cycles (a cycle a preemption hit
         # is dropped by taking the fastest), large with few.
-        spans = [(8, 128 << 10, 100, 5, 5), (256 << 10, 1 << 20, 40, 5, 2), (2 << 20, 512 << 20, 2, 1, 1),
-                 (1 << 30, hi_bytes, 2, 1, 1)]
+        spans = [(8, 128 << 10, 100, 5, 5), (256 << 10, 1 << 20, 40, 5, 2), (2 << 20, 8 << 20, 20, 3, 1),
+                 (16 << 20, 512 << 20, 2, 1, 1), (1 << 30, hi_bytes, 2, 1, 1)]
     else:
         # Device calls up to 512 MiB take milliseconds: one run (one CUDA start) for all.
         spans = [(8, 512 << 20, 40, 5, 1), (1 << 30, hi_bytes, 2, 1, 1)]

@@ -97,6 +97,9 @@ struct MachineFacts {
   static constexpr double curveBytes(int i) { return 4096.0 * static_cast<double>(1 << (2 * i)); }
   double callUs = 1;        // fixed cost of a call in the host engine
   double hopLatencyUs = 2;  // one hop of a tiny message between two ranks of a host
+  // A later step of a call: once the ranks are in step, a hop costs less
+  // than a ping-pong's (which is a whole call a leg). Assumed: the hop.
+  double stepUs = 2;
   // One hop's streaming rate between two ranks of a host, and the float sum
   // rate of one core (output bytes), at each curve size (GB/s).
   double hopGBs[kCurvePoints] = {2, 5, 8, 10, 10, 8, 6, 6};

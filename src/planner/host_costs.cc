@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "algorithms/tree.h"
+#include "transport/shm/sum_arena.h"
 
 namespace lanes {
 
@@ -31,9 +32,9 @@ namespace {
 // destination in memory; the transport's ring stays in cache).
 // The cores of a host are time-shared beyond one rank each (its ranks: the
 // communicator's spread over its hosts), unless `paced` by one busy rank: a
-// rooted call's loop runs at its busiest rank's pace, and the others, waiting
+// direct rooted call's loop runs at its root's pace, and the others, waiting
 // most of the time, leave it a core (fitted to 3 and 4 ranks on this 2-core
-// VM, where the time-shared price made rooted calls 1.4-2.5x too slow).
+// VM, where the time-shared price made those calls 1.4-2.5x too slow).
 class Steps {
  public:
   Steps(const MachineFacts& m, int nranks, double buffers, bool paced = false)
@@ -49,26 +50,52 @@ class Steps {
   // hop finds its peer running only a core's share of the time; otherwise it
   // waits for the peer's turn (kUnscheduledPeerHopUs).
   double hop() const {
-    const double base =
-        m_.hosts > 1 ? m_.socketLatencyUs
-                     : std::max(m_.hopLatencyUs, crossesPackages_ ? crossPackageLatencyUs(m_) : 0);
+    const double base = hopBaseUs();
     if (share_ >= 1) return base * 1e-6;
     return (share_ * base + (1 - share_) * std::max(base, kUnscheduledPeerHopUs)) * 1e-6;
+  }
+  // The latency of `count` dependent steps of one call. The first waits for
+  // the peers to arrive: a hop. The ranks are then in step, and on one host
+  // with a core each a later step costs the probe's step (a loop of 2-rank
+  // all-reduces: the ring's two steps against recursive doubling's one). A
+  // step over sockets or across packages, or to a peer that may not be
+  // running, costs a whole hop every time.
+  double hops(double count) const {
+    if (count <= 0) return 0;
+    const bool inStep = share_ >= 1 && m_.hosts == 1 && !crossesPackages_;
+    const double later = inStep ? std::min(m_.stepUs, hopBaseUs()) * 1e-6 : hop();
+    return hop() + (count - 1) * later;
   }
   double call() const { return m_.callUs * 1e-6 / share_; }
   // Moving `bytes` through one hop while `busy` hops move theirs.
   double transfer(double bytes, int busy) const {
     if (bytes <= 0) return 0;
     if (m_.hosts > 1) return bytes / (m_.socketGBs * 1e9 * share_);
+    return memoryHop(bytes, busy);
+  }
+  // A hop through shared memory.
+  double memoryHop(double bytes, int busy) const {
+    if (bytes <= 0) return 0;
     double rate = rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_;
     if (workingSet_ >= MachineFacts::curveBytes(MachineFacts::kCurvePoints - 2))
       rate = std::min(rate, std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9);
     if (crossesPackages_) rate = std::min(rate, crossPackageGBs(m_) * 1e9 * share_);
     return bytes / rate;
   }
-  double reduce(double bytes) const {
-    return bytes <= 0 ? 0
-                      : bytes / (rateAt(m_.reduceGBs, std::max(bytes, workingSet_)) * 1e9 * share_);
+  // A step that reduces what it receives reads it straight out of the
+  // transport: through shared memory the reduction replaces the receive's
+  // copy, half of a hop's transfer (a hop copies into the ring and out of
+  // it). Between hosts the wire's time stays.
+  double reducedTransfer(double bytes, int busy) const {
+    return (m_.hosts > 1 ? 1.0 : 0.5) * transfer(bytes, busy);
+  }
+  // A copy within the rank (its own block to the output, out of place): one
+  // copy, half a hop through shared memory.
+  double localCopy(double bytes, int busy) const { return 0.5 * memoryHop(bytes, busy); }
+  double reduce(double bytes) const { return reduceAt(bytes, std::max(bytes, workingSet_)); }
+  // Reducing `bytes` whose operands fit in `workingSet` bytes of cache.
+  double reduceAt(double bytes, double workingSet) const {
+    return bytes <= 0 ? 0 : bytes / (rateAt(m_.reduceGBs, workingSet) * 1e9 * share_);
   }
 
  private:
@@ -76,6 +103,12 @@ class Steps {
   double share_;
   double workingSet_;
   bool crossesPackages_;
+
+  double hopBaseUs() const {
+    return m_.hosts > 1
+               ? m_.socketLatencyUs
+               : std::max(m_.hopLatencyUs, crossesPackages_ ? crossPackageLatencyUs(m_) : 0);
+  }
 };
 
 // The larger of a rank's two buffers, in bytes, for `s` input bytes per rank.
@@ -101,18 +134,23 @@ double bufferBytes(CollType coll, double s, int n) {
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
+  if (f.coll == CollType::Reduce) {
+    c.transfer = (f.nranks > 2 ? 1 : 0) * steps.reducedTransfer(s, f.nranks - 1);
+    c.reduce = steps.reduce(s);
+    return c;
+  }
   if (f.coll != CollType::AllReduce) {
     c.transfer = (f.nranks > 2 ? 2 : 1) * steps.transfer(s, f.nranks - 1);
-    if (f.coll == CollType::Reduce) c.reduce = steps.reduce(s);
     return c;
   }
   const int chunks = algo::treeChunks(f.bytes);
   const double chunk = s / 2 / chunks;
   const algo::TreeDepth depth = algo::treeDepth(f.coll, f.nranks);
   const int stepCount = depth.up + depth.down + chunks - 1;
-  c.latency = 2 * stepCount * steps.hop();
-  c.transfer =
-      std::max(stepCount * steps.transfer(2 * chunk, f.nranks), steps.transfer(2 * s, f.nranks));
+  c.latency = steps.hops(2 * stepCount);
+  // Half of the bytes go up, reduced out of the transport as they arrive.
+  c.transfer = 0.75 * std::max(stepCount * steps.transfer(2 * chunk, f.nranks),
+                               steps.transfer(2 * s, f.nranks));
   c.reduce = (depth.up + chunks - 1) * steps.reduce(chunk);
   return c;
 }
@@ -140,7 +178,7 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
   const Steps within(one, local, s);
   MachineFacts link = m;
   if (!byHost) {
-    link.hopLatencyUs = crossPackageLatencyUs(m);
+    link.hopLatencyUs = link.stepUs = crossPackageLatencyUs(m);
     for (double& gbs : link.hopGBs) gbs = std::min(gbs, crossPackageGBs(m));
     link.packages = 1;
   }
@@ -149,20 +187,20 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
   c.latency = within.call();
   switch (f.coll) {
     case CollType::AllGather:
-      c.latency += (local - 1) * within.hop() + (hosts - 1) * across.hop();
+      c.latency += within.hops(local - 1) + across.hops(hosts - 1);
       c.transfer = (hosts - 1) * across.transfer(local * s, local) +
                    (local - 1) * within.transfer(hosts * s, local);
       break;
     case CollType::ReduceScatter: {
       const double block = s / f.nranks;
-      c.latency += (local - 1) * within.hop() + (hosts - 1) * across.hop();
+      c.latency += within.hops(local - 1) + across.hops(hosts - 1);
       c.transfer = (local - 1) * within.transfer(hosts * block, local) +
                    (hosts - 1) * across.transfer(local * block, local);
       c.reduce = (local - 1) * within.reduce(hosts * block) + (hosts - 1) * across.reduce(block);
       break;
     }
     default:
-      c.latency += 2 * (local - 1) * within.hop() + 2 * (hosts - 1) * across.hop();
+      c.latency += within.hops(2 * (local - 1)) + across.hops(2 * (hosts - 1));
       c.transfer = 2 * (local - 1) * within.transfer(s / local, local) +
                    2 * (hosts - 1) * across.transfer(s / hosts, local);
       c.reduce =
@@ -176,23 +214,29 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 // copies its input into the shared arena, sums its 1/N segment of all N
 // inputs there and copies the result out.
 //  - latency: two hand-offs (its input seen by the others, their sums seen
-//    by it), each waiting for every rank's counter: (1 + log2 N) / 2 hops
-//    apiece, a gather's depth (fitted to 2, 4 and 8 processes, where the
-//    small calls took 1-2, 1.5 and 1.25x recursive doubling's time);
+//    by it), each a counter in the arena every rank waits on, with no
+//    transport operation to post or match: the first absorbs the ranks'
+//    arrival, a hop, and the second finds them in step and is lost in the
+//    noise (on the H200's 16 cores, 4 processes' small calls took 4.6-5 us
+//    where recursive doubling's two rounds took 6-7, and 2 processes' as
+//    long as its one);
 //  - transfer: a copy of the input in and of the output out, priced as the
 //    ring's steps are (a hop there is a rank's send and its receive at once,
 //    two copies of its bytes), so the two together as one hop;
-//  - reduction: N - 1 binary sums of S/N, as the ring's.
+//  - reduction: N - 1 binary sums of S/N, at the rate of the arena's chunk,
+//    which the puts just wrote and the sum reads from the cache (a rate at
+//    the whole buffer's size priced 4 ranks' 128 MiB reduce-scatter at 52 ms
+//    where it took 31).
 // A reduce-scatter copies its whole input in and its block out
 // (bench/results/shared_sum_host).
 CostTerms sharedSumCost(const CallFacts& f, const Steps& steps) {
   const int n = f.nranks;
   const double s = static_cast<double>(f.bytes);
   CostTerms c;
-  c.latency = (1 + std::log2(static_cast<double>(n))) * steps.hop();
+  c.latency = steps.hops(1);
   const double out = f.coll == CollType::ReduceScatter ? s / n : s;
   c.transfer = steps.transfer((s + out) / 2, n);
-  c.reduce = (n - 1) * steps.reduce(s / n);
+  c.reduce = (n - 1) * steps.reduceAt(s / n, std::min(s, double(SumArena::kChunkBytes)));
   return c;
 }
 
@@ -249,7 +293,9 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   if (n <= 1 || f.bytes == 0) return c;
   const double s = static_cast<double>(f.bytes);
   const int k = n - 1;
-  const Steps steps(m, n, bufferBytes(f.coll, s, n), isRooted(f.coll));
+  // A direct rooted call keeps its root busy and the others waiting; a chain
+  // or a tree pipelines through every rank at once.
+  const Steps steps(m, n, bufferBytes(f.coll, s, n), isRooted(f.coll) && algo == AlgoId::Direct);
   c.latency = steps.call();
   if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
   if (algo == AlgoId::SharedSum) {
@@ -273,26 +319,29 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
         // in first and get the result last (two more rounds).
         const int extra = (n & (n - 1)) != 0 ? 2 : 0;
         const int rounds = log2Floor(n) + extra;
-        c.latency += rounds * steps.hop();
-        c.transfer = rounds * steps.transfer(s, n);
-        c.reduce = (rounds - extra / 2) * steps.reduce(s);
+        c.latency += steps.hops(rounds);
+        const int reducing = rounds - extra / 2;
+        c.transfer =
+            reducing * steps.reducedTransfer(s, n) + (rounds - reducing) * steps.transfer(s, n);
+        c.reduce = reducing * steps.reduce(s);
       } else {  // ring: reduce-scatter then all-gather of s/n segments
-        c.latency += 2 * k * steps.hop();
-        c.transfer = 2 * k * steps.transfer(s / n, n);
+        c.latency += steps.hops(2 * k);
+        c.transfer = k * steps.reducedTransfer(s / n, n) + k * steps.transfer(s / n, n);
         c.reduce = k * steps.reduce(s / n);
       }
       break;
     case CollType::AllGather:  // s: each rank's piece
-      c.latency += (algo == AlgoId::RecursiveDoubling ? log2Floor(n) : k) * steps.hop();
+      c.latency += steps.hops(algo == AlgoId::RecursiveDoubling ? log2Floor(n) : k);
       if (algo == AlgoId::RecursiveDoubling) {
         for (int pieces = 1; pieces < n; pieces *= 2) c.transfer += steps.transfer(pieces * s, n);
       } else {
         c.transfer = k * steps.transfer(s, n);
       }
+      c.transfer += steps.localCopy(s, n);  // its own piece, out of place
       break;
     case CollType::ReduceScatter:  // s: each rank's whole input
-      c.latency += k * steps.hop();
-      c.transfer = k * steps.transfer(s / n, n);
+      c.latency += steps.hops(k);
+      c.transfer = k * steps.reducedTransfer(s / n, n);
       c.reduce = k * steps.reduce(s / n);
       break;
     case CollType::Broadcast:
@@ -311,15 +360,20 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
           c.transfer = k * steps.transfer(s, k);
       } else {
         // Chain: a middle rank takes the buffer in and passes it on; a reduce
-        // reduces it straight out of the transport on the way.
-        c.transfer = (n > 2 && !reduces ? 2 : 1) * steps.transfer(s, k);
-        if (reduces) c.reduce = steps.reduce(s);
+        // reduces it straight out of the transport on the way (at the root,
+        // the busiest rank of two, that is all it does).
+        if (reduces) {
+          c.transfer = (n > 2 ? 1 : 0) * steps.reducedTransfer(s, k);
+          c.reduce = steps.reduce(s);
+        } else {
+          c.transfer = (n > 2 ? 2 : 1) * steps.transfer(s, k);
+        }
       }
       break;
     }
     case CollType::AlltoAll:  // s: what each rank sends each peer
-      c.latency += k * steps.hop();
-      c.transfer = k * steps.transfer(s, n);
+      c.latency += steps.hops(k);
+      c.transfer = k * steps.transfer(s, n) + steps.localCopy(s, n);
       break;
     case CollType::Gather:
     case CollType::Scatter:  // s: one rank's piece; the root moves k of them, back to back

@@ -27,8 +27,9 @@ struct CostTerms {
 // interpolated on the log of the size between its points, flat beyond them.
 double rateAt(const double* curve, double bytes);
 
-// Host summation of host buffers takes a shared arena of (N+1) x 4 slots of
-// 1 MiB: up to this many ranks (beyond, its memory outgrows its use).
+// Host summation of host buffers takes a shared arena of SumArena::kSlots
+// chunks per rank (transport/shm/sum_arena.h): up to this many ranks
+// (beyond, its memory outgrows its use).
 inline constexpr int kSharedSumMaxRanks = 16;
 
 // Whether `algo` serves `facts`'s collective on `machine`'s ranks: what it

@@ -71,6 +71,7 @@ MachineFacts machineFactsOf(const topo::Topology& t, int cudaDev) {
   static_assert(MachineFacts::kCurvePoints == topo::HostProbe::kCurvePoints);
   m.callUs = h.callUs;
   m.hopLatencyUs = h.hopLatencyUs;
+  m.stepUs = h.stepUs > 0 ? h.stepUs : h.hopLatencyUs;
   for (int i = 0; i < MachineFacts::kCurvePoints; ++i) {
     m.hopGBs[i] = h.hopGBs[static_cast<size_t>(i)];
     m.reduceGBs[i] = h.reduceGBs[static_cast<size_t>(i)];

@@ -177,6 +177,22 @@ void measureWireCodec(topo::HostProbe* h) {
   }
 }
 
+// Two thread ranks made with `var` set to `value` for their creation (the
+// communicator reads its LANES_* settings then), the variable restored after.
+Status initPairWith(const char* var, const char* value, const char* what,
+                    std::array<lanesComm_t, 2>* comms) {
+  const char* before = std::getenv(var);
+  const std::string saved = before != nullptr ? before : "";
+  setenv(var, value, 1);
+  const int noGpu[2] = {-1, -1};
+  Status s = lanesStatus(lanesCommInitAll(comms->data(), 2, noGpu), nullptr, what);
+  if (before != nullptr)
+    setenv(var, saved.c_str(), 1);
+  else
+    unsetenv(var);
+  return s;
+}
+
 // Seconds of an 8-byte all-reduce of the two ranks.
 Status timeAllReduce(lanesComm_t comms[2], double* seconds) {
   constexpr int kIterations = 2000;
@@ -217,26 +233,48 @@ double memoryRate() {
 // turned off for them): what the TCP stack adds to a hop between hosts. The
 // wire's own rate is the NIC's (the planner takes the lower).
 Status measureTcp(topo::HostProbe* h) {
-  const char* before = std::getenv("LANES_SHM_DISABLE");
-  const std::string saved = before != nullptr ? before : "";
-  setenv("LANES_SHM_DISABLE", "1", 1);
   std::array<lanesComm_t, 2> comms{};
-  const int noGpu[2] = {-1, -1};
-  Status s = lanesStatus(lanesCommInitAll(comms.data(), 2, noGpu), nullptr,
-                         "two thread ranks over the socket transport");
-  if (before != nullptr)
-    setenv("LANES_SHM_DISABLE", saved.c_str(), 1);
-  else
-    unsetenv("LANES_SHM_DISABLE");
-  LANES_RETURN_IF_ERROR(s);
+  LANES_RETURN_IF_ERROR(
+      initPairWith("LANES_SHM_DISABLE", "1", "two thread ranks over the socket transport", &comms));
   double roundTrip = 0, big = 0;
   constexpr size_t kBigBytes = size_t{16} << 20;
-  s = timeRoundTrips(comms.data(), 8, 500, &roundTrip);
+  Status s = timeRoundTrips(comms.data(), 8, 500, &roundTrip);
   if (s) s = timeRoundTrips(comms.data(), kBigBytes, 3, &big);
   for (lanesComm_t c : comms) lanesCommDestroy(c);
   LANES_RETURN_IF_ERROR(s);
   h->tcpLatencyUs = roundTrip / 2 * 1e6;
   h->tcpGBs = static_cast<double>(kBigBytes) / std::max(big / 2 - roundTrip / 2, big / 20) / 1e9;
+  return Status::ok();
+}
+
+// Seconds of an 8-byte all-reduce of two thread ranks by `algo` (LANES_ALGO).
+Status timeAllReduceBy(const char* algo, double* seconds) {
+  std::array<lanesComm_t, 2> comms{};
+  LANES_RETURN_IF_ERROR(initPairWith("LANES_ALGO", algo, "two thread ranks", &comms));
+  Status s = timeAllReduce(comms.data(), seconds);
+  for (lanesComm_t c : comms) lanesCommDestroy(c);
+  return s;
+}
+
+// The call and one more step inside it, as a loop of calls sees them: a
+// two-rank all-reduce by recursive doubling is the call and one hop, and the
+// ring's takes one more step. The ping-pong's hop is a whole call a leg, and within a call
+// the ranks are already in step; this is what the later steps of a
+// many-step algorithm cost. The two are timed in turn five times and each
+// keeps its fastest, so a round that lost its core does not decide; noise
+// can still make the difference negative or larger than the hop: it is kept
+// within [a tenth of the hop, the hop].
+Status measureStep(topo::HostProbe* h) {
+  double ring = 1e30, doubling = 1e30;
+  for (int turn = 0; turn < 5; ++turn) {
+    double t = 0;
+    LANES_RETURN_IF_ERROR(timeAllReduceBy("ring", &t));
+    ring = std::min(ring, t);
+    LANES_RETURN_IF_ERROR(timeAllReduceBy("recursive_doubling", &t));
+    doubling = std::min(doubling, t);
+  }
+  h->callUs = std::max(0.0, doubling * 1e6 - h->hopLatencyUs);
+  h->stepUs = std::clamp((ring - doubling) * 1e6, 0.1 * h->hopLatencyUs, h->hopLatencyUs);
   return Status::ok();
 }
 
@@ -295,11 +333,9 @@ Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out) {
   LANES_RETURN_IF_ERROR(lanesStatus(lanesCommInitAll(comms.data(), 2, noGpu), nullptr,
                                     "two thread ranks on this host"));
   topo::HostProbe h;
-  double roundTrip = 0, allReduce = 0;
+  double roundTrip = 0;
   Status s = timeRoundTrips(comms.data(), 8, 2000, &roundTrip);
-  if (s) s = timeAllReduce(comms.data(), &allReduce);
   h.hopLatencyUs = roundTrip / 2 * 1e6;
-  h.callUs = std::max(0.0, allReduce * 1e6 - h.hopLatencyUs);
   for (int i = 0; s && i < topo::HostProbe::kCurvePoints; ++i) {
     const size_t bytes = size_t{4096} << (2 * i);
     double t = 0;
@@ -314,6 +350,7 @@ Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out) {
   h.exchangeGBs = exchange / 1e9;
   for (lanesComm_t c : comms) lanesCommDestroy(c);
   LANES_RETURN_IF_ERROR(s);
+  LANES_RETURN_IF_ERROR(measureStep(&h));
   // Best effort: a sandbox without loopback sockets keeps the assumed figures.
   if (Status tcp = measureTcp(&h); !tcp)
     std::fprintf(stderr, "lanes-topo: TCP probe skipped (%s)\n", tcp.message().c_str());
