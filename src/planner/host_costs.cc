@@ -87,8 +87,9 @@ class Steps {
   // copy, half of a hop's transfer (a hop copies into the ring and out of
   // it). Between hosts the wire's time stays.
   double reducedTransfer(double bytes, int busy) const {
-    return (m_.hosts > 1 ? 1.0 : 0.5) * transfer(bytes, busy);
+    return reducedShare() * transfer(bytes, busy);
   }
+  double reducedShare() const { return m_.hosts > 1 ? 1.0 : 0.5; }
   // A copy within the rank (its own block to the output, out of place): one
   // copy, half a hop through shared memory.
   double localCopy(double bytes, int busy) const { return 0.5 * memoryHop(bytes, busy); }
@@ -149,8 +150,9 @@ CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   const int stepCount = depth.up + depth.down + chunks - 1;
   c.latency = steps.hops(2 * stepCount);
   // Half of the bytes go up, reduced out of the transport as they arrive.
-  c.transfer = 0.75 * std::max(stepCount * steps.transfer(2 * chunk, f.nranks),
-                               steps.transfer(2 * s, f.nranks));
+  c.transfer =
+      (0.5 + 0.5 * steps.reducedShare()) *
+      std::max(stepCount * steps.transfer(2 * chunk, f.nranks), steps.transfer(2 * s, f.nranks));
   c.reduce = (depth.up + chunks - 1) * steps.reduce(chunk);
   return c;
 }

@@ -192,7 +192,11 @@ TEST(PerfTools, JsonValidatesAgainstTheSchema) {
   EXPECT_NE(text.find("\"version\": 2"), std::string::npos);
   EXPECT_NE(text.find("\"tool\": \"lanes_reduce_perf\""), std::string::npos);
   EXPECT_NE(text.find("\"LANES_NLANES\": \"3\""), std::string::npos) << text;
-  EXPECT_NE(text.find("\"plan\": \"chain\""), std::string::npos) << text;
+  // The reduce's host algorithm, whichever this machine's cores make cheapest.
+  EXPECT_TRUE(text.find("\"plan\": \"chain\"") != std::string::npos ||
+              text.find("\"plan\": \"direct\"") != std::string::npos ||
+              text.find("\"plan\": \"tree\"") != std::string::npos)
+      << text;
   EXPECT_NE(text.find("\"host_copy\""), std::string::npos) << text;
   if (std::system("python3 -c 'import jsonschema' 2>/dev/null") != 0) {
     std::remove(json.c_str());

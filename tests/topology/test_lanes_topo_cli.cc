@@ -118,10 +118,11 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
             (std::vector<std::string>{"reduce", "ll", "ll", "simple", "proxy/chain"}))
       << out;
-  // Host buffers: recursive doubling's few rounds for tiny calls, then the
-  // shared arena's sum (two hand-offs, half the ring's copies).
+  // Host buffers: the shared arena's sum at every size (two hand-offs through
+  // counters, where recursive doubling takes two rounds through the
+  // transport; half the ring's copies).
   EXPECT_EQ(planRow(out, "# Host buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "recursive_doubling", "shared_sum", "shared_sum",
+            (std::vector<std::string>{"allreduce", "shared_sum", "shared_sum", "shared_sum",
                                       "shared_sum"}))
       << out;
   // Six ranks on four GPUs share GPUs (time slices: these are processes, not
@@ -208,8 +209,8 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
   EXPECT_NE(out.find("# Cost model inputs (assumed: lanes-topo --probe measures them)"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("\n8 B\n  host:   recursive_doubling "), std::string::npos) << out;
-  EXPECT_NE(out.find("(latency 100%); next shared_sum "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n8 B\n  host:   shared_sum "), std::string::npos) << out;
+  EXPECT_NE(out.find("(latency 100%); next recursive_doubling "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  device: ll 11.5 us (latency 100%); next simple "), std::string::npos)
       << out;
   EXPECT_NE(out.find("\n1 GiB\n  host:   shared_sum "), std::string::npos) << out;
@@ -221,8 +222,8 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.rfind("{\"format\": \"lanes-plan-1\", \"nranks\": 4", 0), 0u) << out;
   EXPECT_NE(out.find("{\"collective\": \"allreduce\", \"size\": 8, \"chosen\": "
-                     "\"recursive_doubling\", \"candidates\": [{\"algo\": "
-                     "\"recursive_doubling\", \"allowed\": true, \"predicted_us\": "),
+                     "\"shared_sum\", \"candidates\": [{\"algo\": "
+                     "\"shared_sum\", \"allowed\": true, \"predicted_us\": "),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"shared_sum\""), std::string::npos) << out;
