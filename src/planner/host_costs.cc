@@ -60,11 +60,10 @@ class Steps {
   // all-reduces: the ring's two steps against recursive doubling's one). A
   // step over sockets or across packages, or to a peer that may not be
   // running, costs a whole hop every time.
-  double hops(double count) const {
-    if (count <= 0) return 0;
+  double hops(double count) const { return count <= 0 ? 0 : hop() + (count - 1) * laterStep(); }
+  double laterStep() const {
     const bool inStep = share_ >= 1 && m_.hosts == 1 && !crossesPackages_;
-    const double later = inStep ? std::min(m_.stepUs, hopBaseUs()) * 1e-6 : hop();
-    return hop() + (count - 1) * later;
+    return inStep ? std::min(m_.stepUs, hopBaseUs()) * 1e-6 : hop();
   }
   double call() const { return m_.callUs * 1e-6 / share_; }
   // Moving `bytes` through one hop while `busy` hops move theirs.
@@ -217,11 +216,10 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 // inputs there and copies the result out.
 //  - latency: two hand-offs (its input seen by the others, their sums seen
 //    by it), each a counter in the arena every rank waits on, with no
-//    transport operation to post or match: the first absorbs the ranks'
-//    arrival, a hop, and the second finds them in step and is lost in the
-//    noise (on the H200's 16 cores, 4 processes' small calls took 4.6-5 us
-//    where recursive doubling's two rounds took 6-7, and 2 processes' as
-//    long as its one);
+//    transport operation to post or match: a later step's cost each (on the
+//    H200's 16 cores, 2 processes' small calls took 2.4-2.6 us where
+//    recursive doubling's one round took 4, and 4 processes' 4.6-5 us where
+//    its two took 6-7);
 //  - transfer: a copy of the input in and of the output out, priced as the
 //    ring's steps are (a hop there is a rank's send and its receive at once,
 //    two copies of its bytes), so the two together as one hop;
@@ -235,7 +233,7 @@ CostTerms sharedSumCost(const CallFacts& f, const Steps& steps) {
   const int n = f.nranks;
   const double s = static_cast<double>(f.bytes);
   CostTerms c;
-  c.latency = steps.hops(1);
+  c.latency = 2 * steps.laterStep();
   const double out = f.coll == CollType::ReduceScatter ? s / n : s;
   c.transfer = steps.transfer((s + out) / 2, n);
   c.reduce = (n - 1) * steps.reduceAt(s / n, std::min(s, double(SumArena::kChunkBytes)));
@@ -299,6 +297,10 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   // or a tree pipelines through every rank at once.
   const Steps steps(m, n, bufferBytes(f.coll, s, n), isRooted(f.coll) && algo == AlgoId::Direct);
   c.latency = steps.call();
+  // A rooted call's ranks hand its data on once, the root's to the others or
+  // theirs to it: a loop of them takes about a two-rank recursive doubling's
+  // call and hop (measured on the H200's 16 cores and this 2-core VM).
+  if (isRooted(f.coll)) c.latency += steps.hops(1);
   if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
   if (algo == AlgoId::SharedSum) {
     const CostTerms sum = sharedSumCost(f, steps);
