@@ -131,6 +131,16 @@ TransportConfig transportFromEnv() {
       envSize("LANES_SOCKET_ZEROCOPY_BYTES", c.socketZeroCopyBytes, 0, size_t{1} << 30));
   c.socketBusyPollUs =
       static_cast<int>(envInt("LANES_SOCKET_BUSY_POLL", c.socketBusyPollUs, 0, 1000000));
+  if (auto mover = envString("LANES_SOCKET_MOVER")) {
+    if (*mover == "engine") {
+      c.socketMover = SocketMover::Engine;
+    } else if (*mover == "workers") {
+      c.socketMover = SocketMover::Workers;
+    } else if (*mover != "auto") {
+      envWarnOnce("LANES_SOCKET_MOVER", *mover, "is not auto, engine or workers",
+                  "auto (the engine where this host's ranks and TCP workers outnumber its cores)");
+    }
+  }
   c.ib = ibFromEnv();
   if (auto p2p = envString("LANES_P2P_DISABLE"); p2p && *p2p == "0")
     c.p2p = P2pMode::Forced;

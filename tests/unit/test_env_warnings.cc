@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/nccl_env.h"
 #include "core/comm_topology.h"
+#include "exec/comm_config.h"
 #include "lanes/lanes.h"
 #include "tests/common/log_file.h"
 #include "tests/common/scoped_env.h"
@@ -98,6 +99,22 @@ TEST(EnvWarnings, ValueFromAnNcclTwinSaysSo) {
   EXPECT_EQ(log.count("LANES_SOCKET_NTHREADS=99 (its NCCL_* twin's value) is above its maximum "
                       "16; using 16"),
             1u)
+      << log.text();
+}
+
+TEST(EnvWarnings, SocketMoverTakesItsThreeNamesAndWarnsOfOthers) {
+  LogCapture log;
+  const std::pair<const char*, SocketMover> names[] = {{"engine", SocketMover::Engine},
+                                                       {"workers", SocketMover::Workers},
+                                                       {"auto", SocketMover::Auto}};
+  for (const auto& [name, mover] : names) {
+    ScopedEnv v("LANES_SOCKET_MOVER", name);
+    EXPECT_EQ(CommConfig::fromEnv().transport.socketMover, mover) << name;
+  }
+  EXPECT_EQ(log.count(" WARN "), 0u) << log.text();
+  ScopedEnv bad("LANES_SOCKET_MOVER", "threads");
+  EXPECT_EQ(CommConfig::fromEnv().transport.socketMover, SocketMover::Auto);
+  EXPECT_EQ(log.count("LANES_SOCKET_MOVER=threads is not auto, engine or workers; using auto"), 1u)
       << log.text();
 }
 

@@ -109,11 +109,15 @@ struct StreamCase {
   int ranks;
   const char* ringBytes;
   const char* stripeBytes;
+  const char* mover;  // LANES_SOCKET_MOVER
 };
 
-void PrintTo(const StreamCase& c, std::ostream* os) {
-  *os << c.ranks << "ranks_ring" << c.ringBytes << "_stripe" << c.stripeBytes;
+std::string caseName(const StreamCase& c) {
+  return std::to_string(c.ranks) + "ranks_ring" + c.ringBytes + "_stripe" + c.stripeBytes + "_" +
+         c.mover;
 }
+
+void PrintTo(const StreamCase& c, std::ostream* os) { *os << caseName(c); }
 
 class SocketStreams : public ::testing::TestWithParam<StreamCase> {};
 
@@ -121,24 +125,41 @@ TEST_P(SocketStreams, AllLanesDeliverBytesInOrder) {
   StreamCase c = GetParam();
   ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
                  {"LANES_SOCKET_RING_BYTES", c.ringBytes},
-                 {"LANES_SOCKET_STRIPE_BYTES", c.stripeBytes}});
+                 {"LANES_SOCKET_STRIPE_BYTES", c.stripeBytes},
+                 {"LANES_SOCKET_MOVER", c.mover}});
   FakeBootstrapGroup group(c.ranks, /*sameHost=*/false);
   auto conns = connectAll(group, makeSocketTransport, /*lanes=*/3);
   expectConnected(conns, c.ranks, 3);
   auto errors = exchangeAll(group, conns, kSizes, 90);
   for (int r = 0; r < c.ranks; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  // The bytes took the path the mover names.
+  const bool engine = std::string(c.mover) == "engine";
+  for (int r = 0; r < c.ranks; ++r) {
+    for (auto& conn : conns[r].owned) {
+      const uint64_t fromCaller = socketMoveCounts(*conn).sentFromCaller;
+      if (engine) {
+        EXPECT_GT(fromCaller, 0u) << "rank " << r << " to " << conn->peer();
+      } else {
+        EXPECT_EQ(fromCaller, 0u) << "rank " << r << " to " << conn->peer();
+      }
+    }
+  }
 }
 
 // Default buffers, and small ones where credit flow control and striping
-// across sockets (stripes much smaller than the messages) do the work.
-INSTANTIATE_TEST_SUITE_P(Ranks, SocketStreams,
-                         ::testing::Values(StreamCase{2, "4M", "128K"}, StreamCase{3, "4M", "128K"},
-                                           StreamCase{4, "4M", "128K"}, StreamCase{2, "64K", "4K"},
-                                           StreamCase{3, "64K", "4K"}, StreamCase{4, "32K", "4K"}),
-                         [](const ::testing::TestParamInfo<StreamCase>& info) {
-                           return std::to_string(info.param.ranks) + "ranks_ring" +
-                                  info.param.ringBytes + "_stripe" + info.param.stripeBytes;
-                         });
+// across sockets (stripes much smaller than the messages) do the work; the
+// workers moving every byte, and the engine's calls moving them (sends from
+// the caller's bytes, a frame's rest through the ring).
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, SocketStreams,
+    ::testing::Values(StreamCase{2, "4M", "512K", "workers"},
+                      StreamCase{3, "4M", "128K", "workers"},
+                      StreamCase{4, "4M", "512K", "workers"}, StreamCase{2, "64K", "4K", "workers"},
+                      StreamCase{3, "64K", "4K", "workers"}, StreamCase{4, "32K", "4K", "workers"},
+                      StreamCase{2, "4M", "512K", "engine"}, StreamCase{3, "4M", "128K", "engine"},
+                      StreamCase{4, "4M", "512K", "engine"}, StreamCase{2, "64K", "4K", "engine"},
+                      StreamCase{3, "64K", "4K", "engine"}, StreamCase{4, "32K", "4K", "engine"}),
+    [](const ::testing::TestParamInfo<StreamCase>& info) { return caseName(info.param); });
 
 // Every message is one stripe per socket, so all the workers receive their
 // last frame of it at about the same moment, and nothing more arrives until
@@ -147,6 +168,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, SocketStreams,
 // last frames left it stuck for good). Bytes are checked too.
 TEST(SocketTransport, PingPongEndingOnEverySocketAtOnceNeverStalls) {
   ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_MOVER", "workers"},
                  {"LANES_SOCKET_NTHREADS", "4"},
                  {"LANES_NSOCKS_PERTHREAD", "1"},
                  {"LANES_SOCKET_RING_BYTES", "64K"},
@@ -248,8 +270,11 @@ TEST(SocketTransport, LargeStreamUsesEverySocket) {
 // the bytes arrive whole (the ring's reuse is tested against a closed window
 // in test_socket_zero_copy.cc). Loopback's reports all say "copied", which
 // turns zero-copy off on every socket after a run of them.
+// Zero-copy sends are the workers' (the engine sends from the caller's
+// bytes, which must be free again when the post returns).
 TEST(SocketTransport, ZeroCopySendsDeliverEveryByteAndStopWhereTheKernelCopies) {
   ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_MOVER", "workers"},
                  {"LANES_SOCKET_NTHREADS", "2"},
                  {"LANES_NSOCKS_PERTHREAD", "2"},
                  {"LANES_SOCKET_RING_BYTES", "256K"},
@@ -464,8 +489,70 @@ TEST(SocketTransport, PeerThatNeverAnswersTheHelloTimesOutNamingIt) {
   EXPECT_NE(st.message().find("no answer to its hello"), std::string::npos) << st.message();
 }
 
-TEST(SocketTransport, PeerCloseFailsPostAndPeekNamingThePeer) {
-  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"}});
+// The engine moving the bytes, and the workers.
+class SocketMovers : public ::testing::TestWithParam<const char*> {};
+
+INSTANTIATE_TEST_SUITE_P(Movers, SocketMovers, ::testing::Values("engine", "workers"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+// A post returns once its bytes are the transport's. The rest of a frame
+// the kernel took only in part must still leave while the sender makes no
+// further call: the receiver reads slowly and the credit window (the ring)
+// is larger than the kernel's buffers, so they are full when posts go.
+TEST_P(SocketMovers, PostedBytesLeaveWhileTheSenderMakesNoCall) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_MOVER", GetParam()},
+                 {"LANES_SOCKET_RING_BYTES", "64M"}});
+  FakeBootstrapGroup group(2, false);
+  auto conns = connectAll(group, makeSocketTransport, 1);
+  expectConnected(conns, 2, 1);
+  constexpr size_t kBytes = 24u << 20;
+  std::vector<uint8_t> out(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) out[i] = static_cast<uint8_t>(i * 7 + 3);
+  // Until its sockets are up a connection takes posts into its ring: open
+  // them first.
+  auto opened = exchangeAll(group, conns, {16}, 30);
+  ASSERT_EQ(opened[0], "");
+  ASSERT_EQ(opened[1], "");
+  std::vector<std::string> errors(2);
+  runRanks(2, [&](int rank) {
+    const Deadline deadline = Deadline::after(60);
+    Connection& c = *conns[static_cast<size_t>(rank)].byPeer[static_cast<size_t>(1 - rank)];
+    std::string& error = errors[static_cast<size_t>(rank)];
+    if (rank == 0) {
+      for (size_t done = 0; done < kBytes && error.empty();) {
+        size_t taken = 0;
+        Status st = c.sendPort(0).post(out.data() + done, kBytes - done, &taken);
+        if (!st.isOk()) error = st.message();
+        if (deadline.expired()) error = "posting timed out";
+        done += taken;
+      }
+      return;  // no call on this connection from here on
+    }
+    for (size_t got = 0; got < kBytes && error.empty();) {
+      std::span<const std::byte> view;
+      Status st = c.recvPort(0).peek(&view);
+      if (!st.isOk()) error = st.message();
+      view = view.first(std::min<size_t>(view.size(), 256u << 10));
+      for (size_t i = 0; i < view.size() && error.empty(); ++i) {
+        if (static_cast<uint8_t>(view[i]) != static_cast<uint8_t>((got + i) * 7 + 3))
+          error = "wrong byte at " + std::to_string(got + i);
+      }
+      c.recvPort(0).consume(view.size());
+      got += view.size();
+      if (deadline.expired())
+        error = std::to_string(got) + " of " + std::to_string(kBytes) + " bytes arrived";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+}
+
+TEST_P(SocketMovers, PeerCloseFailsPostAndPeekNamingThePeer) {
+  ScopedEnv env({{"LANES_SOCKET_IFNAME", "lo"}, {"LANES_SOCKET_MOVER", GetParam()}});
   FakeBootstrapGroup group(2, false);
   auto conns = connectAll(group, makeSocketTransport, 2);
   expectConnected(conns, 2, 2);

@@ -31,6 +31,15 @@ constexpr uint16_t kKindCredit = 2;  // offset = bytes the receiver has consumed
 constexpr int kIdlePollMs = 100;
 // Frames moved per socket per pass, so one busy socket does not starve the others.
 constexpr int kFramesPerPass = 16;
+// Where the engine moves the bytes, the workers read the sockets again once
+// it has made no port call for this long (it is between calls).
+constexpr int kEngineQuietMs = 1;
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct WireHeader {
   uint16_t kind;
@@ -191,6 +200,7 @@ class SocketConnection final : public Connection {
   void consume(int lane, size_t bytes);
   std::vector<uint64_t> payloadSent() const;
   std::vector<ZeroCopyCounts> zeroCopyCounts() const;
+  SocketMoveCounts moveCounts() const { return {sentFromCaller_.load(std::memory_order_relaxed)}; }
 
  private:
   // The first use starts the connection; later calls return at once.
@@ -215,6 +225,21 @@ class SocketConnection final : public Connection {
   Status failure() const;
   void wakeSleepers();
   bool sendInline(int lane, uint64_t from, uint64_t to);
+  Status postFromCaller(int lane, const std::byte* src, size_t bytes, size_t* taken);
+  size_t sendFromCaller(int lane, const std::byte* src, size_t bytes);
+  void sendRing();
+  void readSockets();
+  void sendOn(DataSocket& s);
+  void sendCredit(int lane);
+  // Runs one socket's step under its lock, unless another thread holds it;
+  // a failure fails the connection.
+  template <typename Step>
+  void trySocket(DataSocket& s, Step step);
+  void noteEngineCall() { engineCalledNs_.store(nowNs(), std::memory_order_relaxed); }
+  bool engineActive() const {
+    return cfg_.engineMoves && nowNs() - engineCalledNs_.load(std::memory_order_relaxed) <
+                                   int64_t{kEngineQuietMs} * 1000000;
+  }
   int creditSocket(int lane) const { return lane % nsockets_; }
 
   SocketConnectionConfig cfg_;
@@ -235,6 +260,8 @@ class SocketConnection final : public Connection {
   // only then (before, the first worker sees failed_ and gives up).
   std::atomic<bool> socketsReady_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<int64_t> engineCalledNs_{0};  // the engine's last port call
+  std::atomic<uint64_t> sentFromCaller_{0};
   // Data sockets the peer closed in order; the connection fails when all
   // are: one socket's end of file may overtake data still on the others.
   std::atomic<int> peerClosedSockets_{0};
@@ -250,7 +277,6 @@ Status SocketSendPort::post(const void* src, size_t bytes, size_t* taken) {
 }
 Status SocketRecvPort::peek(std::span<const std::byte>* view) { return c_->peek(lane_, view); }
 void SocketRecvPort::consume(size_t bytes) { c_->consume(lane_, bytes); }
-
 SocketConnection::SocketConnection(const SocketConnectionConfig& config, EstablishSockets establish)
     : cfg_(config),
       establish_(std::move(establish)),
@@ -422,6 +448,9 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
   *taken = 0;
   ensureStarted();
   if (failed_.load(std::memory_order_acquire)) return failure();
+  // Until the sockets are up the ring holds the first posts, as below.
+  if (cfg_.engineMoves && socketsReady_.load(std::memory_order_acquire))
+    return postFromCaller(lane, static_cast<const std::byte*>(src), bytes, taken);
   SendLane& s = send_[static_cast<size_t>(lane)];
   uint64_t p = s.produced.load(std::memory_order_relaxed);
   size_t room = capacity_ - static_cast<size_t>(p - s.released.load(std::memory_order_acquire));
@@ -478,6 +507,127 @@ bool SocketConnection::sendInline(int lane, uint64_t from, uint64_t to) {
   return done;
 }
 
+template <typename Step>
+void SocketConnection::trySocket(DataSocket& s, Step step) {
+  std::unique_lock<std::mutex> busy(s.busy, std::try_to_lock);
+  if (!busy.owns_lock()) return;
+  bool progressed = false;
+  Status st = step(s, &progressed);
+  if (st.isOk()) return;
+  if (!failed_.load(std::memory_order_acquire))
+    LANES_INFO(Transport, cfg_.rank, "%s", st.message().c_str());
+  fail(st);
+}
+
+Status SocketConnection::postFromCaller(int lane, const std::byte* src, size_t bytes,
+                                        size_t* taken) {
+  noteEngineCall();
+  SendLane& l = send_[static_cast<size_t>(lane)];
+  const uint64_t p = l.produced.load(std::memory_order_relaxed);
+  // What the ring still holds goes first: each socket's stream is in order.
+  if (l.released.load(std::memory_order_acquire) != p) sendRing();
+  *taken = sendFromCaller(lane, src, bytes);
+  // Held back by the kernel or by the peer's credit: read what the peer
+  // sent meanwhile (its credits among it).
+  if (*taken < bytes) readSockets();
+  return failed_.load(std::memory_order_acquire) ? failure() : Status::ok();
+}
+
+// Sends the frames of [produced, produced + bytes) from `src` while their
+// sockets are free; returns the bytes taken. A frame the kernel did not
+// take whole is taken all the same where the ring has room for it: its rest
+// is copied there at its stream offset, left pending on its socket for the
+// next sender of that socket (this engine's next post, or the woken
+// worker), and the next frame goes on, on the next socket: a single full
+// socket does not hold back the others. Plain sends: a zero-copy send
+// would hold the caller's pages past the call.
+size_t SocketConnection::sendFromCaller(int lane, const std::byte* src, size_t bytes) {
+  SendLane& l = send_[static_cast<size_t>(lane)];
+  const uint64_t p = l.produced.load(std::memory_order_relaxed);
+  const uint64_t end = std::min<uint64_t>(p + bytes, l.limit.load(std::memory_order_acquire));
+  uint64_t at = p;
+  bool leftToWorker = false;
+  while (at < end) {
+    const int index = map_.socketOf(lane, at);
+    DataSocket& s = *sockets_[static_cast<size_t>(index)];
+    std::unique_lock<std::mutex> busy(s.busy, std::try_to_lock);
+    if (!busy.owns_lock() || s.outPending || !s.unreleased.empty() || !s.zeroCopy.idle() ||
+        l.cursor[index].load(std::memory_order_relaxed) != at)
+      break;
+    const uint64_t len = std::min(end, map_.stripeEnd(at)) - at;
+    // Room in the ring for the frame, should the kernel not take it whole.
+    if (at + len - l.released.load(std::memory_order_acquire) > capacity_) break;
+    const std::byte* payload = src + (at - p);
+    s.out = WireHeader{kKindData, static_cast<uint16_t>(lane), static_cast<uint32_t>(len), at};
+    iovec iov[2] = {{&s.out, sizeof(WireHeader)},
+                    {const_cast<std::byte*>(payload), static_cast<size_t>(len)}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    ssize_t n;
+    do {
+      n = ::sendmsg(s.socket.fd(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      Status st = socketError(s, "send failed: " + errnoText(errno));
+      if (!failed_.load(std::memory_order_acquire))
+        LANES_INFO(Transport, cfg_.rank, "%s", st.message().c_str());
+      fail(st);
+      break;
+    }
+    const size_t done = n < 0 ? 0 : static_cast<size_t>(n);
+    if (done == sizeof(WireHeader) + len) {
+      s.writeBlocked = false;
+      sentFromCaller_.fetch_add(len, std::memory_order_relaxed);
+      sent(s);
+      at += len;
+      continue;
+    }
+    const size_t ringAt = static_cast<size_t>(at % capacity_);  // a stripe never wraps
+    std::memcpy(l.buffer.get() + ringAt, payload, len);
+    s.outPayload = l.buffer.get() + ringAt;
+    s.outDone = done;
+    s.outZeroCopy = false;
+    s.outPending = true;
+    s.writeBlocked = true;
+    leftToWorker = true;
+    at += len;
+  }
+  // seq_cst pairs with the workers' sleeping flag, as in post().
+  if (at > p) l.produced.store(at, std::memory_order_seq_cst);
+  if (leftToWorker) wakeSleepers();
+  return static_cast<size_t>(at - p);
+}
+
+// What a worker would do for the sockets' incoming side, from a call that
+// found nothing to move: without it a credit, or a frame's rest the peer
+// can only send once this side reads, would wait for a socket the engine
+// is not reading.
+void SocketConnection::readSockets() {
+  for (auto& socket : sockets_) {
+    trySocket(*socket, [this](DataSocket& s, bool* progressed) { return recvSome(s, progressed); });
+  }
+}
+
+void SocketConnection::sendRing() {
+  for (auto& socket : sockets_) sendOn(*socket);
+}
+
+// Sends what socket s has (a credit, a frame's rest, ring bytes) from this
+// thread; what the kernel did not take is left to the socket's worker,
+// woken so that it watches the socket for room.
+void SocketConnection::sendOn(DataSocket& s) {
+  bool left = false;
+  trySocket(s, [&](DataSocket& d, bool* progressed) {
+    Status st = sendSome(d, progressed, /*zeroCopy=*/false);
+    left = d.outPending || hasSendWork(d);
+    return st;
+  });
+  if (!left) return;
+  Worker& w = *workers_[static_cast<size_t>(s.index / cfg_.socketsPerThread)];
+  if (w.sleeping.load(std::memory_order_seq_cst)) w.wake.signal();
+}
+
 Status SocketConnection::peek(int lane, std::span<const std::byte>* view) {
   ensureStarted();
   if (!started_.load(std::memory_order_acquire)) {  // closed before its first use
@@ -485,6 +635,12 @@ Status SocketConnection::peek(int lane, std::span<const std::byte>* view) {
     return failure();
   }
   RecvLane& r = recv_[static_cast<size_t>(lane)];
+  if (cfg_.engineMoves && socketsReady_.load(std::memory_order_acquire)) {
+    noteEngineCall();
+    if (r.committed.load(std::memory_order_acquire) - r.consumed.load(std::memory_order_relaxed) <
+        kRingGranule)
+      readSockets();
+  }
   bool failed = failed_.load(std::memory_order_acquire);
   // Partial reads leave the cursor mid-granule; hand out whole granules only.
   uint64_t committed = r.committed.load(std::memory_order_acquire) & ~uint64_t{kRingGranule - 1};
@@ -504,10 +660,17 @@ void SocketConnection::consume(int lane, size_t bytes) {
   RecvLane& r = recv_[static_cast<size_t>(lane)];
   uint64_t c = r.consumed.load(std::memory_order_relaxed) + bytes;
   r.consumed.store(c, std::memory_order_seq_cst);
-  if (c - r.creditSent.load(std::memory_order_seq_cst) >= creditThreshold_) {
-    Worker& w = *workers_[static_cast<size_t>(creditSocket(lane) / cfg_.socketsPerThread)];
-    if (w.sleeping.load(std::memory_order_seq_cst)) w.wake.signal();
+  if (c - r.creditSent.load(std::memory_order_seq_cst) >= creditThreshold_) sendCredit(lane);
+}
+
+void SocketConnection::sendCredit(int lane) {
+  const int index = creditSocket(lane);
+  if (cfg_.engineMoves && socketsReady_.load(std::memory_order_acquire)) {
+    sendOn(*sockets_[static_cast<size_t>(index)]);
+    if (!creditDue(lane)) return;
   }
+  Worker& w = *workers_[static_cast<size_t>(index / cfg_.socketsPerThread)];
+  if (w.sleeping.load(std::memory_order_seq_cst)) w.wake.signal();
 }
 
 std::vector<uint64_t> SocketConnection::payloadSent() const {
@@ -780,11 +943,13 @@ void SocketConnection::workerLoop(Worker& w) {
   std::vector<pollfd> fds(static_cast<size_t>(w.count) + 1);
   while (!failed_.load(std::memory_order_acquire)) {
     bool progressed = false;
+    // While the engine makes port calls it reads the sockets itself.
+    const bool engineReads = engineActive();
     for (int i = w.first; i < w.first + w.count; ++i) {
       DataSocket& s = *sockets_[static_cast<size_t>(i)];
       std::lock_guard<std::mutex> busy(s.busy);
       Status st = reapZeroCopy(s, &progressed);
-      if (st.isOk()) st = recvSome(s, &progressed);
+      if (st.isOk() && !engineReads) st = recvSome(s, &progressed);
       if (st.isOk()) st = sendSome(s, &progressed);
       if (!st.isOk()) {
         // INFO only: at teardown the peer closing is expected, and a real
@@ -822,12 +987,13 @@ void SocketConnection::workerLoop(Worker& w) {
       // A socket the peer closed is no longer read: polling it for input
       // would wake at once, forever. Zero-copy reports still come (as POLLERR).
       const bool watch = !s.peerClosed || s.writeBlocked || !s.zeroCopy.idle();
-      fds[static_cast<size_t>(i)] = {
-          watch ? s.socket.fd() : -1,
-          static_cast<short>((s.peerClosed ? 0 : POLLIN) | (s.writeBlocked ? POLLOUT : 0)), 0};
+      fds[static_cast<size_t>(i)] = {watch ? s.socket.fd() : -1,
+                                     static_cast<short>((s.peerClosed || engineReads ? 0 : POLLIN) |
+                                                        (s.writeBlocked ? POLLOUT : 0)),
+                                     0};
     }
     fds.back() = {w.wake.fd(), POLLIN, 0};
-    int n = ::poll(fds.data(), fds.size(), kIdlePollMs);
+    int n = ::poll(fds.data(), fds.size(), engineReads ? kEngineQuietMs : kIdlePollMs);
     w.sleeping.store(false, std::memory_order_relaxed);
     if (n < 0 && errno != EINTR) {
       fail(systemError("poll() in a socket worker for peer rank " + std::to_string(cfg_.peer) +
@@ -866,6 +1032,11 @@ std::vector<uint64_t> socketPayloadBytesSent(const Connection& c) {
 
 std::vector<ZeroCopyCounts> socketZeroCopyCounts(const Connection& c) {
   if (auto* sc = dynamic_cast<const SocketConnection*>(&c)) return sc->zeroCopyCounts();
+  return {};
+}
+
+SocketMoveCounts socketMoveCounts(const Connection& c) {
+  if (auto* sc = dynamic_cast<const SocketConnection*>(&c)) return sc->moveCounts();
   return {};
 }
 

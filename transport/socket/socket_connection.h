@@ -15,6 +15,17 @@
 // are free, which spares the wake-up; each socket's framing state is taken
 // under its own mutex by whichever thread sends.
 //
+// Where the engine moves the bytes (config.engineMoves, for a host whose
+// engines and workers outnumber its cores) its port calls do the workers'
+// job, as an MPI progress engine does: post() sends frames straight from
+// the caller's bytes as far as the kernel takes them (the executor posts
+// the rest again), a call that finds nothing to move reads the sockets into
+// the rings, consume() sends the credit. A worker then only finishes what a
+// call left (a frame the kernel took in part, a credit whose socket was
+// busy), and reads the sockets only once the engine has made no call for
+// kEngineQuietMs: a thread switch per packet is what such a host cannot
+// afford.
+//
 // Nothing is opened until the connection is first used: the first post()
 // or peek() allocates the buffers and starts the first worker, which gets
 // the sockets from `establish` (dialled or accepted) and then starts the
@@ -41,7 +52,7 @@ struct SocketConnectionConfig {
   int threads = 2;
   int socketsPerThread = 1;
   size_t bufferBytes = 4u << 20;  // per lane and direction, a multiple of stripeBytes
-  size_t stripeBytes = 128u << 10;
+  size_t stripeBytes = 512u << 10;
   // Frames of at least this many payload bytes go with MSG_ZEROCOPY where the
   // kernel sends them without a copy (0: never).
   size_t zeroCopyMinBytes = 64u << 10;
@@ -49,6 +60,11 @@ struct SocketConnectionConfig {
   // before they sleep, and ask the kernel to busy-poll the sockets as long
   // (SO_BUSY_POLL); 0: sleep at once.
   int busyPollUs = 0;
+  // The engine's own port calls move the bytes (a host short of cores):
+  // posts are sent from the caller's bytes, receives read the sockets, and
+  // the workers only finish what a call left. Otherwise the workers move
+  // every byte through the connection's rings.
+  bool engineMoves = false;
 };
 
 // Called on the first worker's thread: fills the threads * socketsPerThread
@@ -72,5 +88,12 @@ struct ZeroCopyCounts {
   bool turnedOff = false;
 };
 std::vector<ZeroCopyCounts> socketZeroCopyCounts(const Connection& c);
+
+// Payload bytes of `c` the engine sent straight from the caller's bytes
+// (for tests: where the engine moves the bytes this must grow).
+struct SocketMoveCounts {
+  uint64_t sentFromCaller = 0;
+};
+SocketMoveCounts socketMoveCounts(const Connection& c);
 
 }  // namespace lanes

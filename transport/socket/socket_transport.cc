@@ -6,11 +6,14 @@
 // peers its plans talk to: two for a ring, not N - 1. Every data socket
 // opens with a hello carrying the communicator's secret and id and (rank,
 // socket index), so a stray or foreign connection is refused.
+#include <unistd.h>
+
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/deadline.h"
 #include "base/log.h"
 #include "base/socket.h"
 #include "bootstrap/bootstrap.h"
@@ -41,6 +44,23 @@ SocketConnectionConfig connectionConfig(const TransportContext& ctx) {
   c.zeroCopyMinBytes = ctx.config.socketZeroCopyBytes;
   c.busyPollUs = ctx.config.socketBusyPollUs;
   return c;
+}
+
+// The engine moves the bytes where this host's engines and the workers they
+// would wake outnumber its cores (the spin budget's count): there a thread
+// switch per packet costs more than the engine's own send and receive.
+bool engineMovesBytes(const TransportContext& ctx, size_t tcpPeers) {
+  if (ctx.config.socketMover != SocketMover::Auto)
+    return ctx.config.socketMover == SocketMover::Engine;
+  int localRanks = 1;
+  if (ctx.ranks != nullptr) {
+    const RankInfo& self = (*ctx.ranks)[static_cast<size_t>(ctx.rank)];
+    localRanks = 0;
+    for (const RankInfo& r : *ctx.ranks) localRanks += r.hostHash == self.hostHash ? 1 : 0;
+  }
+  const int threads =
+      threadsMovingBytes(localRanks, static_cast<int>(tcpPeers), ctx.config.socketThreads);
+  return threads > sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 SocketSettings settingsOf(const SocketConnectionConfig& c) {
@@ -82,7 +102,8 @@ Status SocketTransport::connect(const TransportContext& ctx, const std::vector<i
     return invalidArgument("socket transport: connect needs a bootstrap and 1..65535 lanes");
   }
   Deadline deadline = Deadline::after(ctx.timeoutSeconds);
-  const SocketConnectionConfig cfg = connectionConfig(ctx);
+  SocketConnectionConfig cfg = connectionConfig(ctx);
+  cfg.engineMoves = engineMovesBytes(ctx, peers.size());
   const UniqueIdData& id = ctx.bootstrap->id();
 
   // Only ranks with socket peers open (or share) the process's listener.
@@ -124,8 +145,10 @@ Status SocketTransport::connect(const TransportContext& ctx, const std::vector<i
   }
   LANES_INFO(Transport, ctx.rank,
              "tcp: connected %zu peers (sockets opened on first use: %d threads x %d sockets "
-             "each, %zu-byte stripes)",
-             peers.size(), cfg.threads, cfg.socketsPerThread, cfg.stripeBytes);
+             "each, %zu-byte stripes; %s)",
+             peers.size(), cfg.threads, cfg.socketsPerThread, cfg.stripeBytes,
+             cfg.engineMoves ? "the engine moves the bytes, the workers finish what it leaves"
+                             : "the workers move the bytes");
   return Status::ok();
 }
 
