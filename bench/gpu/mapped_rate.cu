@@ -6,7 +6,9 @@
 // Each figure is the best of the rounds, each round `iters` back-to-back runs
 // timed by events. "both" runs a writer grid and a reader grid (or a D2H and an
 // H2D copy) on two streams at once, each grid of the given blocks, and reports
-// each direction's rate.
+// each direction's rate. "ce down" and "ce up" mix the two: a copy one way and
+// the kernel the other (a protocol that lets the copy engines carry one
+// direction).
 //
 //   lanes_mapped_rate [--bytes N[,N...]] [--blocks B[,B...]] [--iters I] [--rounds R]
 //                     [--device D]
@@ -221,7 +223,8 @@ int main(int argc, char** argv) {
       "# lanes_mapped_rate: %s (device %d), %d threads a block, %d loads in flight a "
       "thread; GB/s = 1e9 B/s, best of %d rounds of %d\n",
       prop.name, o.device, kThreads, kUnroll, o.rounds, o.iters);
-  std::printf("# %10s %8s %10s %10s %10s\n", "bytes", "engine", "D2H", "H2D", "both each");
+  std::printf("# %10s %8s %10s %10s %10s %10s %10s\n", "bytes", "engine", "D2H", "H2D", "both each",
+              "ce down", "ce up");
   for (size_t bytes : o.bytes) {
     const size_t vectors = bytes / 16;
     auto d2h = [&](cudaStream_t s) {
@@ -247,11 +250,13 @@ int main(int argc, char** argv) {
       const double st = bestUs(o, s0, [&] { store(s0); });
       const double ld = bestUs(o, s0, [&] { load(s0); });
       const double bw = bestUs(o, s0, [&] { both([&] { store(s0); }, [&] { load(s1); }); });
+      const double ceDown = bestUs(o, s0, [&] { both([&] { d2h(s0); }, [&] { load(s1); }); });
+      const double ceUp = bestUs(o, s0, [&] { both([&] { store(s0); }, [&] { h2d(s1); }); });
       CHECK_CUDA(cudaGetLastError());
       char name[16];
       std::snprintf(name, sizeof name, "sm x%d", b);
-      std::printf("  %10zu %8s %10.1f %10.1f %10.1f\n", bytes, name, gbs(bytes, st), gbs(bytes, ld),
-                  gbs(bytes, bw));
+      std::printf("  %10zu %8s %10.1f %10.1f %10.1f %10.1f %10.1f\n", bytes, name, gbs(bytes, st),
+                  gbs(bytes, ld), gbs(bytes, bw), gbs(bytes, ceDown), gbs(bytes, ceUp));
     }
   }
   return 0;
