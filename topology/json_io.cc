@@ -120,6 +120,7 @@ Json probesToJson(const Probes& p) {
     Json host = Json::object();
     host.set("hop_latency_us", p.host.hopLatencyUs).set("call_us", p.host.callUs);
     if (p.host.stepUs > 0) host.set("step_us", p.host.stepUs);
+    if (p.host.rootedUs > 0) host.set("rooted_us", p.host.rootedUs);
     host.set("hop_gbps_by_size", numbers(p.host.hopGBs))
         .set("reduce_gbps_by_size", numbers(p.host.reduceGBs));
     host.set("mem_gbps", p.host.memGBs).set("exchange_gbps", p.host.exchangeGBs);
@@ -172,6 +173,7 @@ Probes probesFromJson(const Json& j) {
   p.host.hopLatencyUs = host["hop_latency_us"].num();
   p.host.callUs = host["call_us"].num();
   p.host.stepUs = host["step_us"].num();
+  p.host.rootedUs = host["rooted_us"].num();
   p.host.exchangeGBs = host["exchange_gbps"].num();
   p.host.hopGBs = numbersFrom(host["hop_gbps_by_size"]);
   p.host.reduceGBs = numbersFrom(host["reduce_gbps_by_size"]);

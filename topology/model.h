@@ -94,6 +94,10 @@ struct HostProbe {
   // One more step inside a call (a 2-rank ring all-reduce of 8 bytes less
   // recursive doubling's); 0: not measured (caches from before it: the hop).
   double stepUs = 0;
+  // A rooted call in a loop of them (two ranks' 8-byte direct broadcasts,
+  // back to back: the root moves on while its peer receives); 0: not
+  // measured (caches from before it: the call and a hop).
+  double rootedUs = 0;
   std::vector<double> hopGBs;     // bytes over (half a round trip less the latency)
   std::vector<double> reduceGBs;  // float sum on one core, output bytes
   double memGBs = 0;              // memcpy on every core at once, aggregate

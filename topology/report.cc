@@ -150,7 +150,9 @@ std::string formatReport(const Topology& t) {
     if (h.measured()) {
       out += printf1("  host path: hop %.2f us", h.hopLatencyUs) +
              (h.stepUs > 0 ? printf1(", later step %.2f us", h.stepUs) : std::string()) +
-             printf1(", call %.2f us", h.callUs) + printf1(", 1 MiB hop %.1f GB/s", h.hopGBs[4]) +
+             printf1(", call %.2f us", h.callUs) +
+             (h.rootedUs > 0 ? printf1(", rooted call %.2f us", h.rootedUs) : std::string()) +
+             printf1(", 1 MiB hop %.1f GB/s", h.hopGBs[4]) +
              printf1(", reduce %.1f GB/s", h.reduceGBs[4]) +
              printf1("; memory %.1f GB/s", h.memGBs) +
              printf1(", two hops at once %.1f GB/s each\n", h.exchangeGBs);

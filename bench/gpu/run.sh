@@ -575,12 +575,14 @@ job calibrate-host "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_
   lanes_reduce_scatter_perf lanes_broadcast_perf lanes_reduce_perf lanes_gather_perf
   lanes_scatter_perf lanes_alltoall_perf" \
   '"(points|median_error_by_algo|regret_within_1_05|regret_max|regret_median|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks' \
-  "planner: host-algorithm costs predicted vs measured on the GPU machine's 16 cores, 2/4/8 processes (CALIBRATE_RANKS)"
+  "planner: host-algorithm costs predicted vs measured on the GPU machine's 16 cores, 2/4/8 processes (CALIBRATE_RANKS, CALIBRATE_COLLECTIVES)"
 # The host model where ranks do not time-share cores (the CI machine has two).
 job_calibrate_host() {
   local b=$(($(left) / ${#sides[@]} - 40)) r=${CALIBRATE_RANKS:-2,4,8}
-  step $((b + 30)) "calibrate, host memory, processes: $r ranks" -- \
-    python3 bench/planner/calibrate.py --build @build@ --memory host --ranks "$r" \
+  local c=${CALIBRATE_COLLECTIVES:+--collectives $CALIBRATE_COLLECTIVES}
+  # shellcheck disable=SC2086 # $c is an option and its value, or nothing
+  step $((b + 30)) "calibrate, host memory, processes: $r ranks${c:+, $c}" -- \
+    python3 bench/planner/calibrate.py --build @build@ --memory host --ranks "$r" $c \
     --launch processes --max 256M --repeat 2 --time-budget "$b" --out "$(jobdir)/host@tag@"
 }
 

@@ -100,6 +100,10 @@ struct MachineFacts {
   // A later step of a call: once the ranks are in step, a hop costs less
   // than a ping-pong's (which is a whole call a leg). Assumed: the hop.
   double stepUs = 2;
+  // A rooted call in a loop of them, which overlaps each call with the next
+  // (the probe's two-rank direct broadcasts). Assumed (0): the call and a hop.
+  double rootedUs = 0;
+  double rootedCallUs() const { return rootedUs > 0 ? rootedUs : callUs + hopLatencyUs; }
   // One hop's streaming rate between two ranks of a host, and the float sum
   // rate of one core (output bytes), at each curve size (GB/s).
   double hopGBs[kCurvePoints] = {2, 5, 8, 10, 10, 8, 6, 6};

@@ -287,6 +287,23 @@ double crossPackageGBs(const MachineFacts& m) {
   return m.crossPackageGBs > 0 ? m.crossPackageGBs : 0.5 * m.hopGBs[4];
 }
 
+// A loop of direct or chain rooted calls overlaps each call with the next:
+// the probe's rooted call, and a later step for each rank a chain hands the
+// data on to beyond the first (its ranks pass it on as soon as it comes, so
+// time-shared cores cost no whole hop here: 3 and 4 ranks on this 2-core VM
+// took 1.6-2.6 us where a call and a hop per step priced 4.5-5.6). The
+// double tree's rooted calls took 0.7-1.2 us more than the chain's at two
+// ranks (two halves, two trees), as a call and a hop price them. 0: not
+// priced so.
+double rootedLoopUs(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
+  // The probe's ranks share a host and a CPU package: across hosts or
+  // packages the hop's own latency prices it.
+  if (!isRooted(f.coll) || m.rootedUs <= 0 || m.hosts > 1 || m.packages > 1) return 0;
+  if (algo == AlgoId::Direct) return m.rootedUs;
+  if (algo == AlgoId::Chain) return m.rootedUs + (f.nranks - 2) * m.stepUs;
+  return 0;
+}
+
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   CostTerms c;
   const int n = f.nranks;
@@ -296,11 +313,15 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   // A direct rooted call keeps its root busy and the others waiting; a chain
   // or a tree pipelines through every rank at once.
   const Steps steps(m, n, bufferBytes(f.coll, s, n), isRooted(f.coll) && algo == AlgoId::Direct);
-  c.latency = steps.call();
-  // A rooted call's ranks hand its data on once, the root's to the others or
-  // theirs to it: a loop of them takes about a two-rank recursive doubling's
-  // call and hop (measured on the H200's 16 cores and this 2-core VM).
-  if (isRooted(f.coll)) c.latency += steps.hops(1);
+  c.latency = rootedLoopUs(algo, f, m) * 1e-6;
+  if (c.latency == 0) {
+    // A rooted call's ranks hand its data on once, the root's to the others
+    // or theirs to it: a loop of them takes about a two-rank recursive
+    // doubling's call and hop (measured on the H200's 16 cores; unmeasured
+    // rooted calls, and the double tree's, are priced so).
+    c.latency = steps.call();
+    if (isRooted(f.coll)) c.latency += steps.hops(1);
+  }
   if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
   if (algo == AlgoId::SharedSum) {
     const CostTerms sum = sharedSumCost(f, steps);

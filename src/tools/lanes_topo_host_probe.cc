@@ -19,6 +19,7 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/wire_codec.h"
 #include "lanes/lanes.h"
+#include "topology/loop_figures.h"
 
 namespace lanes {
 namespace {
@@ -193,24 +194,6 @@ Status initPairWith(const char* var, const char* value, const char* what,
   return s;
 }
 
-// Seconds of an 8-byte all-reduce of the two ranks.
-Status timeAllReduce(lanesComm_t comms[2], double* seconds) {
-  constexpr int kIterations = 2000;
-  Status s = bestOfRounds(
-      [&](int r) {
-        float value[2] = {1, 2};
-        Status st;
-        for (int i = 0; i < kIterations && st; ++i)
-          st = lanesStatus(
-              lanesAllReduce(value, value, 2, lanesFloat32, lanesSum, comms[r], nullptr), comms[r],
-              "all-reduce");
-        return st;
-      },
-      seconds);
-  *seconds /= kIterations;
-  return s;
-}
-
 // Bytes copied per second by memcpy on every core at once.
 double memoryRate() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -247,34 +230,56 @@ Status measureTcp(topo::HostProbe* h) {
   return Status::ok();
 }
 
-// Seconds of an 8-byte all-reduce of two thread ranks by `algo` (LANES_ALGO).
-Status timeAllReduceBy(const char* algo, double* seconds) {
+// One 8-byte call of a probe's loop on `comm`, on `value` (two floats).
+using LoopCall = lanesResult_t (*)(float* value, lanesComm_t comm);
+
+lanesResult_t allReduce8(float* value, lanesComm_t comm) {
+  return lanesAllReduce(value, value, 2, lanesFloat32, lanesSum, comm, nullptr);
+}
+lanesResult_t broadcast8(float* value, lanesComm_t comm) {
+  return lanesBroadcast(value, value, 2, lanesFloat32, 0, comm, nullptr);
+}
+
+// Seconds per call of a loop of `call`s by two thread ranks forced to `algo`
+// (LANES_ALGO), calls back to back.
+Status timeLoopBy(const char* algo, LoopCall call, double* seconds) {
   std::array<lanesComm_t, 2> comms{};
   LANES_RETURN_IF_ERROR(initPairWith("LANES_ALGO", algo, "two thread ranks", &comms));
-  Status s = timeAllReduce(comms.data(), seconds);
+  constexpr int kIterations = 2000;
+  const std::string what = std::string("a loop of 8-byte calls by ") + algo;
+  Status s = bestOfRounds(
+      [&](int r) {
+        float value[2] = {1, 2};
+        Status st;
+        for (int i = 0; i < kIterations && st; ++i)
+          st = lanesStatus(call(value, comms[r]), comms[r], what.c_str());
+        return st;
+      },
+      seconds);
+  *seconds /= kIterations;
   for (lanesComm_t c : comms) lanesCommDestroy(c);
   return s;
 }
 
-// The call and one more step inside it, as a loop of calls sees them: a
-// two-rank all-reduce by recursive doubling is the call and one hop, and the
-// ring's takes one more step. The ping-pong's hop is a whole call a leg, and within a call
-// the ranks are already in step; this is what the later steps of a
-// many-step algorithm cost. The two are timed in turn five times and each
-// keeps its fastest, so a round that lost its core does not decide; noise
-// can still make the difference negative or larger than the hop: it is kept
-// within [a tenth of the hop, the hop].
-Status measureStep(topo::HostProbe* h) {
-  double ring = 1e30, doubling = 1e30;
+// The call, one more step inside it and a rooted call, as loops of calls see
+// them (topo::setCallFigures): a two-rank all-reduce by recursive doubling is
+// the call and one hop, the ring's takes one more step, and a loop of
+// broadcasts overlaps each call with the next. The ping-pong's hop is a whole
+// call a leg; within a call the ranks are already in step. The loops are timed
+// in turn five times and each keeps its fastest, so a round that lost its
+// core does not decide.
+Status measureCallLoops(topo::HostProbe* h) {
+  topo::CallLoops best{1e30, 1e30, 1e30};
   for (int turn = 0; turn < 5; ++turn) {
     double t = 0;
-    LANES_RETURN_IF_ERROR(timeAllReduceBy("ring", &t));
-    ring = std::min(ring, t);
-    LANES_RETURN_IF_ERROR(timeAllReduceBy("recursive_doubling", &t));
-    doubling = std::min(doubling, t);
+    LANES_RETURN_IF_ERROR(timeLoopBy("ring", allReduce8, &t));
+    best.ring = std::min(best.ring, t);
+    LANES_RETURN_IF_ERROR(timeLoopBy("recursive_doubling", allReduce8, &t));
+    best.doubling = std::min(best.doubling, t);
+    LANES_RETURN_IF_ERROR(timeLoopBy("direct", broadcast8, &t));
+    best.broadcast = std::min(best.broadcast, t);
   }
-  h->callUs = std::max(0.0, doubling * 1e6 - h->hopLatencyUs);
-  h->stepUs = std::clamp((ring - doubling) * 1e6, 0.1 * h->hopLatencyUs, h->hopLatencyUs);
+  topo::setCallFigures(best, h);
   return Status::ok();
 }
 
@@ -350,7 +355,7 @@ Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out) {
   h.exchangeGBs = exchange / 1e9;
   for (lanesComm_t c : comms) lanesCommDestroy(c);
   LANES_RETURN_IF_ERROR(s);
-  LANES_RETURN_IF_ERROR(measureStep(&h));
+  LANES_RETURN_IF_ERROR(measureCallLoops(&h));
   // Best effort: a sandbox without loopback sockets keeps the assumed figures.
   if (Status tcp = measureTcp(&h); !tcp)
     std::fprintf(stderr, "lanes-topo: TCP probe skipped (%s)\n", tcp.message().c_str());

@@ -167,11 +167,12 @@ std::string inputsLine(const MachineFacts& m) {
   char buf[512];
   std::snprintf(
       buf, sizeof(buf),
-      "# Cost model inputs (%s): call %.1f us, hop %.1f us, later step %.1f us; 1 MiB hop %.2f "
-      "GB/s, reduce %.2f GB/s; memory %.1f GB/s; %d cores; TCP hop %.1f us, %.2f GB/s\n",
+      "# Cost model inputs (%s): call %.1f us, hop %.1f us, later step %.1f us, rooted call "
+      "%.1f us; 1 MiB hop %.2f GB/s, reduce %.2f GB/s; memory %.1f GB/s; %d cores; TCP hop %.1f "
+      "us, %.2f GB/s\n",
       m.measured ? "measured by lanes-topo --probe" : "assumed: lanes-topo --probe measures them",
-      m.callUs, m.hopLatencyUs, m.stepUs, m.hopGBs[4], m.reduceGBs[4], m.memGBs, m.cores,
-      m.socketLatencyUs, m.socketGBs);
+      m.callUs, m.hopLatencyUs, m.stepUs, m.rootedCallUs(), m.hopGBs[4], m.reduceGBs[4], m.memGBs,
+      m.cores, m.socketLatencyUs, m.socketGBs);
   std::string out = buf;
   std::snprintf(
       buf, sizeof(buf),
@@ -265,22 +266,24 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, PlanLaunch launc
   const SelectionConfig config = configFor(t, nranks, launch);
   const MachineFacts& m = config.machine;
   const int gpus = planGpus(t);
-  std::string out =
-      "{\"format\": \"lanes-plan-1\", \"nranks\": " + std::to_string(nranks) +
-      ", \"inputs\": {\"measured\": " + (m.measured ? "true" : "false") +
-      ", \"call_us\": " + jsonNumber(m.callUs) +
-      ", \"hop_latency_us\": " + jsonNumber(m.hopLatencyUs) +
-      ", \"step_us\": " + jsonNumber(m.stepUs) + ", \"hop_gbps_1mib\": " + jsonNumber(m.hopGBs[4]) +
-      ", \"reduce_gbps_1mib\": " + jsonNumber(m.reduceGBs[4]) +
-      ", \"mem_gbps\": " + jsonNumber(m.memGBs) + ", \"cores\": " + std::to_string(m.cores) +
-      ", \"hosts\": " + std::to_string(m.hosts) +
-      ", \"gpu_measured\": " + (m.gpu.measured ? "true" : "false") +
-      ", \"gpu_h2d_gbps_1mib\": " + jsonNumber(m.gpu.h2dGBs[4]) +
-      ", \"gpu_d2h_gbps_1mib\": " + jsonNumber(m.gpu.d2hGBs[4]) +
-      ", \"gpu_flag_us\": " + jsonNumber(m.gpu.flagUs) +
-      ", \"gpu_launch_us\": " + jsonNumber(m.gpu.launchUs) + ", \"launch\": \"" +
-      (threads ? "threads" : "processes") +
-      "\", \"mps\": " + (runsMps(t, launch) ? "true" : "false") + "}, \"host\": [";
+  std::string out = "{\"format\": \"lanes-plan-1\", \"nranks\": " + std::to_string(nranks) +
+                    ", \"inputs\": {\"measured\": " + (m.measured ? "true" : "false") +
+                    ", \"call_us\": " + jsonNumber(m.callUs) +
+                    ", \"hop_latency_us\": " + jsonNumber(m.hopLatencyUs) +
+                    ", \"step_us\": " + jsonNumber(m.stepUs) +
+                    ", \"rooted_us\": " + jsonNumber(m.rootedCallUs()) +
+                    ", \"hop_gbps_1mib\": " + jsonNumber(m.hopGBs[4]) +
+                    ", \"reduce_gbps_1mib\": " + jsonNumber(m.reduceGBs[4]) +
+                    ", \"mem_gbps\": " + jsonNumber(m.memGBs) +
+                    ", \"cores\": " + std::to_string(m.cores) +
+                    ", \"hosts\": " + std::to_string(m.hosts) +
+                    ", \"gpu_measured\": " + (m.gpu.measured ? "true" : "false") +
+                    ", \"gpu_h2d_gbps_1mib\": " + jsonNumber(m.gpu.h2dGBs[4]) +
+                    ", \"gpu_d2h_gbps_1mib\": " + jsonNumber(m.gpu.d2hGBs[4]) +
+                    ", \"gpu_flag_us\": " + jsonNumber(m.gpu.flagUs) +
+                    ", \"gpu_launch_us\": " + jsonNumber(m.gpu.launchUs) + ", \"launch\": \"" +
+                    (threads ? "threads" : "processes") +
+                    "\", \"mps\": " + (runsMps(t, launch) ? "true" : "false") + "}, \"host\": [";
   bool first = true;
   for (CollType c : kColls) {
     if (coll && c != *coll) continue;

@@ -77,6 +77,7 @@ TEST(TopoProbeJson, HostFiguresWithTcpRoundTripAndShowInTheReport) {
   h.hopLatencyUs = 0.75;
   h.stepUs = 0.25;
   h.callUs = 0.5;
+  h.rootedUs = 1.25;
   h.memGBs = 18;
   h.exchangeGBs = 6;
   for (int i = 0; i < HostProbe::kCurvePoints; ++i) {
@@ -95,12 +96,15 @@ TEST(TopoProbeJson, HostFiguresWithTcpRoundTripAndShowInTheReport) {
   EXPECT_EQ(back.host.tcpLatencyUs, 11.5);
   EXPECT_EQ(back.host.tcpGBs, 2.25);
   EXPECT_EQ(back.host.stepUs, 0.25);
+  EXPECT_EQ(back.host.rootedUs, 1.25);
   Topology t;
   t.probes = back;
   const std::string report = formatReport(t);
-  EXPECT_NE(report.find("  host path: hop 0.75 us, later step 0.25 us, call 0.50 us, 1 MiB hop 8.0 "
-                        "GB/s, reduce 14.0 "
-                        "GB/s; memory 18.0 GB/s, two hops at once 6.0 GB/s each\n"),
+  EXPECT_NE(report.find(
+                "  host path: hop 0.75 us, later step 0.25 us, call 0.50 us, rooted call 1.25 us, "
+                "1 MiB hop 8.0 "
+                "GB/s, reduce 14.0 "
+                "GB/s; memory 18.0 GB/s, two hops at once 6.0 GB/s each\n"),
             std::string::npos)
       << report;
   EXPECT_NE(report.find("TCP over loopback (the stack's share of a hop between hosts): 11.5 us, "

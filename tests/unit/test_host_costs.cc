@@ -176,6 +176,51 @@ TEST(HostAlgorithmChoice, RootedCallsAreNotTimeShared) {
             1.5 * hostAlgoCost(AlgoId::Ring, all, roomy().machine).total());
 }
 
+// With the probe's rooted call, a loop of direct rooted calls costs it at any
+// rank count, and a chain one later step more for each rank beyond the
+// second; the double tree, and calls across hosts or CPU packages, keep the
+// call and a hop. Unmeasured, every rooted call costs the call and a hop.
+TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
+  SelectionConfig c = roomy();
+  MachineFacts& m = c.machine;
+  m.callUs = 0.5;
+  m.hopLatencyUs = 2.5;
+  m.stepUs = 0.25;
+  auto latency = [&](AlgoId algo, CollType coll, int n) {
+    return hostAlgoCost(algo, call(coll, 8, n), m).latency * 1e6;
+  };
+  EXPECT_NEAR(latency(AlgoId::Direct, CollType::Broadcast, 4), 3.0, 1e-9) << "unmeasured";
+  EXPECT_NEAR(latency(AlgoId::Chain, CollType::Reduce, 4), 3.0, 1e-9) << "unmeasured";
+  EXPECT_EQ(m.rootedCallUs(), 3.0);
+  m.rootedUs = 1.5;
+  EXPECT_EQ(m.rootedCallUs(), 1.5);
+  for (CollType coll :
+       {CollType::Broadcast, CollType::Reduce, CollType::Gather, CollType::Scatter}) {
+    for (int n : {2, 3, 8})
+      EXPECT_NEAR(latency(AlgoId::Direct, coll, n), 1.5, 1e-9) << collTypeName(coll) << n;
+  }
+  for (CollType coll : {CollType::Broadcast, CollType::Reduce}) {
+    EXPECT_NEAR(latency(AlgoId::Chain, coll, 2), 1.5, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Chain, coll, 5), 1.5 + 3 * 0.25, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Tree, coll, 4), 3.0, 1e-9) << collTypeName(coll);
+  }
+  // Time-shared cores leave a chain's loop at the probe's figures too.
+  m.cores = 2;
+  EXPECT_NEAR(latency(AlgoId::Chain, CollType::Broadcast, 4), 1.5 + 2 * 0.25, 1e-9);
+  m.cores = 8;
+  // Not rooted: unchanged.
+  const double ring = latency(AlgoId::Ring, CollType::AllReduce, 4);
+  m.rootedUs = 0;
+  EXPECT_EQ(latency(AlgoId::Ring, CollType::AllReduce, 4), ring);
+  m.rootedUs = 1.5;
+  // Across CPU packages or hosts the probe's two ranks on one package do not apply.
+  m.packages = 2;
+  EXPECT_GT(latency(AlgoId::Direct, CollType::Broadcast, 4), 1.5 + 1e-9);
+  m.packages = 1;
+  m.hosts = 2;
+  EXPECT_GT(latency(AlgoId::Direct, CollType::Broadcast, 4), 1.5 + 1e-9);
+}
+
 TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
   SelectionConfig two = roomy();
   two.machine.hosts = 2;
@@ -321,6 +366,10 @@ TEST(MachineFacts, ComeFromTheProbesWhereMeasuredElseAreAssumed) {
   EXPECT_EQ(machineFactsOf(t).wireDecodeNs[0], 0.5);
   t.probes.host.stepUs = 0.25;
   EXPECT_EQ(machineFactsOf(t).stepUs, 0.25);
+  EXPECT_EQ(machineFactsOf(t).rootedUs, 0) << "a cache from before the rooted probe";
+  EXPECT_EQ(machineFactsOf(t).rootedCallUs(), 2.0) << "the call and a hop";
+  t.probes.host.rootedUs = 1.25;
+  EXPECT_EQ(machineFactsOf(t).rootedUs, 1.25);
 
   // TCP over loopback, bounded by the fastest NIC's port speed.
   t.probes.host.tcpLatencyUs = 12;
