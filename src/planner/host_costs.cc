@@ -128,9 +128,9 @@ double bufferBytes(CollType coll, double s, int n) {
 // chunks to go up and down: each step on the way costs a hop in each of the
 // two trees (a rank takes part in both), and the chunks pipeline; the bytes a rank moves are
 // bounded by its heavier tree, where it is an inner node (it sends and receives about twice the
-// buffer). Rooted calls are priced as they run back to back, like the chain: the busiest rank sets
-// the pace, and an inner node moves what a chain's middle rank does (two halves in, two out), so
-// the chain, listed first, wins the tie.
+// buffer). Rooted calls' bytes are priced as they run back to back, like the chain's: the busiest
+// rank sets the pace, and an inner node moves what a chain's middle rank does (two halves in, two
+// out); their latency is rootedLoopUs's.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
@@ -287,20 +287,20 @@ double crossPackageGBs(const MachineFacts& m) {
   return m.crossPackageGBs > 0 ? m.crossPackageGBs : 0.5 * m.hopGBs[4];
 }
 
-// A loop of direct or chain rooted calls overlaps each call with the next:
-// the probe's rooted call, and a later step for each rank a chain hands the
-// data on to beyond the first (its ranks pass it on as soon as it comes, so
-// time-shared cores cost no whole hop here: 3 and 4 ranks on this 2-core VM
-// took 1.6-2.6 us where a call and a hop per step priced 4.5-5.6). The
-// double tree's rooted calls took 0.7-1.2 us more than the chain's at two
-// ranks (two halves, two trees), as a call and a hop price them. 0: not
-// priced so.
+// A loop of rooted calls overlaps each call with the next: a direct one costs
+// the probe's rooted call R at any rank count, a chain R/4 more for each rank
+// it hands the data on to beyond the first, and the double tree, whose two
+// halves take two trees, 1.5 R and R/2 more per rank beyond the second.
+// Fitted to 2-4 ranks on the 2-core VM in two runs (chain 1.1-1.3 R at 3
+// ranks, 1.4-1.8 R at 4; tree 1.5-1.9 R at 2); the probe's later step, 0.3-1.3
+// us between probes there, priced them no better. 0: not priced so.
 double rootedLoopUs(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   // The probe's ranks share a host and a CPU package: across hosts or
   // packages the hop's own latency prices it.
   if (!isRooted(f.coll) || m.rootedUs <= 0 || m.hosts > 1 || m.packages > 1) return 0;
   if (algo == AlgoId::Direct) return m.rootedUs;
-  if (algo == AlgoId::Chain) return m.rootedUs + (f.nranks - 2) * m.stepUs;
+  if (algo == AlgoId::Chain) return m.rootedUs * (1 + 0.25 * (f.nranks - 2));
+  if (algo == AlgoId::Tree) return m.rootedUs * (1.5 + 0.5 * (f.nranks - 2));
   return 0;
 }
 
@@ -317,8 +317,8 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   if (c.latency == 0) {
     // A rooted call's ranks hand its data on once, the root's to the others
     // or theirs to it: a loop of them takes about a two-rank recursive
-    // doubling's call and hop (measured on the H200's 16 cores; unmeasured
-    // rooted calls, and the double tree's, are priced so).
+    // doubling's call and hop (measured on the H200's 16 cores; rooted calls
+    // without the probe's figure are priced so).
     c.latency = steps.call();
     if (isRooted(f.coll)) c.latency += steps.hops(1);
   }

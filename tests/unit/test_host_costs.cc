@@ -177,9 +177,10 @@ TEST(HostAlgorithmChoice, RootedCallsAreNotTimeShared) {
 }
 
 // With the probe's rooted call, a loop of direct rooted calls costs it at any
-// rank count, and a chain one later step more for each rank beyond the
-// second; the double tree, and calls across hosts or CPU packages, keep the
-// call and a hop. Unmeasured, every rooted call costs the call and a hop.
+// rank count, and a chain a quarter of it more for each rank beyond the
+// second, and the double tree one and a half of it and half of it more per
+// rank beyond the second; calls across hosts or CPU packages keep the call
+// and a hop. Unmeasured, every rooted call costs the call and a hop.
 TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
   SelectionConfig c = roomy();
   MachineFacts& m = c.machine;
@@ -201,12 +202,13 @@ TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
   }
   for (CollType coll : {CollType::Broadcast, CollType::Reduce}) {
     EXPECT_NEAR(latency(AlgoId::Chain, coll, 2), 1.5, 1e-9) << collTypeName(coll);
-    EXPECT_NEAR(latency(AlgoId::Chain, coll, 5), 1.5 + 3 * 0.25, 1e-9) << collTypeName(coll);
-    EXPECT_NEAR(latency(AlgoId::Tree, coll, 4), 3.0, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Chain, coll, 5), 1.5 * 1.75, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Tree, coll, 2), 1.5 * 1.5, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Tree, coll, 4), 1.5 * 2.5, 1e-9) << collTypeName(coll);
   }
   // Time-shared cores leave a chain's loop at the probe's figures too.
   m.cores = 2;
-  EXPECT_NEAR(latency(AlgoId::Chain, CollType::Broadcast, 4), 1.5 + 2 * 0.25, 1e-9);
+  EXPECT_NEAR(latency(AlgoId::Chain, CollType::Broadcast, 4), 1.5 * 1.5, 1e-9);
   m.cores = 8;
   // Not rooted: unchanged.
   const double ring = latency(AlgoId::Ring, CollType::AllReduce, 4);
