@@ -189,10 +189,15 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
 };
 
 // Host algorithms serve what algoSupports says; their measured-input costs
-// (host_costs.h) decide among them.
-constexpr AlgoId kHostAlgos[] = {
-    AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain,    AlgoId::Pairwise, AlgoId::Direct,
-    AlgoId::Tree, AlgoId::Hierarchical,      AlgoId::SharedSum};
+// (host_costs.h) decide among them, and ties keep this order. Direct comes
+// before the chain: at two ranks both are one message and price alike, and
+// direct took 0.75-0.95 of the chain's time where they differed (broadcasts
+// of 8-128 KiB on the H100 machine's 16 cores, reduces of 32 KiB-128 KiB and
+// 32 MiB on the 2-core VM, broadcasts from 8 MiB on the H200), the chain
+// ahead by 3-5% at a few sizes on the VM.
+constexpr AlgoId kHostAlgos[] = {AlgoId::Ring,         AlgoId::RecursiveDoubling, AlgoId::Direct,
+                                 AlgoId::Chain,        AlgoId::Pairwise,          AlgoId::Tree,
+                                 AlgoId::Hierarchical, AlgoId::SharedSum};
 
 std::string microseconds(double seconds) {
   char buf[32];
