@@ -238,8 +238,8 @@ int main(int argc, char** argv) {
     const double down = bestUs(o, s0, [&] { d2h(s0); });
     const double up = bestUs(o, s0, [&] { h2d(s0); });
     const double twoWays = bestUs(o, s0, [&] { both([&] { d2h(s0); }, [&] { h2d(s1); }); });
-    std::printf("  %10zu %8s %10.1f %10.1f %10.1f\n", bytes, "copy", gbs(bytes, down),
-                gbs(bytes, up), gbs(bytes, twoWays));
+    std::printf("  %10zu %8s %10.1f %10.1f %10.1f %10s %10s\n", bytes, "copy", gbs(bytes, down),
+                gbs(bytes, up), gbs(bytes, twoWays), "-", "-");
     for (int b : o.blocks) {
       auto store = [&](cudaStream_t s) {
         storeKernel<<<b, kThreads, 0, s>>>(static_cast<uint4*>(d0.get()), h0.device(), vectors);

@@ -578,11 +578,11 @@ job calibrate-host "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_
   "planner: host-algorithm costs predicted vs measured on the GPU machine's 16 cores, 2/4/8 processes (CALIBRATE_RANKS, CALIBRATE_COLLECTIVES)"
 # The host model where ranks do not time-share cores (the CI machine has two).
 job_calibrate_host() {
-  local b=$(($(left) / ${#sides[@]} - 40)) r=${CALIBRATE_RANKS:-2,4,8}
-  local c=${CALIBRATE_COLLECTIVES:+--collectives $CALIBRATE_COLLECTIVES}
-  # shellcheck disable=SC2086 # $c is an option and its value, or nothing
-  step $((b + 30)) "calibrate, host memory, processes: $r ranks${c:+, $c}" -- \
-    python3 bench/planner/calibrate.py --build @build@ --memory host --ranks "$r" $c \
+  local b=$(($(left) / ${#sides[@]} - 40)) r=${CALIBRATE_RANKS:-2,4,8} c=()
+  [ -n "${CALIBRATE_COLLECTIVES:-}" ] && c=(--collectives "$CALIBRATE_COLLECTIVES")
+  local what="calibrate, host memory, processes: $r ranks"
+  step $((b + 30)) "$what${CALIBRATE_COLLECTIVES:+, $CALIBRATE_COLLECTIVES}" -- \
+    python3 bench/planner/calibrate.py --build @build@ --memory host --ranks "$r" "${c[@]}" \
     --launch processes --max 256M --repeat 2 --time-budget "$b" --out "$(jobdir)/host@tag@"
 }
 

@@ -130,7 +130,8 @@ double bufferBytes(CollType coll, double s, int n) {
 // bounded by its heavier tree, where it is an inner node (it sends and receives about twice the
 // buffer). Rooted calls' bytes are priced as they run back to back, like the chain's: the busiest
 // rank sets the pace, and an inner node moves what a chain's middle rank does (two halves in, two
-// out); their latency is rootedLoopUs's.
+// out); their latency is rootedLoopUs's where the probe measured a rooted call, else the call and
+// a hop.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
@@ -246,6 +247,24 @@ int log2Floor(int n) {
   return l;
 }
 
+// A loop of rooted calls overlaps each call with the next: a direct one costs
+// the probe's rooted call R at any rank count, a chain R/4 more for each rank
+// it hands the data on to beyond the first, and the double tree, whose two
+// halves take two trees, 1.5 R and R/2 more per rank beyond the second.
+// Fitted to 2-4 ranks on the 2-core VM in two runs (chain 1.1-1.3 R at 3
+// ranks, 1.4-1.8 R at 4; tree 1.5-1.9 R at 2), where 3 and 4 ranks time-share
+// the cores: R is not divided by a core share. The probe's later step, 0.3-1.3
+// us between probes there, priced them no better. 0: not priced so.
+double rootedLoopUs(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
+  // The probe's two ranks are on one host: across hosts, or across CPU
+  // packages, the hop there prices it (the call and a hop).
+  if (!isRooted(f.coll) || m.rootedUs <= 0 || m.hosts > 1 || m.packages > 1) return 0;
+  if (algo == AlgoId::Direct) return m.rootedUs;
+  if (algo == AlgoId::Chain) return m.rootedUs * (1 + 0.25 * (f.nranks - 2));
+  if (algo == AlgoId::Tree) return m.rootedUs * (1.5 + 0.5 * (f.nranks - 2));
+  return 0;
+}
+
 }  // namespace
 
 std::string CostTerms::deciding() const {
@@ -287,23 +306,6 @@ double crossPackageGBs(const MachineFacts& m) {
   return m.crossPackageGBs > 0 ? m.crossPackageGBs : 0.5 * m.hopGBs[4];
 }
 
-// A loop of rooted calls overlaps each call with the next: a direct one costs
-// the probe's rooted call R at any rank count, a chain R/4 more for each rank
-// it hands the data on to beyond the first, and the double tree, whose two
-// halves take two trees, 1.5 R and R/2 more per rank beyond the second.
-// Fitted to 2-4 ranks on the 2-core VM in two runs (chain 1.1-1.3 R at 3
-// ranks, 1.4-1.8 R at 4; tree 1.5-1.9 R at 2); the probe's later step, 0.3-1.3
-// us between probes there, priced them no better. 0: not priced so.
-double rootedLoopUs(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
-  // The probe's ranks share a host and a CPU package: across hosts or
-  // packages the hop's own latency prices it.
-  if (!isRooted(f.coll) || m.rootedUs <= 0 || m.hosts > 1 || m.packages > 1) return 0;
-  if (algo == AlgoId::Direct) return m.rootedUs;
-  if (algo == AlgoId::Chain) return m.rootedUs * (1 + 0.25 * (f.nranks - 2));
-  if (algo == AlgoId::Tree) return m.rootedUs * (1.5 + 0.5 * (f.nranks - 2));
-  return 0;
-}
-
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   CostTerms c;
   const int n = f.nranks;
@@ -317,8 +319,8 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   if (c.latency == 0) {
     // A rooted call's ranks hand its data on once, the root's to the others
     // or theirs to it: a loop of them takes about a two-rank recursive
-    // doubling's call and hop (measured on the H200's 16 cores; rooted calls
-    // without the probe's figure are priced so).
+    // doubling's call and hop (measured on the H200's 16 cores). Rooted calls
+    // without the probe's figure, or across hosts or packages, are priced so.
     c.latency = steps.call();
     if (isRooted(f.coll)) c.latency += steps.hops(1);
   }

@@ -190,11 +190,12 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
 
 // Host algorithms serve what algoSupports says; their measured-input costs
 // (host_costs.h) decide among them, and ties keep this order. Direct comes
-// before the chain: at two ranks both are one message and price alike, and
-// direct took 0.75-0.95 of the chain's time where they differed (broadcasts
-// of 8-128 KiB on the H100 machine's 16 cores, reduces of 32 KiB-128 KiB and
-// 32 MiB on the 2-core VM, broadcasts from 8 MiB on the H200), the chain
-// ahead by 3-5% at a few sizes on the VM.
+// before the chain: at two ranks both are one message and price alike (so do
+// their bytes at three, where only latency tells them apart), and at two
+// ranks direct took 0.67-0.91 of the chain's time where they differed most
+// (broadcasts of 8-128 KiB on the H100 machine's 16 cores, reduces of 32-128
+// KiB and 32 MiB on the 2-core VM, broadcasts from 8 MiB on the H200); the
+// chain was ahead by 3-5% at a few other sizes on the VM.
 constexpr AlgoId kHostAlgos[] = {AlgoId::Ring,         AlgoId::RecursiveDoubling, AlgoId::Direct,
                                  AlgoId::Chain,        AlgoId::Pairwise,          AlgoId::Tree,
                                  AlgoId::Hierarchical, AlgoId::SharedSum};

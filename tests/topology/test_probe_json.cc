@@ -86,6 +86,15 @@ TEST(TopoProbeJson, HostFiguresWithTcpRoundTripAndShowInTheReport) {
   }
   Json j;
   std::string error;
+  // A cache from before the rooted probe: no key, read back as unmeasured, not shown.
+  h.rootedUs = 0;
+  ASSERT_TRUE(Json::parse(probesToJson(p).dump(), &j, &error)) << error;
+  EXPECT_TRUE(j["host"]["rooted_us"].isNull());
+  Topology before;
+  before.probes = probesFromJson(j);
+  EXPECT_EQ(before.probes.host.rootedUs, 0);
+  EXPECT_EQ(formatReport(before).find("rooted call"), std::string::npos);
+  h.rootedUs = 1.25;
   ASSERT_TRUE(Json::parse(probesToJson(p).dump(), &j, &error)) << error;
   EXPECT_TRUE(j["host"]["tcp_gbps"].isNull());
   h.tcpLatencyUs = 11.5;

@@ -215,12 +215,28 @@ TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
   m.rootedUs = 0;
   EXPECT_EQ(latency(AlgoId::Ring, CollType::AllReduce, 4), ring);
   m.rootedUs = 1.5;
-  // Across CPU packages or hosts the probe's two ranks on one package do not apply.
+  // Across CPU packages or hosts: the call and a hop there (unmeasured, twice
+  // the hop across packages; the socket's latency across hosts).
   m.packages = 2;
-  EXPECT_GT(latency(AlgoId::Direct, CollType::Broadcast, 4), 1.5 + 1e-9);
+  EXPECT_NEAR(latency(AlgoId::Direct, CollType::Broadcast, 4), 0.5 + 2 * 2.5, 1e-9);
   m.packages = 1;
   m.hosts = 2;
-  EXPECT_GT(latency(AlgoId::Direct, CollType::Broadcast, 4), 1.5 + 1e-9);
+  EXPECT_NEAR(latency(AlgoId::Direct, CollType::Broadcast, 4), 0.5 + m.socketLatencyUs, 1e-9);
+}
+
+// The choices those prices make: a small rooted call goes direct (the tree's
+// 1.5 rooted calls never win it), a large 8-rank one to the chain, and a
+// two-rank tie between direct and the chain to direct, measured or not.
+TEST(HostAlgorithmChoice, SmallRootedCallsGoDirectAndTwoRankTiesToo) {
+  SelectionConfig c = roomy();
+  EXPECT_EQ(choice(CollType::Broadcast, 8, 2, c), AlgoId::Direct) << "unmeasured tie";
+  EXPECT_EQ(choice(CollType::Reduce, 8, 2, c), AlgoId::Direct) << "unmeasured tie";
+  c.machine.rootedUs = 1.5;
+  for (int n : {2, 3, 4, 8}) {
+    EXPECT_EQ(choice(CollType::Broadcast, 8, n, c), AlgoId::Direct) << n;
+    EXPECT_EQ(choice(CollType::Reduce, 8, n, c), AlgoId::Direct) << n;
+  }
+  EXPECT_EQ(choice(CollType::Broadcast, 64 << 20, 8, c), AlgoId::Chain);
 }
 
 TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
