@@ -103,7 +103,13 @@ TEST(ObserversThreads, DumpsScrapesAndTracesWhileRanksRun) {
   }
   EXPECT_EQ(dumps, kRanks);
   EXPECT_EQ(traces, kRanks);
-  std::filesystem::remove_all(dir);
+  // The process's metrics writer outlives the communicators (it runs for the
+  // process's life) and may rename a fresh metrics.prom into the folder while
+  // it is removed: try again until the folder is gone (its writes then fail).
+  std::error_code gone;
+  for (int i = 0; i < 100 && std::filesystem::exists(dir); ++i)
+    std::filesystem::remove_all(dir, gone);
+  EXPECT_FALSE(std::filesystem::exists(dir)) << gone.message();
   if (!metrics)
     GTEST_SKIP() << "LANES_METRICS was read before this test set it (run it alone, as ctest "
                     "does): the metrics part is unchecked";
