@@ -111,6 +111,7 @@ Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
     notePlanOf(comm, "send/recv", "p2p", bytes);
   }
   out->schedule = std::make_unique<Schedule>();
+  out->schedule->pool = &comm->scratchPool;
   out->schedule->name = "send/recv";
   out->schedule->type = lanesUint8;
   out->lane = kP2pLane;

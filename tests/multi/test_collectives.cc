@@ -66,7 +66,9 @@ bool isReduction(Collective c) {
 }
 
 // All-to-all and point-to-point have no in-place form.
-bool hasInPlace(Collective c) { return c != Collective::AlltoAll && c != Collective::SendRecvRing; }
+// In place for the send/recv ring: one buffer sent to the next rank and
+// overwritten by the previous one's, in one group.
+bool hasInPlace(Collective c) { return c != Collective::AlltoAll; }
 
 struct Combo {
   lanesDataType_t type;
@@ -288,12 +290,13 @@ void runCombo(Collective c, const Combo& k, int rank, int n, lanesComm_t comm,
       const int prev = (rank + n - 1) % n;
       GuardedBuffer send(bytes), recv(bytes);
       fillPattern(send.data(), bytes, rank, next, k.salt);
+      GuardedBuffer& in = k.inPlace ? send : recv;
       RANK_CHECK_LANES(lanesGroupStart(), comm);
       RANK_CHECK_LANES(lanesSend(send.data(), k.count, t, next, comm, nullptr), comm);
-      RANK_CHECK_LANES(lanesRecv(recv.data(), k.count, t, prev, comm, nullptr), comm);
+      RANK_CHECK_LANES(lanesRecv(in.data(), k.count, t, prev, comm, nullptr), comm);
       RANK_CHECK_LANES(lanesGroupEnd(), comm);
-      check(checkPattern(recv.data(), bytes, prev, rank, k.salt), "recvbuff");
-      check(recv.checkGuards(), "recvbuff");
+      check(checkPattern(in.data(), bytes, prev, rank, k.salt), "recvbuff");
+      check(in.checkGuards(), "recvbuff");
       break;
     }
   }
