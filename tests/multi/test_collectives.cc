@@ -65,9 +65,8 @@ bool isReduction(Collective c) {
   return c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;
 }
 
-// All-to-all and point-to-point have no in-place form.
-// In place for the send/recv ring: one buffer sent to the next rank and
-// overwritten by the previous one's, in one group.
+// All-to-all has no in-place form. The send/recv ring's: one buffer sent to
+// the next rank and overwritten by the previous one's, in one group.
 bool hasInPlace(Collective c) { return c != Collective::AlltoAll; }
 
 struct Combo {
