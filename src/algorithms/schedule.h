@@ -48,6 +48,10 @@ struct Step {
 };
 
 struct Schedule {
+  // Every schedule borrows its scratch from a pool (the communicator's), so
+  // that a repeated large call reuses its pages.
+  explicit Schedule(ScratchPool& pool) : pool_(&pool) {}
+
   std::string name;  // "allreduce/ring", for logs and timeouts
   lanesDataType_t type = lanesUint8;
   RedOpKind redop = RedOpKind::Sum;  // combine used by *Reduce* ops
@@ -62,16 +66,17 @@ struct Schedule {
   int nranks = 1;  // the communicator's size: Arena* ops cut their chunks by it
   std::vector<Step> steps;
   // Scratch the schedule's ops point into, uninitialised (every op writes
-  // before it reads); lent by `pool` (the communicator's) where set, and
-  // given back when the schedule goes.
-  ScratchPool* pool = nullptr;
+  // before it reads), given back to the pool when the schedule goes.
   std::vector<ScratchBuffer> scratch;
 
   std::byte* allocScratch(size_t bytes) {
-    scratch.push_back(ScratchPool::take(pool, bytes));
+    scratch.push_back(pool_->take(bytes));
     return scratch.back().data();
   }
   Step& addStep() { return steps.emplace_back(); }
+
+ private:
+  ScratchPool* pool_;
 };
 
 }  // namespace lanes

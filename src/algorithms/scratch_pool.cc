@@ -22,19 +22,19 @@ void ScratchBuffer::giveBack() {
   mem_.reset();
 }
 
-ScratchBuffer ScratchPool::take(ScratchPool* pool, size_t bytes) {
+ScratchBuffer ScratchPool::take(size_t bytes) {
   bytes = bytes == 0 ? 1 : bytes;
-  if (pool != nullptr) {
-    std::lock_guard<std::mutex> lock(pool->mutex_);
-    auto it = pool->free_.lower_bound(bytes);
-    if (it != pool->free_.end() && it->first / 2 <= bytes) {
-      ScratchBuffer out(std::move(it->second), it->first, pool);
-      pool->keptBytes_ -= it->first;
-      pool->free_.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.lower_bound(bytes);
+    if (it != free_.end() && it->first / 2 <= bytes) {
+      ScratchBuffer out(std::move(it->second), it->first, this);
+      keptBytes_ -= it->first;
+      free_.erase(it);
       return out;
     }
   }
-  return ScratchBuffer(std::make_unique_for_overwrite<std::byte[]>(bytes), bytes, pool);
+  return ScratchBuffer(std::make_unique_for_overwrite<std::byte[]>(bytes), bytes, this);
 }
 
 size_t ScratchPool::keptBuffers() const {

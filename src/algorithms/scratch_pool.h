@@ -44,8 +44,7 @@ class ScratchPool {
  public:
   static constexpr size_t kKeptBuffers = 8;
   static constexpr size_t kKeptBytes = size_t{512} << 20;
-  // Null pool: a buffer of the heap's, freed when dropped.
-  static ScratchBuffer take(ScratchPool* pool, size_t bytes);
+  ScratchBuffer take(size_t bytes);
   size_t keptBuffers() const;
 
  private:

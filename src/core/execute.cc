@@ -76,8 +76,7 @@ Status prepareCollective(Request& r, int lane, Prepared* out) {
   });
   // Staged copies the proxy runs were recorded as "proxy/<algorithm>" when enqueued.
   if (!r.viaProxy) notePlanOf(r.comm, collTypeName(args.coll), algoName(choice.algo), r.sendBytes);
-  out->schedule = std::make_unique<Schedule>();
-  out->schedule->pool = &r.comm->scratchPool;
+  out->schedule = std::make_unique<Schedule>(r.comm->scratchPool);
   LANES_RETURN_IF_ERROR(
       buildSchedule(choice.algo, args, out->schedule.get(), r.comm->ringOrder,
                     selection.machine.hosts > 1 ? r.comm->hostOf : r.comm->packageOf));
@@ -110,8 +109,7 @@ Status prepareP2p(lanesComm* comm, std::vector<Request*>& reqs, Prepared* out) {
     for (const Request* r : reqs) bytes += r->isSend ? r->bytes : 0;
     notePlanOf(comm, "send/recv", "p2p", bytes);
   }
-  out->schedule = std::make_unique<Schedule>();
-  out->schedule->pool = &comm->scratchPool;
+  out->schedule = std::make_unique<Schedule>(comm->scratchPool);
   out->schedule->name = "send/recv";
   out->schedule->type = lanesUint8;
   out->lane = kP2pLane;

@@ -149,7 +149,8 @@ TEST(Algorithms, UnsupportedPairsAreInvalidUsage) {
   for (AlgoId a : kAlgos) {
     for (CollType c : kColls) {
       RankBuffers b = makeBuffers(c, 4, 4, 4, 0, 0, false);
-      Schedule s;
+      ScratchPool pool;
+      Schedule s(pool);
       Status st = buildSchedule(a, argsFor(c, 4, lanesFloat32, RedOpKind::Sum, 4, 0, 0, b), &s);
       if (algoSupports(a, c)) {
         ++supported;
@@ -175,7 +176,8 @@ TEST(Algorithms, RecursiveDoublingAllGatherNeedsPowerOfTwo) {
   EXPECT_FALSE(algoSupports(AlgoId::RecursiveDoubling, CollType::AllGather, 6));
   EXPECT_TRUE(algoSupports(AlgoId::RecursiveDoubling, CollType::AllReduce, 6));
   RankBuffers b = makeBuffers(CollType::AllGather, 4, 4, 6, 1, 0, false);
-  Schedule s;
+  ScratchPool pool;
+  Schedule s(pool);
   Status st =
       buildSchedule(AlgoId::RecursiveDoubling,
                     argsFor(CollType::AllGather, 4, lanesFloat32, RedOpKind::Sum, 6, 1, 0, b), &s);
@@ -185,7 +187,8 @@ TEST(Algorithms, RecursiveDoublingAllGatherNeedsPowerOfTwo) {
 
 TEST(Algorithms, RejectsBadRankAndRoot) {
   RankBuffers b = makeBuffers(CollType::Broadcast, 4, 4, 4, 0, 0, false);
-  Schedule s;
+  ScratchPool pool;
+  Schedule s(pool);
   EXPECT_EQ(
       buildSchedule(AlgoId::Chain,
                     argsFor(CollType::Broadcast, 4, lanesFloat32, RedOpKind::Sum, 4, 0, 4, b), &s)
@@ -298,7 +301,9 @@ std::string staticCheck(AlgoId algo, CollType c, int n, size_t count, bool inPla
                         std::span<const int> order = {}, std::span<const int> hostOf = {}) {
   const int root = n > 1 ? n - 1 : 0;
   std::vector<RankBuffers> bufs;
-  std::vector<Schedule> scheds(n);
+  ScratchPool pool;
+  std::vector<Schedule> scheds;
+  for (int r = 0; r < n; ++r) scheds.emplace_back(pool);
   for (int r = 0; r < n; ++r) bufs.push_back(makeBuffers(c, count, 4, n, r, root, inPlace));
   for (int r = 0; r < n; ++r) {
     Status st =
@@ -345,7 +350,9 @@ TEST(Algorithms, StaticCheckCatchesBrokenSchedules) {
   std::vector<RankBuffers> bufs(2);
   for (int r = 0; r < 2; ++r) bufs[r] = makeBuffers(CollType::AllReduce, 8, 4, 2, r, 0, false);
   auto twoRanks = [&](size_t sendBytes, size_t recvBytes) {
-    std::vector<Schedule> s(2);
+    ScratchPool pool;
+    std::vector<Schedule> s;
+    for (int r = 0; r < 2; ++r) s.emplace_back(pool);
     if (sendBytes) {
       s[0].addStep().ops.push_back(Op{OpKind::Send, 1, -1, bufs[0].send, nullptr, sendBytes});
     }
@@ -478,7 +485,8 @@ std::string runCase(AlgoId algo, CollType c, int n, size_t count, bool inPlace, 
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
-        Schedule sched;
+        ScratchPool pool;
+        Schedule sched(pool);
         CollArgs a = argsFor(c, count, cfg.type, cfg.op, n, r, root, bufs[r]);
         Status st = buildSchedule(algo, a, &sched, order, hostOf);
         if (st) {
@@ -721,7 +729,8 @@ TEST(Algorithms, RingOrderIdentityAndBadOrders) {
     for (int r = 0; r < 4; ++r) {
       RankBuffers b = makeBuffers(c, 9, 4, 4, r, 0, false);
       const CollArgs a = argsFor(c, 9, lanesFloat32, RedOpKind::Sum, 4, r, 0, b);
-      Schedule plain, identity;
+      ScratchPool pool;
+      Schedule plain(pool), identity(pool);
       ASSERT_TRUE(buildSchedule(AlgoId::Ring, a, &plain).isOk());
       const std::vector<int> id = {0, 1, 2, 3};
       ASSERT_TRUE(buildSchedule(AlgoId::Ring, a, &identity, id).isOk());
@@ -735,7 +744,7 @@ TEST(Algorithms, RingOrderIdentityAndBadOrders) {
               << collTypeName(c) << " rank " << r << " op " << j;
         }
       }
-      Schedule s;
+      Schedule s(pool);
       for (const std::vector<int>& bad :
            {std::vector<int>{0, 1, 2}, std::vector<int>{0, 1, 1, 3}, std::vector<int>{0, 1, 2, 4}})
         EXPECT_EQ(buildSchedule(AlgoId::Ring, a, &s, bad).code(), lanesInvalidArgument);
@@ -743,7 +752,8 @@ TEST(Algorithms, RingOrderIdentityAndBadOrders) {
   }
   // Recursive doubling runs whatever the ring's order.
   RankBuffers b = makeBuffers(CollType::AllReduce, 9, 4, 4, 1, 0, false);
-  Schedule s;
+  ScratchPool pool;
+  Schedule s(pool);
   const std::vector<int> order = {0, 2, 1, 3};
   EXPECT_TRUE(
       buildSchedule(AlgoId::RecursiveDoubling,
@@ -836,7 +846,8 @@ TEST(Algorithms, HierarchicalCrossesHostsInOneStepOnly) {
       const int n = l.hosts * l.local;
       for (int r = 0; r < n; ++r) {
         RankBuffers b = makeBuffers(c, 4096, 4, n, r, 0, false);
-        Schedule s;
+        ScratchPool pool;
+        Schedule s(pool);
         ASSERT_TRUE(buildSchedule(AlgoId::Hierarchical,
                                   argsFor(c, 4096, lanesFloat32, RedOpKind::Sum, n, r, 0, b), &s,
                                   {}, hostOf)
@@ -859,7 +870,8 @@ TEST(Algorithms, HierarchicalRefusesUnevenHostsAndBadLayouts) {
   const std::vector<int> uneven = {0, 0, 0, 1};
   RankBuffers b = makeBuffers(CollType::AllReduce, 9, 4, 4, 0, 0, false);
   const CollArgs a = argsFor(CollType::AllReduce, 9, lanesFloat32, RedOpKind::Sum, 4, 0, 0, b);
-  Schedule s;
+  ScratchPool pool;
+  Schedule s(pool);
   Status st = buildSchedule(AlgoId::Hierarchical, a, &s, {}, uneven);
   EXPECT_EQ(st.code(), lanesInvalidUsage);
   EXPECT_NE(st.message().find("same number of ranks on every host"), std::string::npos)

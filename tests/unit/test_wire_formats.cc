@@ -153,7 +153,8 @@ TEST_P(WireRing, BitIdenticalAndWithinTheBound) {
         } else {
           a.recv = out[r].data();
         }
-        Schedule sched;
+        ScratchPool pool;
+        Schedule sched(pool);
         Status st = buildSchedule(AlgoId::Ring, a, &sched);
         sched.wire = c.wire;
         if (st) {
