@@ -1,9 +1,12 @@
-// PageBuffer: pages of its own, writable, moved without copying, and a
-// mapping the kernel refuses says why.
+// PageBuffer: pages of its own, writable, moved without copying, made
+// resident ahead of use, and a mapping the kernel refuses says why.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <vector>
 
 #include "base/page_buffer.h"
 
@@ -32,6 +35,35 @@ TEST(PageBuffer, AMappingTheKernelRefusesSaysWhy) {
   EXPECT_FALSE(huge.valid());
   EXPECT_EQ(huge.get(), nullptr);
   EXPECT_EQ(huge.error(), ENOMEM);
+}
+
+// How many of the buffer's first `bytes` are in resident pages (mincore).
+size_t residentBytes(const PageBuffer& b, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> pages((bytes + page - 1) / page);
+  if (mincore(b.get(), bytes, pages.data()) != 0) return SIZE_MAX;
+  size_t resident = 0;
+  for (unsigned char p : pages) resident += (p & 1) ? page : 0;
+  return resident;
+}
+
+TEST(PageBuffer, PrefaultMakesPagesResidentAheadInPieces) {
+  const size_t bytes = 4 * PageBuffer::kPrefaultBytes;
+  PageBuffer b(bytes);
+  ASSERT_TRUE(b.valid());
+  ASSERT_EQ(residentBytes(b, bytes), 0u) << "a fresh mapping has no pages yet";
+  b.prefault(100);  // at least a piece, not just the page asked for
+  EXPECT_EQ(residentBytes(b, bytes), PageBuffer::kPrefaultBytes);
+  b.prefault(PageBuffer::kPrefaultBytes);  // already resident: nothing more
+  EXPECT_EQ(residentBytes(b, bytes), PageBuffer::kPrefaultBytes);
+  b.prefault(PageBuffer::kPrefaultBytes + 1);
+  EXPECT_EQ(residentBytes(b, bytes), 2 * PageBuffer::kPrefaultBytes);
+  PageBuffer moved = std::move(b);
+  moved.prefault(10 * bytes);  // past the end: up to the end
+  EXPECT_EQ(residentBytes(moved, bytes), bytes);
+  PageBuffer none;
+  none.prefault(1);  // no mapping: nothing to do
+  EXPECT_FALSE(none.valid());
 }
 
 }  // namespace

@@ -76,10 +76,11 @@ uint64_t minCursor(const Cursors& cursors, int n) {
   return m;
 }
 
-// Lane buffers are left uninitialised: pages are touched only as the
-// stream reaches them, so a pair that moves a few bytes (an all-to-all of
-// many small blocks) does not pay resident memory for the whole ring.
-using LaneBuffer = std::unique_ptr<std::byte[]>;
+// A lane's ring becomes resident only as its stream first reaches it, a
+// PageBuffer::kPrefaultBytes piece at a time (PageBuffer::prefault), so a
+// pair that moves a few bytes (an all-to-all of many small blocks) does not
+// pay resident memory for the whole ring, and the first pass over it does
+// not take a page fault per page.
 
 // One lane, this rank -> peer. Its ring is pages of its own: a connection
 // torn down while zero-copy sends from it are still queued in the kernel
@@ -97,7 +98,7 @@ struct SendLane {
 
 // One lane, peer -> this rank.
 struct RecvLane {
-  LaneBuffer buffer;
+  PageBuffer buffer;
   Cursors cursor;                       // per socket: next byte it receives
   std::atomic<uint64_t> committed{0};   // every byte below arrived
   std::atomic<uint64_t> consumed{0};    // freed by consume()
@@ -303,7 +304,7 @@ void SocketConnection::ensureStarted() {
     s.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     s.done = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     RecvLane& r = recv_[static_cast<size_t>(l)];
-    r.buffer = std::make_unique_for_overwrite<std::byte[]>(capacity_);
+    r.buffer = PageBuffer(capacity_);
     r.cursor = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(nsockets_));
     for (int i = 0; i < nsockets_; ++i) {
       s.cursor[i].store(map_.firstOffset(l, i));
@@ -323,13 +324,17 @@ void SocketConnection::ensureStarted() {
     workers_.push_back(std::move(w));
   }
   started_.store(true, std::memory_order_release);
-  for (const SendLane& lane : send_) {
-    if (!lane.buffer.valid()) {
-      fail(systemError("mmap() of a " + std::to_string(capacity_) +
-                       "-byte send ring for peer rank " + std::to_string(cfg_.peer) + " failed: " +
-                       errnoText(lane.buffer.error()) + "; lower LANES_SOCKET_RING_BYTES"));
+  auto ringMapped = [&](const PageBuffer& ring, const char* direction) {
+    if (ring.valid()) return true;
+    fail(systemError("mmap() of a " + std::to_string(capacity_) + "-byte " + direction +
+                     " ring for peer rank " + std::to_string(cfg_.peer) +
+                     " failed: " + errnoText(ring.error()) + "; lower LANES_SOCKET_RING_BYTES"));
+    return false;
+  };
+  for (int l = 0; l < cfg_.lanes; ++l) {
+    if (!ringMapped(send_[static_cast<size_t>(l)].buffer, "send") ||
+        !ringMapped(recv_[static_cast<size_t>(l)].buffer, "receive"))
       return;
-    }
   }
   for (auto& w : workers_) {
     if (!w->wake.valid()) {
@@ -457,6 +462,7 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
   size_t n = std::min(bytes, room);
   if (n < bytes) n &= ~(kRingGranule - 1);
   if (n == 0) return Status::ok();
+  s.buffer.prefault(static_cast<size_t>(std::min<uint64_t>(p + n, capacity_)));
   // Published in pieces so the workers start sending the first bytes while
   // the rest are still being copied.
   auto* in = static_cast<const std::byte*>(src);
@@ -584,6 +590,7 @@ size_t SocketConnection::sendFromCaller(int lane, const std::byte* src, size_t b
       continue;
     }
     const size_t ringAt = static_cast<size_t>(at % capacity_);  // a stripe never wraps
+    l.buffer.prefault(static_cast<size_t>(std::min<uint64_t>(at + len, capacity_)));
     std::memcpy(l.buffer.get() + ringAt, payload, len);
     s.outPayload = l.buffer.get() + ringAt;
     s.outDone = done;
@@ -923,6 +930,7 @@ Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
       continue;
     }
     RecvLane& r = recv_[s.in.lane];
+    r.buffer.prefault(static_cast<size_t>(std::min<uint64_t>(s.inPos + s.inLeft, capacity_)));
     LANES_RETURN_IF_ERROR(receive(s, r.buffer.get() + s.inPos % capacity_, s.inLeft, &got, &eof));
     if (eof) return onPeerClosed(s);
     if (got == 0) return Status::ok();
