@@ -14,6 +14,10 @@
 #include <cstddef>
 #include <utility>
 
+#ifndef MADV_POPULATE_WRITE  // C libraries older than the call (glibc < 2.34)
+#define MADV_POPULATE_WRITE 23
+#endif
+
 namespace lanes {
 
 class PageBuffer {
