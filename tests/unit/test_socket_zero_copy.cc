@@ -136,7 +136,12 @@ TEST(SocketZeroCopy, RingBytesTheKernelStillReadsAreNotReused) {
   const Deadline pushed = Deadline::after(10);
   while (socketZeroCopyCounts(*conn)[0].sends < frames && !pushed.expired())
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_GE(socketZeroCopyCounts(*conn)[0].sends, frames) << "the first ring went out as copies";
+  const ZeroCopyCounts pushedRing = socketZeroCopyCounts(*conn)[0];
+  ASSERT_GE(pushedRing.sends, frames)
+      << "the first ring went out as copies: " << pushedRing.sends << " zero-copy sends, "
+      << pushedRing.copiedReports << " copied reports, zero copy "
+      << (pushedRing.turnedOff ? "turned off" : "on")
+      << " (ENOBUFS when the pinned pages pass RLIMIT_MEMLOCK also sends copies)";
   // The second ring, for a while: whatever post() takes overwrites slots of
   // the first, so it may take only what the kernel reported done.
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
