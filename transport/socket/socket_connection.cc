@@ -76,15 +76,13 @@ uint64_t minCursor(const Cursors& cursors, int n) {
   return m;
 }
 
-// A lane's ring becomes resident only as its stream first reaches it, a
-// PageBuffer::kPrefaultBytes piece at a time (PageBuffer::prefault), so a
-// pair that moves a few bytes (an all-to-all of many small blocks) does not
-// pay resident memory for the whole ring, and the first pass over it does
-// not take a page fault per page.
-
 // One lane, this rank -> peer. Its ring is pages of its own: a connection
 // torn down while zero-copy sends from it are still queued in the kernel
 // (a peer that stopped reading) must not see them reused by an allocation.
+// Both lanes' rings become resident only as their stream first reaches them
+// (SocketConnection::reachRing), so a pair that moves a few bytes (an
+// all-to-all of many small blocks) does not hold the whole ring, and the
+// first pass over it does not take a page fault per page.
 struct SendLane {
   PageBuffer buffer;
   std::atomic<uint64_t> produced{0};  // bytes post() copied in
@@ -242,6 +240,10 @@ class SocketConnection final : public Connection {
                                    int64_t{kEngineQuietMs} * 1000000;
   }
   int creditSocket(int lane) const { return lane % nsockets_; }
+  // Makes a lane's ring resident up to stream offset `end` (PageBuffer::prefault).
+  void reachRing(PageBuffer& ring, uint64_t end) const {
+    ring.prefault(static_cast<size_t>(std::min<uint64_t>(end, capacity_)));
+  }
 
   SocketConnectionConfig cfg_;
   EstablishSockets establish_;
@@ -462,7 +464,7 @@ Status SocketConnection::post(int lane, const void* src, size_t bytes, size_t* t
   size_t n = std::min(bytes, room);
   if (n < bytes) n &= ~(kRingGranule - 1);
   if (n == 0) return Status::ok();
-  s.buffer.prefault(static_cast<size_t>(std::min<uint64_t>(p + n, capacity_)));
+  reachRing(s.buffer, p + n);
   // Published in pieces so the workers start sending the first bytes while
   // the rest are still being copied.
   auto* in = static_cast<const std::byte*>(src);
@@ -590,7 +592,7 @@ size_t SocketConnection::sendFromCaller(int lane, const std::byte* src, size_t b
       continue;
     }
     const size_t ringAt = static_cast<size_t>(at % capacity_);  // a stripe never wraps
-    l.buffer.prefault(static_cast<size_t>(std::min<uint64_t>(at + len, capacity_)));
+    reachRing(l.buffer, at + len);
     std::memcpy(l.buffer.get() + ringAt, payload, len);
     s.outPayload = l.buffer.get() + ringAt;
     s.outDone = done;
@@ -930,7 +932,7 @@ Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
       continue;
     }
     RecvLane& r = recv_[s.in.lane];
-    r.buffer.prefault(static_cast<size_t>(std::min<uint64_t>(s.inPos + s.inLeft, capacity_)));
+    reachRing(r.buffer, s.inPos + s.inLeft);
     LANES_RETURN_IF_ERROR(receive(s, r.buffer.get() + s.inPos % capacity_, s.inLeft, &got, &eof));
     if (eof) return onPeerClosed(s);
     if (got == 0) return Status::ok();
