@@ -534,6 +534,21 @@ job_topo() {
   step 60 "lanes-topo --probe" -- @bin@/lanes-topo --probe
 }
 
+job cold-start "lanes-run lanes_all_reduce_perf" '^rank ' \
+  "a fresh pair's first 40 calls of a 128 KiB host all-reduce, each timed (shm, then TCP)"
+# On the 2-core VM a fresh pair's calls stay slow for one pass over the
+# transport's ring, page faults aside; this shows whether a bare-metal host does too.
+job_cold_start() {
+  local d t
+  d=$(jobdir)
+  for t in shm tcp; do
+    step 30 "first calls, 2 ranks, 128 KiB, $t" -- env LANES_FLIGHT_RECORDER=4096 \
+      LANES_TRACE_FILE="$d/$t" LANES_SHM_DISABLE=$([ $t = tcp ] && echo 1 || echo 0) \
+      @bin@/lanes-run -n 2 @bin@/lanes_all_reduce_perf -b 128K -e 128K -n 40 -w 0
+    step 10 "call times, $t" -- python3 bench/observe/call_times.py "$d/$t"
+  done
+}
+
 job calibrate-gpu "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_perf
   lanes_reduce_scatter_perf lanes_broadcast_perf" \
   '"(points|median_error_by_algo|regret_within_1_05|regret_max|regret_median|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks' \
