@@ -544,7 +544,7 @@ job_cold_start() {
   for t in shm tcp; do
     step 30 "first calls, 2 ranks, 128 KiB, $t" -- env LANES_FLIGHT_RECORDER=4096 \
       LANES_TRACE_FILE="$d/$t" LANES_SHM_DISABLE=$([ $t = tcp ] && echo 1 || echo 0) \
-      @bin@/lanes-run -n 2 @bin@/lanes_all_reduce_perf -b 128K -e 128K -n 40 -w 0
+      @bin@/lanes-run -n 2 @bin@/lanes_all_reduce_perf --memory host -b 128K -e 128K -n 40 -w 0
     step 10 "call times, $t" -- python3 bench/observe/call_times.py "$d/$t"
   done
 }
