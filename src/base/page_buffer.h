@@ -14,9 +14,7 @@
 #include <cstddef>
 #include <utility>
 
-#ifndef MADV_POPULATE_WRITE  // C libraries older than the call (glibc < 2.34)
-#define MADV_POPULATE_WRITE 23
-#endif
+#include "base/populate_pages.h"
 
 namespace lanes {
 
@@ -72,7 +70,7 @@ class PageBuffer {
     const size_t page = pageBytes();
     const size_t want =
         std::min(bytes_, (std::max(end, have + kPrefaultBytes) + page - 1) / page * page);
-    if (::madvise(data_ + have, want - have, MADV_POPULATE_WRITE) != 0) {
+    if (!populatePages(data_ + have, want - have)) {
       resident_.store(bytes_, std::memory_order_relaxed);  // not again
       return;
     }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/populate_pages.h"
 #include "transport/shm/stale_segments.h"
 
 namespace lanes {
@@ -179,6 +180,7 @@ Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTo
                        ") failed: " + errnoText(err));
   }
   if (initialise) initialise(seg.data_, bytes);
+  populatePages(seg.data_, bytes);
   const std::string from = devShmPath(seg.name_);
   const std::string to = devShmPath(name);
   if (reclaimingStale(name, [&] {
@@ -226,6 +228,7 @@ Status ShmSegment::openIfPresent(const std::string& name, ShmSegment* out, bool*
     return systemError("mmap of " + name + " failed: " + errnoText(errno));
   }
   seg.size_ = bytes;
+  populatePages(seg.data_, bytes);
   // The mapping keeps the segment; only its creator needs a descriptor (its lock).
   ::close(std::exchange(seg.fd_, -1));
   *present = true;
