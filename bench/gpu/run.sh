@@ -536,8 +536,9 @@ job_topo() {
 
 job cold-start "lanes-run lanes_all_reduce_perf" '^rank ' \
   "a fresh pair's first 40 calls of a 128 KiB host all-reduce, each timed (shm, then TCP)"
-# On the 2-core VM a fresh pair's calls stay slow for one pass over the
-# transport's ring, page faults aside; this shows whether a bare-metal host does too.
+# A fresh pair's calls stay slow for one pass over the transport's ring while
+# its pages are first used (bench/results/shm_cold_start): this times it on
+# the GPU machine's host, which pages unlike the 2-core VM.
 job_cold_start() {
   local d t
   d=$(jobdir)

@@ -5,8 +5,8 @@
 // only once its segment is sized, reserved and initialised: a peer that
 // finds it may use it at once. Each process that maps a segment has its
 // pages mapped at once (populatePages): the segment is about to be used
-// whole, and a fault per page on first touch made a fresh pair's first pass
-// over its rings several times slower than the passes after it.
+// whole, and a fault per page on first touch was a large part of why a fresh
+// pair's first pass over its rings ran several times slower than later ones.
 #pragma once
 
 #include <cstddef>
