@@ -534,8 +534,8 @@ job_topo() {
   step 60 "lanes-topo --probe" -- @bin@/lanes-topo --probe
 }
 
-job cold-start "lanes-run lanes_all_reduce_perf" '^rank ' \
-  "a fresh pair's first 40 calls of a 128 KiB host all-reduce, each timed (shm, then TCP)"
+job cold-start "lanes-run lanes_all_reduce_perf" ' rank [0-9]+, ' \
+  "a fresh pair's first host all-reduces of 128 KiB (40 and the tool's own), each timed (shm, then TCP)"
 # A fresh pair's calls stay slow for one pass over the transport's ring while
 # its pages are first used (bench/results/shm_cold_start): this times it on
 # the GPU machine's host, which pages unlike the 2-core VM.
@@ -544,9 +544,9 @@ job_cold_start() {
   d=$(jobdir)
   for t in shm tcp; do
     step 30 "first calls, 2 ranks, 128 KiB, $t" -- env LANES_FLIGHT_RECORDER=4096 \
-      LANES_TRACE_FILE="$d/$t" LANES_SHM_DISABLE=$([ $t = tcp ] && echo 1 || echo 0) \
+      LANES_TRACE_FILE="$d/$t@tag@" LANES_SHM_DISABLE=$([ $t = tcp ] && echo 1 || echo 0) \
       @bin@/lanes-run -n 2 @bin@/lanes_all_reduce_perf --memory host -b 128K -e 128K -n 40 -w 0
-    step 10 "call times, $t" -- python3 bench/observe/call_times.py "$d/$t"
+    step 10 "call times, $t" -- python3 bench/observe/call_times.py "$d/$t@tag@"
   done
 }
 

@@ -135,6 +135,10 @@ void ShmSegment::removeName() {
   ownsName_ = false;
 }
 
+void ShmSegment::mapAllPages() {
+  if (data_ != nullptr) populatePages(data_, size_);
+}
+
 void ShmSegment::reset() {
   unlink();
   if (data_ != nullptr) ::munmap(data_, size_);
@@ -180,7 +184,6 @@ Status ShmSegment::create(const std::string& name, size_t bytes, size_t neededTo
                        ") failed: " + errnoText(err));
   }
   if (initialise) initialise(seg.data_, bytes);
-  populatePages(seg.data_, bytes);
   const std::string from = devShmPath(seg.name_);
   const std::string to = devShmPath(name);
   if (reclaimingStale(name, [&] {
@@ -228,7 +231,6 @@ Status ShmSegment::openIfPresent(const std::string& name, ShmSegment* out, bool*
     return systemError("mmap of " + name + " failed: " + errnoText(errno));
   }
   seg.size_ = bytes;
-  populatePages(seg.data_, bytes);
   // The mapping keeps the segment; only its creator needs a descriptor (its lock).
   ::close(std::exchange(seg.fd_, -1));
   *present = true;

@@ -3,10 +3,7 @@
 // hands it over, keepName), so a failed creation never leaves a segment
 // behind in /dev/shm. A name appears
 // only once its segment is sized, reserved and initialised: a peer that
-// finds it may use it at once. Each process that maps a segment has its
-// pages mapped at once (populatePages): the segment is about to be used
-// whole, and a fault per page on first touch was a large part of why a fresh
-// pair's first pass over its rings ran several times slower than later ones.
+// finds it may use it at once.
 #pragma once
 
 #include <cstddef>
@@ -48,6 +45,13 @@ class ShmSegment {
   // open(), except that a name that does not exist (yet) is no error:
   // *present says whether it did.
   static Status openIfPresent(const std::string& name, ShmSegment* out, bool* present);
+
+  // Maps every page of the segment into this process now (populatePages),
+  // rather than a fault per page at its first touch; best effort. For a
+  // segment about to be used whole: the faults were a large part of why a
+  // fresh pair's first pass over its rings ran several times slower than
+  // later ones (bench/results/shm_cold_start).
+  void mapAllPages();
 
   void* data() const { return data_; }
   size_t size() const { return size_; }

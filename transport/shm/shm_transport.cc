@@ -209,6 +209,7 @@ Status ShmConnection::createOutgoing() {
                               std::to_string(peer_) + ": " + st.message());
     return outFailure_;
   }
+  out_.mapAllPages();
   auto* base = static_cast<std::byte*>(out_.data());
   for (int l = 0; l < lanes; ++l)
     outRings_[static_cast<size_t>(l)] =
@@ -255,6 +256,7 @@ Status ShmConnection::openIncoming() {
   // Both ends hold the mapping now: the name can go.
   seg.removeName();
   in_ = std::move(seg);
+  in_.mapAllPages();
 
   auto* base = static_cast<std::byte*>(in_.data());
   for (int l = 0; l < lanes; ++l)
