@@ -235,7 +235,13 @@ TreeDepth treeDepth(CollType coll, int nranks) {
   if (nranks <= 1) return {};
   const std::vector<Node> t = treeOf(coll, nranks, 0, 0);
   const Timing tm = timingOf(t, coll != CollType::Broadcast, coll != CollType::Reduce);
-  return {tm.upSteps, tm.downSteps};
+  std::vector<int> links(static_cast<size_t>(nranks), 0);
+  for (int which = 0; which < 2; ++which) {
+    const std::vector<Node> tree = treeOf(coll, nranks, 0, which);
+    for (size_t v = 0; v < tree.size(); ++v)
+      links[v] += static_cast<int>(tree[v].children.size()) + (tree[v].parent >= 0 ? 1 : 0);
+  }
+  return {tm.upSteps, tm.downSteps, *std::max_element(links.begin(), links.end())};
 }
 
 Status buildTree(const CollArgs& a, Schedule* out) {

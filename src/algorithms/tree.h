@@ -16,8 +16,11 @@ int treeChunks(size_t bytes);
 // The steps of one chunk through the trees of `coll` on `nranks` ranks: up
 // (toward the root, reducing) and down (from it, broadcasting); a chunk k
 // takes the same steps shifted by k.
+// `links`: the most tree edges any one rank has, over both trees; an
+// all-reduce moves half the buffer each way over each of them.
 struct TreeDepth {
   int up = 0, down = 0;
+  int links = 0;
 };
 TreeDepth treeDepth(CollType coll, int nranks);
 

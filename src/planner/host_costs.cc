@@ -26,15 +26,22 @@ namespace {
 // The hop curve was measured with one hop at a time between two buffers of
 // the message's size; a collective whose ranks hold `buffers` bytes each
 // touches nranks times that, so the curve is read there (the caches fill at
-// the same total), and beyond the caches each of the `busy` hops at once gets
-// at most what one of two hops at once was measured to get, and at most its
+// the same total). Beyond the caches each of the `busy` hops at once gets at
+// most what one of two hops at once was measured to get, and at most its
 // share of the host's memory bandwidth (a hop reads its source and writes its
-// destination in memory; the transport's ring stays in cache).
+// destination in memory; the transport's ring stays in cache). The rate falls
+// to that bound on a log scale between kFallFromBytes and kFallToBytes of
+// working set: as one step at 16 MiB it priced every 8 MiB call of 2 and 4
+// ranks 1.1-3x too slow and the 2 MiB calls 1.2-1.6x too fast, on the 2-core
+// VM and on the H200 machine's 16 cores alike.
 // The cores of a host are time-shared beyond one rank each (its ranks: the
 // communicator's spread over its hosts), unless `paced` by one busy rank: a
 // direct rooted call's loop runs at its root's pace, and the others, waiting
 // most of the time, leave it a core (fitted to 3 and 4 ranks on this 2-core
 // VM, where the time-shared price made those calls 1.4-2.5x too slow).
+constexpr double kFallFromBytes = 2.0 * (1 << 20);
+constexpr double kFallToBytes = 256.0 * (1 << 20);
+
 class Steps {
  public:
   Steps(const MachineFacts& m, int nranks, double buffers, bool paced = false)
@@ -76,8 +83,12 @@ class Steps {
   double memoryHop(double bytes, int busy) const {
     if (bytes <= 0) return 0;
     double rate = rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_;
-    if (workingSet_ >= MachineFacts::curveBytes(MachineFacts::kCurvePoints - 2))
-      rate = std::min(rate, std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9);
+    const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
+    if (cap < rate && workingSet_ > kFallFromBytes) {
+      const double t = std::min(
+          1.0, std::log(workingSet_ / kFallFromBytes) / std::log(kFallToBytes / kFallFromBytes));
+      rate = std::exp((1 - t) * std::log(rate) + t * std::log(cap));
+    }
     if (crossesPackages_) rate = std::min(rate, crossPackageGBs(m_) * 1e9 * share_);
     return bytes / rate;
   }
@@ -92,6 +103,13 @@ class Steps {
   // A copy within the rank (its own block to the output, out of place): one
   // copy, half a hop through shared memory.
   double localCopy(double bytes, int busy) const { return 0.5 * memoryHop(bytes, busy); }
+  // `bytes` copied by the rank's own core, one copy after another, each at a
+  // hop's rate: a hop's two copies (into the ring, out of it) run at once on
+  // two cores.
+  double coreCopies(double bytes) const {
+    if (bytes <= 0 || m_.hosts > 1) return 0;
+    return bytes / (rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_);
+  }
   double reduce(double bytes) const { return reduceAt(bytes, std::max(bytes, workingSet_)); }
   // Reducing `bytes` whose operands fit in `workingSet` bytes of cache.
   double reduceAt(double bytes, double workingSet) const {
@@ -127,11 +145,12 @@ double bufferBytes(CollType coll, double s, int n) {
 // The double binary tree (algorithms/tree.h). An all-reduce waits for its
 // chunks to go up and down: each step on the way costs a hop in each of the
 // two trees (a rank takes part in both), and the chunks pipeline; the bytes a rank moves are
-// bounded by its heavier tree, where it is an inner node (it sends and receives about twice the
-// buffer). Rooted calls' bytes are priced as they run back to back, like the chain's: the busiest
-// rank sets the pace, and an inner node moves what a chain's middle rank does (two halves in, two
-// out); their latency is rootedLoopUs's where the probe measured a rooted call, else the call and
-// a hop.
+// bounded by its busiest rank's tree edges (TreeDepth::links), half the buffer each way over each:
+// an inner node of one tree, a leaf of the other, sends and receives about twice the buffer, a
+// rank of two ranks' trees (a root and a leaf) once. Rooted calls' bytes are priced as they run
+// back to back, like the chain's: the busiest rank sets the pace, and an inner node moves what a
+// chain's middle rank does (two halves in, two out); their latency is rootedLoopUs's where the
+// probe measured a rooted call, else the call and a hop.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
@@ -151,8 +170,8 @@ CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   c.latency = steps.hops(2 * stepCount);
   // Half of the bytes go up, reduced out of the transport as they arrive.
   c.transfer =
-      (0.5 + 0.5 * steps.reducedShare()) *
-      std::max(stepCount * steps.transfer(2 * chunk, f.nranks), steps.transfer(2 * s, f.nranks));
+      (0.5 + 0.5 * steps.reducedShare()) * std::max(stepCount * steps.transfer(2 * chunk, f.nranks),
+                                                    steps.transfer(depth.links * s / 2, f.nranks));
   c.reduce = (depth.up + chunks - 1) * steps.reduce(chunk);
   return c;
 }
@@ -221,9 +240,11 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 //    H200's 16 cores, 2 processes' small calls took 2.4-2.6 us where
 //    recursive doubling's one round took 4, and 4 processes' 4.6-5 us where
 //    its two took 6-7);
-//  - transfer: a copy of the input in and of the output out, priced as the
-//    ring's steps are (a hop there is a rank's send and its receive at once,
-//    two copies of its bytes), so the two together as one hop;
+//  - transfer: a copy of the input in and of the output out, both on the
+//    rank's core, one after the other; beyond the caches, where memory
+//    bounds them, as one hop (a ring step's send and receive at once). Priced
+//    as one hop everywhere, host summation's 128 KiB-2 MiB calls took
+//    1.7-2.6x their price on both machines;
 //  - reduction: N - 1 binary sums of S/N, at the rate of the arena's chunk,
 //    which the puts just wrote and the sum reads from the cache (a rate at
 //    the whole buffer's size priced 4 ranks' 128 MiB reduce-scatter at 52 ms
@@ -236,7 +257,7 @@ CostTerms sharedSumCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   c.latency = 2 * steps.laterStep();
   const double out = f.coll == CollType::ReduceScatter ? s / n : s;
-  c.transfer = steps.transfer((s + out) / 2, n);
+  c.transfer = std::max(steps.coreCopies(s + out), steps.transfer((s + out) / 2, n));
   c.reduce = (n - 1) * steps.reduceAt(s / n, std::min(s, double(SumArena::kChunkBytes)));
   return c;
 }

@@ -118,11 +118,16 @@ TEST(LanesTopoCli, PlanPrintsTheRegistrysChoiceForTheModel) {
   EXPECT_EQ(planRow(out, "# Device buffers", "reduce"),
             (std::vector<std::string>{"reduce", "ll", "ll", "simple", "proxy/chain"}))
       << out;
-  // Host buffers: the shared arena's sum at every size (two hand-offs through
-  // counters, where recursive doubling takes two rounds through the
-  // transport; half the ring's copies).
+  // Host buffers. At 8 B, with assumed inputs (a later step costs a hop),
+  // host summation's two hand-offs through counters cost what recursive
+  // doubling's two rounds do, and recursive doubling copies fewer bytes. At
+  // 64 KiB host summation's one sum of each segment against recursive
+  // doubling's two of the whole buffer; at 1 MiB the ring, whose sends and
+  // receives run on both ends' cores at once where host summation copies in
+  // and out on its own; at 256 MiB, where memory bounds them all, host
+  // summation's fewer passes over it.
   EXPECT_EQ(planRow(out, "# Host buffers", "allreduce"),
-            (std::vector<std::string>{"allreduce", "shared_sum", "shared_sum", "shared_sum",
+            (std::vector<std::string>{"allreduce", "recursive_doubling", "shared_sum", "ring",
                                       "shared_sum"}))
       << out;
   // Six ranks on four GPUs share GPUs (time slices: these are processes, not
@@ -209,8 +214,8 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
   EXPECT_NE(out.find("# Cost model inputs (assumed: lanes-topo --probe measures them)"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("\n8 B\n  host:   shared_sum "), std::string::npos) << out;
-  EXPECT_NE(out.find("(latency 100%); next recursive_doubling "), std::string::npos) << out;
+  EXPECT_NE(out.find("\n8 B\n  host:   recursive_doubling "), std::string::npos) << out;
+  EXPECT_NE(out.find("(latency 100%); next shared_sum "), std::string::npos) << out;
   EXPECT_NE(out.find("\n  device: ll 11.5 us (latency 100%); next simple "), std::string::npos)
       << out;
   EXPECT_NE(out.find("\n1 GiB\n  host:   shared_sum "), std::string::npos) << out;
@@ -222,8 +227,8 @@ TEST(LanesTopoCli, PlanForOneCollectiveExplainsAndPrintsJson) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.rfind("{\"format\": \"lanes-plan-1\", \"nranks\": 4", 0), 0u) << out;
   EXPECT_NE(out.find("{\"collective\": \"allreduce\", \"size\": 8, \"chosen\": "
-                     "\"shared_sum\", \"candidates\": [{\"algo\": "
-                     "\"shared_sum\", \"allowed\": true, \"predicted_us\": "),
+                     "\"recursive_doubling\", \"candidates\": [{\"algo\": "
+                     "\"recursive_doubling\", \"allowed\": true, \"predicted_us\": "),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("\"size\": 1073741824, \"chosen\": \"shared_sum\""), std::string::npos) << out;

@@ -3,8 +3,10 @@
 // figures, and the explanation the PLAN log and lanes-topo print.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
+#include "algorithms/tree.h"
 #include "planner/host_costs.h"
 #include "planner/machine_facts.h"
 #include "planner/plan_cache.h"
@@ -72,6 +74,56 @@ TEST(HostCosts, TheRingReducesLessThanRecursiveDoublingAtSize) {
   const double four =
       hostAlgoCost(AlgoId::RecursiveDoubling, call(CollType::AllReduce, 8, 4), m).latency;
   EXPECT_NEAR(five - four, 2 * m.hopLatencyUs * 1e-6, 1e-9);
+}
+
+// The double tree's all-reduce moves half the buffer each way over each tree
+// edge of its busiest rank: two ranks are a root and a leaf of the two trees
+// (two edges, the buffer once each way, as the ring's two steps), four ranks
+// have a rank inner in one tree and a leaf in the other (four edges).
+TEST(HostCosts, TheTreeMovesTheBytesOfItsBusiestRanksEdges) {
+  EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 2).links, 2);
+  EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 3).links, 3);
+  EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 4).links, 4);
+  EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 8).links, 4);
+  const MachineFacts m = roomy().machine;
+  const CallFacts two = call(CollType::AllReduce, 256 << 20, 2);
+  const CallFacts four = call(CollType::AllReduce, 256 << 20, 4);
+  // Two ranks move what the ring's two steps do (the tree's 16 chunks add a
+  // step each); four ranks' busiest move twice that, through as many hops.
+  const double treeTwo = hostAlgoCost(AlgoId::Tree, two, m).transfer;
+  EXPECT_NEAR(treeTwo, hostAlgoCost(AlgoId::Ring, two, m).transfer, 0.1 * treeTwo);
+  EXPECT_GT(hostAlgoCost(AlgoId::Tree, four, m).transfer, 1.9 * treeTwo);
+}
+
+// Beyond the caches the hop rate falls smoothly to the bound of hops moving
+// at once: a larger working set never moves its bytes faster, and it falls
+// between 2 MiB and 256 MiB of working set, not in one step.
+TEST(HostCosts, TheHopRateFallsSmoothlyPastTheCaches) {
+  MachineFacts m = roomy().machine;
+  m.exchangeGBs = 2;  // a third of the curve's last rate, as measured (3.2-5.6 against 6-24)
+  double last = 0;
+  double steepest = 0;
+  for (size_t s = 64 << 10; s <= (size_t{1} << 30); s *= 2) {
+    const double perByte = hostAlgoCost(AlgoId::Ring, call(CollType::AllGather, s, 2), m).transfer /
+                           static_cast<double>(s);
+    if (last > 0) {
+      EXPECT_GE(perByte, last * 0.999) << s;
+      steepest = std::max(steepest, perByte / last);
+    }
+    last = perByte;
+  }
+  EXPECT_LT(steepest, 1.5) << "a doubling of the size costs at most half as much again a byte";
+}
+
+// Host summation copies the input in and the result out on the rank's own
+// core, one after the other, each at a hop's rate; in the caches that is
+// twice a hop of the buffer, where a ring step's send and receive run on two
+// cores at once.
+TEST(HostCosts, HostSummationsCopiesRunOneAfterTheOther) {
+  const MachineFacts m = roomy().machine;
+  const CallFacts f = call(CollType::AllReduce, 64 << 10, 2);
+  const double copies = 2.0 * (64 << 10) / (rateAt(m.hopGBs, 2.0 * (64 << 10)) * 1e9);
+  EXPECT_NEAR(hostAlgoCost(AlgoId::SharedSum, f, m).transfer, copies, copies * 1e-9);
 }
 
 TEST(HostAlgorithmChoice, RecursiveDoublingSmallRingLargeAndTheOnlyServerElsewhere) {
@@ -248,16 +300,19 @@ TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
 }
 
 // Host summation in the shared arena: two hand-offs through counters,
-// whatever the rank count, sums of chunks the cache holds, and half a ring's
-// copies, so it takes the calls of several ranks of one host, small ones
-// too (its hand-offs post no transport operation). Never across hosts,
-// beyond kSharedSumMaxRanks, for the proxy's device calls, or once its arena
-// could not be made.
+// whatever the rank count, sums of chunks the cache holds, and a copy in and
+// out, so it takes the calls of several ranks of one host, small ones
+// too (its hand-offs post no transport operation: a later step's cost each,
+// measured at 0.2-0.7 us where a hop took 2.3-3.4), and large ones, where
+// memory bounds every algorithm. Never across hosts, beyond
+// kSharedSumMaxRanks, for the proxy's device calls, or once its arena could
+// not be made.
 TEST(HostAlgorithmChoice, SharedSumTakesTheCallsOfSeveralRanks) {
   SelectionConfig c = roomy();
   c.sharedSumUsable = true;
+  c.machine.stepUs = 0.5;
   for (int n : {4, 8}) {
-    for (size_t bytes : {size_t{8}, size_t{1} << 20}) {
+    for (size_t bytes : {size_t{8}, size_t{8} << 10}) {
       EXPECT_EQ(choice(CollType::AllReduce, bytes, n, c), AlgoId::SharedSum) << n << " " << bytes;
       EXPECT_EQ(choice(CollType::ReduceScatter, bytes, n, c), AlgoId::SharedSum)
           << n << " " << bytes;
