@@ -335,7 +335,11 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   const int k = n - 1;
   // A direct rooted call keeps its root busy and the others waiting; a chain
   // or a tree pipelines through every rank at once.
-  const Steps steps(m, n, bufferBytes(f.coll, s, n), isRooted(f.coll) && algo == AlgoId::Direct);
+  // Host summation's arena holds a copy of every rank's input besides the
+  // ranks' own buffers: twice the working set (priced at the buffers alone,
+  // its 2-rank 8 and 32 MiB all-reduces took 1.5-1.6x their price on the VM).
+  const double buffers = bufferBytes(f.coll, s, n) * (algo == AlgoId::SharedSum ? 2 : 1);
+  const Steps steps(m, n, buffers, isRooted(f.coll) && algo == AlgoId::Direct);
   c.latency = rootedLoopUs(algo, f, m) * 1e-6;
   if (c.latency == 0) {
     // A rooted call's ranks hand its data on once, the root's to the others

@@ -195,13 +195,10 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
 // ranks direct took 0.67-0.91 of the chain's time where they differed most
 // (broadcasts of 8-128 KiB on the H100 machine's 16 cores, reduces of 32-128
 // KiB and 32 MiB on the 2-core VM, broadcasts from 8 MiB on the H200); the
-// chain was ahead by 3-5% at a few other sizes on the VM. Recursive doubling
-// comes before the ring: a two-rank all-gather is one exchange in both and
-// prices alike, and recursive doubling's took 0.69-1.0 of the ring's time at
-// most sizes on the H200 machine and the VM.
-constexpr AlgoId kHostAlgos[] = {
-    AlgoId::RecursiveDoubling, AlgoId::Ring, AlgoId::Direct,       AlgoId::Chain,
-    AlgoId::Pairwise,          AlgoId::Tree, AlgoId::Hierarchical, AlgoId::SharedSum};
+// chain was ahead by 3-5% at a few other sizes on the VM.
+constexpr AlgoId kHostAlgos[] = {AlgoId::Ring,         AlgoId::RecursiveDoubling, AlgoId::Direct,
+                                 AlgoId::Chain,        AlgoId::Pairwise,          AlgoId::Tree,
+                                 AlgoId::Hierarchical, AlgoId::SharedSum};
 
 std::string microseconds(double seconds) {
   char buf[32];
