@@ -237,7 +237,7 @@ TreeDepth treeDepth(CollType coll, int nranks) {
   const Timing tm = timingOf(t, coll != CollType::Broadcast, coll != CollType::Reduce);
   std::vector<int> links(static_cast<size_t>(nranks), 0);
   for (int which = 0; which < 2; ++which) {
-    const std::vector<Node> tree = treeOf(coll, nranks, 0, which);
+    const std::vector<Node> tree = which == 0 ? t : treeOf(coll, nranks, 0, which);
     for (size_t v = 0; v < tree.size(); ++v)
       links[v] += static_cast<int>(tree[v].children.size()) + (tree[v].parent >= 0 ? 1 : 0);
   }

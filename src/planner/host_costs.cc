@@ -26,22 +26,26 @@ namespace {
 // The hop curve was measured with one hop at a time between two buffers of
 // the message's size; a collective whose ranks hold `buffers` bytes each
 // touches nranks times that, so the curve is read there (the caches fill at
-// the same total). Beyond the caches each of the `busy` hops at once gets at
-// most what one of two hops at once was measured to get, and at most its
+constexpr double kFallFromBytes = 2.0 * (1 << 20);
+constexpr double kFallToBytes = 256.0 * (1 << 20);
+
+// What one rank's steps cost when `nranks` ranks of the host work at once.
+// The hop curve was measured with one hop at a time between two buffers of
+// the message's size; a collective whose ranks hold `buffers` bytes each
+// touches nranks times that, so the curve is read there (the caches fill at
+// the same total). Beyond the caches the rate falls, on a log scale between
+// kFallFromBytes and kFallToBytes of working set, to a bound: what one of two
+// hops at once was measured to get, and at most each of the `busy` hops'
 // share of the host's memory bandwidth (a hop reads its source and writes its
-// destination in memory; the transport's ring stays in cache). The rate falls
-// to that bound on a log scale between kFallFromBytes and kFallToBytes of
-// working set: as one step at 16 MiB it priced every 8 MiB call of 2 and 4
-// ranks 1.1-3x too slow and the 2 MiB calls 1.2-1.6x too fast, on the 2-core
-// VM and on the H200 machine's 16 cores alike.
+// destination in memory; the transport's ring stays in cache). As one step at
+// 16 MiB it priced every 8 MiB call of 2 and 4 ranks 1.1-3x too slow and the
+// 2 MiB calls 1.2-1.6x too fast, on the 2-core VM and on the H200 machine's
+// 16 cores alike.
 // The cores of a host are time-shared beyond one rank each (its ranks: the
 // communicator's spread over its hosts), unless `paced` by one busy rank: a
 // direct rooted call's loop runs at its root's pace, and the others, waiting
 // most of the time, leave it a core (fitted to 3 and 4 ranks on this 2-core
 // VM, where the time-shared price made those calls 1.4-2.5x too slow).
-constexpr double kFallFromBytes = 2.0 * (1 << 20);
-constexpr double kFallToBytes = 256.0 * (1 << 20);
-
 class Steps {
  public:
   Steps(const MachineFacts& m, int nranks, double buffers, bool paced = false)
@@ -82,12 +86,12 @@ class Steps {
   // A hop through shared memory.
   double memoryHop(double bytes, int busy) const {
     if (bytes <= 0) return 0;
-    double rate = rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_;
+    const double touched = std::max(bytes, workingSet_);
+    double rate = rateAt(m_.hopGBs, touched) * 1e9 * share_;
     const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
-    if (cap < rate && workingSet_ > kFallFromBytes) {
-      const double t = std::min(
-          1.0, std::log(workingSet_ / kFallFromBytes) / std::log(kFallToBytes / kFallFromBytes));
-      rate = std::exp((1 - t) * std::log(rate) + t * std::log(cap));
+    if (cap < rate && touched > kFallFromBytes) {
+      const double t = std::log(touched / kFallFromBytes) / std::log(kFallToBytes / kFallFromBytes);
+      rate = t >= 1 ? cap : std::exp((1 - t) * std::log(rate) + t * std::log(cap));
     }
     if (crossesPackages_) rate = std::min(rate, crossPackageGBs(m_) * 1e9 * share_);
     return bytes / rate;
@@ -244,7 +248,7 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 //    rank's core, one after the other; beyond the caches, where memory
 //    bounds them, as one hop (a ring step's send and receive at once). Priced
 //    as one hop everywhere, host summation's 128 KiB-2 MiB calls took
-//    1.7-2.6x their price on both machines;
+//    1.5-2.6x their price on both machines;
 //  - reduction: N - 1 binary sums of S/N, at the rate of the arena's chunk,
 //    which the puts just wrote and the sum reads from the cache (a rate at
 //    the whole buffer's size priced 4 ranks' 128 MiB reduce-scatter at 52 ms
@@ -333,12 +337,13 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   if (n <= 1 || f.bytes == 0) return c;
   const double s = static_cast<double>(f.bytes);
   const int k = n - 1;
+  // Every input byte of host summation also passes through its arena (put
+  // there, read by the sums, the results read back): priced at twice the
+  // ranks' working set, fitted (at the buffers alone, its 2-rank 8 and 32 MiB
+  // all-reduces took 1.5-1.6x their price on the VM).
+  const double buffers = bufferBytes(f.coll, s, n) * (algo == AlgoId::SharedSum ? 2 : 1);
   // A direct rooted call keeps its root busy and the others waiting; a chain
   // or a tree pipelines through every rank at once.
-  // Host summation's arena holds a copy of every rank's input besides the
-  // ranks' own buffers: twice the working set (priced at the buffers alone,
-  // its 2-rank 8 and 32 MiB all-reduces took 1.5-1.6x their price on the VM).
-  const double buffers = bufferBytes(f.coll, s, n) * (algo == AlgoId::SharedSum ? 2 : 1);
   const Steps steps(m, n, buffers, isRooted(f.coll) && algo == AlgoId::Direct);
   c.latency = rootedLoopUs(algo, f, m) * 1e-6;
   if (c.latency == 0) {

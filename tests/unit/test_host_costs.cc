@@ -85,14 +85,17 @@ TEST(HostCosts, TheTreeMovesTheBytesOfItsBusiestRanksEdges) {
   EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 3).links, 3);
   EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 4).links, 4);
   EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 8).links, 4);
-  const MachineFacts m = roomy().machine;
+  // No memory bound, so both rank counts move their bytes at one rate.
+  MachineFacts m = roomy().machine;
+  m.memGBs = m.exchangeGBs = 1e3;
   const CallFacts two = call(CollType::AllReduce, 256 << 20, 2);
   const CallFacts four = call(CollType::AllReduce, 256 << 20, 4);
-  // Two ranks move what the ring's two steps do (the tree's 16 chunks add a
-  // step each); four ranks' busiest move twice that, through as many hops.
+  // Two ranks move what the ring's two steps do, but in 16 chunks of a
+  // sixteenth of the buffer through 17 steps; four ranks' busiest rank moves
+  // twice the buffer (more than its 19 steps' chunks).
   const double treeTwo = hostAlgoCost(AlgoId::Tree, two, m).transfer;
-  EXPECT_NEAR(treeTwo, hostAlgoCost(AlgoId::Ring, two, m).transfer, 0.1 * treeTwo);
-  EXPECT_GT(hostAlgoCost(AlgoId::Tree, four, m).transfer, 1.9 * treeTwo);
+  EXPECT_NEAR(treeTwo, 17.0 / 16 * hostAlgoCost(AlgoId::Ring, two, m).transfer, 1e-9 * treeTwo);
+  EXPECT_NEAR(hostAlgoCost(AlgoId::Tree, four, m).transfer / treeTwo, 2 * 16.0 / 17, 1e-6);
 }
 
 // Beyond the caches the hop rate falls smoothly to the bound of hops moving
@@ -113,13 +116,22 @@ TEST(HostCosts, TheHopRateFallsSmoothlyPastTheCaches) {
     last = perByte;
   }
   EXPECT_LT(steepest, 1.5) << "a doubling of the size costs at most half as much again a byte";
+  // Its ends: the curve up to 2 MiB of working set (two ranks' outputs of
+  // twice the piece), the bound from 256 MiB. A ring all-gather of two ranks
+  // moves one hop of the piece and copies its own (half a hop).
+  auto perByteAt = [&](size_t piece) {
+    return hostAlgoCost(AlgoId::Ring, call(CollType::AllGather, piece, 2), m).transfer /
+           static_cast<double>(piece);
+  };
+  EXPECT_NEAR(perByteAt(512 << 10), 1.5 / (rateAt(m.hopGBs, 4.0 * (512 << 10)) * 1e9), 1e-18);
+  EXPECT_NEAR(perByteAt(64 << 20), 1.5 / (m.exchangeGBs * 1e9), 1e-18);
 }
 
 // Host summation copies the input in and the result out on the rank's own
 // core, one after the other, each at a hop's rate; in the caches that is
 // twice a hop of the buffer, where a ring step's send and receive run on two
-// cores at once. The rate is read at twice the ranks' buffers: the arena
-// holds a copy of each input.
+// cores at once. The rate is read at twice the ranks' buffers: every input
+// byte also passes through the arena.
 TEST(HostCosts, HostSummationsCopiesRunOneAfterTheOther) {
   const MachineFacts m = roomy().machine;
   const CallFacts f = call(CollType::AllReduce, 64 << 10, 2);
@@ -305,8 +317,8 @@ TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
 // whatever the rank count, sums of chunks the cache holds, and a copy in and
 // out, so it takes the calls of several ranks of one host, small ones
 // too (its hand-offs post no transport operation: a later step's cost each,
-// measured at 0.2-0.7 us where a hop took 2.3-3.4), and large ones, where
-// memory bounds every algorithm. Never across hosts, beyond
+// which the test sets below the hop, as every probe has measured it), and
+// large ones, where memory bounds every algorithm. Never across hosts, beyond
 // kSharedSumMaxRanks, for the proxy's device calls, or once its arena could
 // not be made.
 TEST(HostAlgorithmChoice, SharedSumTakesTheCallsOfSeveralRanks) {
