@@ -22,10 +22,6 @@ double rateAt(const double* curve, double bytes) {
 
 namespace {
 
-// What one rank's steps cost when `nranks` ranks of the host work at once.
-// The hop curve was measured with one hop at a time between two buffers of
-// the message's size; a collective whose ranks hold `buffers` bytes each
-// touches nranks times that, so the curve is read there (the caches fill at
 constexpr double kFallFromBytes = 2.0 * (1 << 20);
 constexpr double kFallToBytes = 256.0 * (1 << 20);
 
