@@ -83,7 +83,7 @@ class Steps {
   double memoryHop(double bytes, int busy) const {
     if (bytes <= 0) return 0;
     const double touched = std::max(bytes, workingSet_);
-    double rate = rateAt(m_.hopGBs, touched) * 1e9 * share_;
+    double rate = curveRate(touched);
     const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
     if (cap < rate && touched > kFallFromBytes) {
       const double t = std::log(touched / kFallFromBytes) / std::log(kFallToBytes / kFallFromBytes);
@@ -107,8 +107,7 @@ class Steps {
   // hop's rate: a hop's two copies (into the ring, out of it) run at once on
   // two cores.
   double coreCopies(double bytes) const {
-    if (bytes <= 0 || m_.hosts > 1) return 0;
-    return bytes / (rateAt(m_.hopGBs, std::max(bytes, workingSet_)) * 1e9 * share_);
+    return bytes <= 0 ? 0 : bytes / curveRate(std::max(bytes, workingSet_));
   }
   double reduce(double bytes) const { return reduceAt(bytes, std::max(bytes, workingSet_)); }
   // Reducing `bytes` whose operands fit in `workingSet` bytes of cache.
@@ -122,6 +121,9 @@ class Steps {
   double workingSet_;
   bool crossesPackages_;
 
+  // The measured hop curve at `touched` bytes, in bytes per second of this
+  // rank's share of a core.
+  double curveRate(double touched) const { return rateAt(m_.hopGBs, touched) * 1e9 * share_; }
   double hopBaseUs() const {
     return m_.hosts > 1
                ? m_.socketLatencyUs
