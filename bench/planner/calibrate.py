@@ -277,6 +277,7 @@ def main():
         path = os.path.join(args.out, "calibration.json")
         with open(path) as f:
             doc = json.load(f)
+        passes_from_runs(args.out, doc["points"])
         doc["summary"] = summarize(doc["points"], doc.get("skipped"), doc.get("failed"))
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
@@ -343,7 +344,7 @@ def main():
         where["default"] = list(rows)
         # Repetitions interleaved (every candidate, then again), each
         # point the fastest: the noise of a shared machine only adds time.
-        measured, passes, cut = {}, 0, False
+        measured, passes_us, passes, cut = {}, {}, 0, False
         for rep in range(args.repeat):
             for a in names + ["default"]:
                 if a in measured and measured[a] is None:
@@ -363,6 +364,7 @@ def main():
                     old = measured.setdefault(a, {}).get(size)
                     if old is None or t["us"] < old["us"]:
                         measured[a][size] = t
+                    passes_us.setdefault(a, {}).setdefault(size, []).append(t["us"])
             if cut:
                 break
             passes += 1
@@ -382,6 +384,7 @@ def main():
                     "default_plan": measured["default"][size]["plan"],
                     "regret": measured["default"][size]["us"] / best,
                     "candidates": [{"name": a, key: a, "measured_us": forced[a],
+                                    "passes_us": passes_us[a][size],
                                     "allowed": predicted[a].get("allowed", True),
                                     "predicted_us": predicted[a]["predicted_us"],
                                     "latency_us": predicted[a]["latency_us"],
@@ -405,6 +408,58 @@ def main():
         sys.exit(1)
 
 
+def repeatability(points):
+    """How far one pass of the forced runs tells the next (points with each
+    candidate's passes_us):
+      - the one-pass oracle: per point and pass, the candidate fastest in that pass,
+        its time over the best, both as the fastest of the other passes. A model
+        that knew one pass exactly would score this; misses above it are noise
+        between passes, not prices;
+      - of the choice misses (the chosen candidate's forced run over 1.05x the best
+        one's), those whose gap is no more than the larger run-to-run spread
+        (slowest pass over fastest) of the two candidates."""
+    oracle, misses, within = [], 0, 0
+    for p in points:
+        allowed = [c for c in p["candidates"] if c.get("allowed", True)]
+        if len(allowed) < 2 or not all(c.get("passes_us") for c in allowed):
+            continue
+        n = min(len(c["passes_us"]) for c in allowed)
+        for k in range(n if n >= 2 else 0):
+            rest = [min(t for i, t in enumerate(c["passes_us"][:n]) if i != k) for c in allowed]
+            pick = min(range(len(allowed)), key=lambda i: allowed[i]["passes_us"][k])
+            oracle.append(rest[pick] / min(rest))
+        chosen = [c for c in allowed if name_of(c) == p["chosen"]]
+        if not chosen:
+            continue
+        best = min(allowed, key=lambda c: c["measured_us"])
+        gap = chosen[0]["measured_us"] / best["measured_us"]
+        if gap > 1.05:
+            misses += 1
+            spread = max(max(c["passes_us"]) / min(c["passes_us"]) for c in (chosen[0], best))
+            within += gap <= spread
+    return oracle, misses, within
+
+
+def passes_from_runs(out, points):
+    """Fills each candidate's passes_us, where missing, from the perf tools' files
+    in OUT/runs (<collective>_<ranks>_<candidate>_<first size>_<pass>.json)."""
+    runs = {}
+    scratch = os.path.join(out, "runs")
+    for f in sorted(os.listdir(scratch)) if os.path.isdir(scratch) else []:
+        coll, nranks, rest = f.removesuffix(".json").split("_", 2)
+        name, _, rep = rest.rsplit("_", 2)
+        with open(os.path.join(scratch, f)) as fh:
+            for row in json.load(fh)["results"]:
+                # A run's cycles each give a row: the pass keeps its fastest, as measure() does.
+                one = runs.setdefault((coll, int(nranks), name, row["size"]), {})
+                one[int(rep)] = min(one.get(int(rep), 1e30), row["out_of_place"]["time"])
+    for p in points:
+        for c in p["candidates"]:
+            got = runs.get((p["collective"], p["nranks"], name_of(c), p["size"]))
+            if got and not c.get("passes_us"):
+                c["passes_us"] = [got[r] for r in sorted(got)]
+
+
 def summarize(points, skipped=None, failed=None):
     """Prediction error per candidate (algorithm or path); the default's regret as run,
     and as chosen: the forced run of the candidate the default picks over the best
@@ -422,6 +477,7 @@ def summarize(points, skipped=None, failed=None):
         if p["chosen"] in forced:
             chosen.append(forced[p["chosen"]] / best_allowed(p))
     share = lambda rs: round(sum(r <= 1.05 for r in rs) / len(rs), 3) if rs else None
+    oracle, misses, within = repeatability(points)
     summary = {
         "points": len(points),
         "median_error_by_algo": {a: round(statistics.median(e), 3) for a, e in sorted(errors.items())},
@@ -433,6 +489,9 @@ def summarize(points, skipped=None, failed=None):
         "choice_regret_within_1_05": share(chosen),
         "choice_regret_max": round(max(chosen), 3) if chosen else None,
     }
+    if oracle:
+        summary["choice_regret_one_pass_oracle_within_1_05"] = share(oracle)
+        summary["choice_regret_misses_within_spread"] = f"{within} of {misses}"
     if skipped:
         summary["skipped_groups"] = skipped
     if failed:
