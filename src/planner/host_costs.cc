@@ -271,20 +271,26 @@ int log2Floor(int n) {
 }
 
 // A loop of rooted calls overlaps each call with the next: a direct one costs
-// the probe's rooted call R at any rank count, a chain R/4 more for each rank
-// it hands the data on to beyond the first, and the double tree, whose two
-// halves take two trees, 1.5 R and R/2 more per rank beyond the second.
-// Fitted to 2-4 ranks on the 2-core VM in two runs (chain 1.1-1.3 R at 3
-// ranks, 1.4-1.8 R at 4; tree 1.5-1.9 R at 2), where 3 and 4 ranks time-share
-// the cores: R is not divided by a core share. The probe's later step, 0.3-1.3
-// us between probes there, priced them no better. 0: not priced so.
+// the probe's rooted call R at any rank count. A chain longer than two ranks
+// costs R/4 more for each rank beyond the host's cores, whose turns the others
+// wait for (1.1-1.3 R at 3 ranks, 1.4-1.8 R at 4 on the 2-core VM), and R/8
+// more where every rank has a core and the ranks forward at once (1.0-1.45 R,
+// 1.18 R on average, at 4 and 8 ranks on 16 cores). The double tree, whose two
+// halves take two trees, costs R and R/2 per level of its depth (1.5-1.9 R at
+// 2 ranks, 1.4-2.7 R at 4 and 1.9-2.7 R at 8 on 16 cores), and R/4 more per
+// rank beyond the cores. R is not divided by a core share. The probe's later
+// step, 0.3-1.3 us between probes on the VM, priced them no better. 0: not
+// priced so.
 double rootedLoopUs(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   // The probe's two ranks are on one host: across hosts, or across CPU
   // packages, the hop there prices it (the call and a hop).
   if (!isRooted(f.coll) || m.rootedUs <= 0 || m.hosts > 1 || m.packages > 1) return 0;
+  const double waiting = std::max(0, f.nranks - std::max(1, m.cores));
   if (algo == AlgoId::Direct) return m.rootedUs;
-  if (algo == AlgoId::Chain) return m.rootedUs * (1 + 0.25 * (f.nranks - 2));
-  if (algo == AlgoId::Tree) return m.rootedUs * (1.5 + 0.5 * (f.nranks - 2));
+  if (algo == AlgoId::Chain)
+    return m.rootedUs * (1 + (f.nranks > 2 ? 0.25 * std::max(0.5, waiting) : 0));
+  if (algo == AlgoId::Tree)
+    return m.rootedUs * (1 + 0.5 * std::ceil(std::log2(f.nranks)) + 0.25 * waiting);
   return 0;
 }
 

@@ -242,11 +242,12 @@ TEST(HostAlgorithmChoice, RootedCallsAreNotTimeShared) {
             1.5 * hostAlgoCost(AlgoId::Ring, all, roomy().machine).total());
 }
 
-// With the probe's rooted call, a loop of direct rooted calls costs it at any
-// rank count, and a chain a quarter of it more for each rank beyond the
-// second, and the double tree one and a half of it and half of it more per
-// rank beyond the second; calls across hosts or CPU packages keep the call
-// and a hop. Unmeasured, every rooted call costs the call and a hop.
+// With the probe's rooted call R, a loop of direct rooted calls costs R at any
+// rank count; a chain of more than two ranks R/8 more where each rank has a
+// core, and R/4 more per rank beyond the cores; the double tree R and R/2 per
+// level of its depth, and R/4 more per rank beyond the cores. Calls across
+// hosts or CPU packages keep the call and a hop. Unmeasured, every rooted
+// call costs the call and a hop.
 TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
   SelectionConfig c = roomy();
   MachineFacts& m = c.machine;
@@ -268,13 +269,20 @@ TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
   }
   for (CollType coll : {CollType::Broadcast, CollType::Reduce}) {
     EXPECT_NEAR(latency(AlgoId::Chain, coll, 2), 1.5, 1e-9) << collTypeName(coll);
-    EXPECT_NEAR(latency(AlgoId::Chain, coll, 5), 1.5 * 1.75, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Chain, coll, 5), 1.5 * 1.125, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Chain, coll, 8), 1.5 * 1.125, 1e-9) << collTypeName(coll);
     EXPECT_NEAR(latency(AlgoId::Tree, coll, 2), 1.5 * 1.5, 1e-9) << collTypeName(coll);
-    EXPECT_NEAR(latency(AlgoId::Tree, coll, 4), 1.5 * 2.5, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Tree, coll, 4), 1.5 * 2, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Tree, coll, 8), 1.5 * 2.5, 1e-9) << collTypeName(coll);
   }
-  // Time-shared cores leave a chain's loop at the probe's figures too.
+  // Ranks beyond the cores wait for their turns: a quarter of R each, still
+  // not divided by a core share.
   m.cores = 2;
+  EXPECT_NEAR(latency(AlgoId::Chain, CollType::Broadcast, 2), 1.5, 1e-9);
+  EXPECT_NEAR(latency(AlgoId::Chain, CollType::Broadcast, 3), 1.5 * 1.25, 1e-9);
   EXPECT_NEAR(latency(AlgoId::Chain, CollType::Broadcast, 4), 1.5 * 1.5, 1e-9);
+  EXPECT_NEAR(latency(AlgoId::Tree, CollType::Reduce, 4), 1.5 * 2.5, 1e-9);
+  EXPECT_NEAR(latency(AlgoId::Direct, CollType::Broadcast, 4), 1.5, 1e-9);
   m.cores = 8;
   // Not rooted: unchanged.
   const double ring = latency(AlgoId::Ring, CollType::AllReduce, 4);
