@@ -446,6 +446,8 @@ def passes_from_runs(out, points):
     runs = {}
     scratch = os.path.join(out, "runs")
     for f in sorted(os.listdir(scratch)) if os.path.isdir(scratch) else []:
+        if not f.endswith(".json") or f.count("_") < 4:
+            continue  # not a perf tool's file of measure()'s naming
         coll, nranks, rest = f.removesuffix(".json").split("_", 2)
         name, _, rep = rest.rsplit("_", 2)
         with open(os.path.join(scratch, f)) as fh:
