@@ -109,6 +109,8 @@ class Steps {
   double coreCopies(double bytes) const {
     return bytes <= 0 ? 0 : bytes / curveRate(std::max(bytes, workingSet_));
   }
+  // `bytes` read or written in the host's memory, all of its bandwidth.
+  double throughMemory(double bytes) const { return bytes / (m_.memGBs * 1e9); }
   double reduce(double bytes) const { return reduceAt(bytes, std::max(bytes, workingSet_)); }
   // Reducing `bytes` whose operands fit in `workingSet` bytes of cache.
   double reduceAt(double bytes, double workingSet) const {
@@ -150,9 +152,11 @@ double bufferBytes(CollType coll, double s, int n) {
 // bounded by its busiest rank's tree edges (TreeDepth::links), half the buffer each way over each:
 // an inner node of one tree, a leaf of the other, sends and receives about twice the buffer, a
 // rank of two ranks' trees (a root and a leaf) once. Rooted calls' bytes are priced as they run
-// back to back, like the chain's: the busiest rank sets the pace, and an inner node moves what a
-// chain's middle rank does (two halves in, two out); their latency is rootedLoopUs's where the
-// probe measured a rooted call, else the call and a hop.
+// back to back, like the chain's: the busiest rank sets the pace. An inner node takes a half in
+// and sends it to two children, and is a leaf of the other tree: two hops (its forwarding does
+// not overlap as the chain's does: on 16 cores its 4 and 8 ranks' 2-128 MiB broadcasts took
+// 0.66-0.99 of that, 1.3-1.4x the chain's time); their latency is rootedLoopUs's where the probe
+// measured a rooted call, else the call and a hop.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
@@ -413,21 +417,32 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
       const bool reduces = f.coll == CollType::Reduce;
       if (algo == AlgoId::Direct) {
         // The root takes each rank in turn: a broadcast copies into each
-        // rank's ring; a reduce reduces each piece straight out of the
-        // transport (one pass), while the senders' copies run beside it.
+        // rank's ring, one copy after another on its core, while the ranks
+        // copy out beside it; the longest of those copies, the memory all k
+        // copies read and write, and one hop (two ranks: the hop's price).
+        // Priced as k hops one after another, a broadcast of 3 and 7 ranks'
+        // 2-128 MiB took 0.44-0.69 of its price on 16 cores. A reduce
+        // reduces each piece straight out of the transport (one pass),
+        // while the senders' copies run beside it.
         if (reduces)
           c.reduce = k * steps.reduce(s);
         else
-          c.transfer = k * steps.transfer(s, k);
+          c.transfer = k == 1 ? steps.transfer(s, 1)
+                              : std::max({steps.coreCopies(k * s), steps.transfer(s, k),
+                                          steps.throughMemory(2 * k * s)});
       } else {
-        // Chain: a middle rank takes the buffer in and passes it on; a reduce
-        // reduces it straight out of the transport on the way (at the root,
-        // the busiest rank of two, that is all it does).
+        // Chain: a middle rank takes the buffer in and passes it on, each
+        // chunk as it arrives, so its receive and send overlap as a ring
+        // step's do: a quarter of a hop more than one hop (fitted: priced
+        // as two hops, 4 and 8 ranks' 2-128 MiB broadcasts took 0.55-0.77
+        // of their price on 16 cores, 3 and 4 ranks' 0.53-0.91 on the VM).
+        // A reduce reduces it straight out of the transport on the way (at
+        // the root, the busiest rank of two, that is all it does).
         if (reduces) {
           c.transfer = (n > 2 ? 1 : 0) * steps.reducedTransfer(s, k);
           c.reduce = steps.reduce(s);
         } else {
-          c.transfer = (n > 2 ? 2 : 1) * steps.transfer(s, k);
+          c.transfer = (n > 2 ? 1.25 : 1) * steps.transfer(s, k);
         }
       }
       break;

@@ -298,6 +298,27 @@ TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
   EXPECT_NEAR(latency(AlgoId::Direct, CollType::Broadcast, 4), 0.5 + m.socketLatencyUs, 1e-9);
 }
 
+// A rooted broadcast's bytes, as its ranks overlap them: a chain's middle rank
+// forwards each chunk as it arrives (a quarter of a hop more than one hop), a
+// tree's inner node sends to two children (two hops); a direct root copies
+// into each rank's ring one copy after another on its core, bounded too by the
+// memory all its copies read and write, and by one hop (two ranks: the hop).
+TEST(HostCosts, RootedBroadcastsMoveTheirBytesAsTheirRanksOverlap) {
+  MachineFacts m = roomy().machine;
+  const size_t s = size_t{64} << 20;
+  auto transfer = [&](AlgoId algo, int n) {
+    return hostAlgoCost(algo, call(CollType::Broadcast, s, n), m).transfer;
+  };
+  for (int n : {3, 4, 8})
+    EXPECT_NEAR(transfer(AlgoId::Chain, n) / transfer(AlgoId::Tree, n), 1.25 / 2, 1e-12) << n;
+  EXPECT_NEAR(transfer(AlgoId::Direct, 2), transfer(AlgoId::Chain, 2), 1e-15);
+  const double bytes = static_cast<double>(s);
+  m.memGBs = 1000;  // the root's copies bound it, at the hop curve's last rate
+  EXPECT_NEAR(transfer(AlgoId::Direct, 4), 3 * bytes / (m.hopGBs[7] * 1e9), 1e-12);
+  m.memGBs = 1;  // the memory its three copies read and write
+  EXPECT_NEAR(transfer(AlgoId::Direct, 4), 2 * 3 * bytes / 1e9, 1e-12);
+}
+
 // The choices those prices make: a small rooted call goes direct (the tree's
 // 1.5 rooted calls never win it), a large 8-rank one to the chain, and a
 // two-rank tie between direct and the chain to direct, measured or not.
