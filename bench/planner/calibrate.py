@@ -19,7 +19,8 @@ to --max. Host memory runs them in spans (up to 128 KiB 5 cycles of 100
 iterations, up to 1 MiB 2 cycles of 40, up to 8 MiB 20 iterations, then 2; a
 size keeps its fastest cycle), device memory in one span up to 512 MiB with 40; a device path runs only
 over the sizes where the plan lists it. Each candidate runs --repeat times,
-interleaved with the others, and each point keeps its fastest run. Beside each
+interleaved with the others, and each point keeps its fastest run (and every
+pass's time, passes_us). Beside each
 measured time it puts the cost model's prediction for the same call
 (lanes-topo --plan --json, the same function a call asks), from inputs
 measured first by lanes-topo --probe (cached in OUT/topo_cache.json, which the
@@ -49,6 +50,10 @@ regret by size) and prints, a key a line:
     worst, and the same against every forced candidate (regret_any_*); and the
     choice regret: the forced run of the candidate the default picks over the
     best forced one it may choose;
+  - how far one pass tells the next, where each point keeps every pass's time
+    per candidate (passes_us): the one-pass oracle's share within 1.05x
+    (choice_regret_one_pass_oracle_within_1_05) and the choice misses within
+    the run-to-run spread (choice_regret_misses_within_spread);
   - skipped_groups and failed_runs, when there are any.
 
   python3 bench/planner/calibrate.py --build build/release --out bench/results/planner_host
@@ -60,6 +65,7 @@ regret by size) and prints, a key a line:
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -424,7 +430,9 @@ def repeatability(points):
         if len(allowed) < 2 or not all(c.get("passes_us") for c in allowed):
             continue
         n = min(len(c["passes_us"]) for c in allowed)
-        for k in range(n if n >= 2 else 0):
+        if n < 2:
+            continue  # one pass has no spread to measure
+        for k in range(n):
             rest = [min(t for i, t in enumerate(c["passes_us"][:n]) if i != k) for c in allowed]
             pick = min(range(len(allowed)), key=lambda i: allowed[i]["passes_us"][k])
             oracle.append(rest[pick] / min(rest))
@@ -440,25 +448,34 @@ def repeatability(points):
     return oracle, misses, within
 
 
+RUN_FILE = re.compile(r"^([a-z]+)_(\d+)_(.+)_(\d+)_(\d+)\.json$")
+
+
 def passes_from_runs(out, points):
     """Fills each candidate's passes_us, where missing, from the perf tools' files
-    in OUT/runs (<collective>_<ranks>_<candidate>_<first size>_<pass>.json)."""
+    in OUT/runs (<collective>_<ranks>_<candidate>_<first size>_<pass>.json, as
+    measure() names them). A run cut short ("complete": false, which measure()
+    dropped) is left out, and a candidate whose passes there do not give its
+    measured time (files of another calibration into the same OUT) is not filled."""
     runs = {}
     scratch = os.path.join(out, "runs")
     for f in sorted(os.listdir(scratch)) if os.path.isdir(scratch) else []:
-        if not f.endswith(".json") or f.count("_") < 4:
-            continue  # not a perf tool's file of measure()'s naming
-        coll, nranks, rest = f.removesuffix(".json").split("_", 2)
-        name, _, rep = rest.rsplit("_", 2)
+        name = RUN_FILE.match(f)
+        if not name:
+            continue
+        coll, nranks, candidate, _, rep = name.groups()
         with open(os.path.join(scratch, f)) as fh:
-            for row in json.load(fh)["results"]:
-                # A run's cycles each give a row: the pass keeps its fastest, as measure() does.
-                one = runs.setdefault((coll, int(nranks), name, row["size"]), {})
-                one[int(rep)] = min(one.get(int(rep), 1e30), row["out_of_place"]["time"])
+            doc = json.load(fh)
+        if doc.get("complete") is False:
+            continue
+        for row in doc["results"]:
+            # A run's cycles each give a row: the pass keeps its fastest, as measure() does.
+            one = runs.setdefault((coll, int(nranks), candidate, row["size"]), {})
+            one[int(rep)] = min(one.get(int(rep), 1e30), row["out_of_place"]["time"])
     for p in points:
         for c in p["candidates"]:
             got = runs.get((p["collective"], p["nranks"], name_of(c), p["size"]))
-            if got and not c.get("passes_us"):
+            if got and not c.get("passes_us") and min(got.values()) == c["measured_us"]:
                 c["passes_us"] = [got[r] for r in sorted(got)]
 
 

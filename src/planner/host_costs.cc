@@ -85,10 +85,8 @@ class Steps {
     const double touched = std::max(bytes, workingSet_);
     double rate = curveRate(touched);
     const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
-    if (cap < rate && touched > kFallFromBytes) {
-      const double t = std::log(touched / kFallFromBytes) / std::log(kFallToBytes / kFallFromBytes);
+    if (const double t = fallen(touched); cap < rate && t > 0)
       rate = t >= 1 ? cap : std::exp((1 - t) * std::log(rate) + t * std::log(cap));
-    }
     if (crossesPackages_) rate = std::min(rate, crossPackageGBs(m_) * 1e9 * share_);
     return bytes / rate;
   }
@@ -109,8 +107,11 @@ class Steps {
   double coreCopies(double bytes) const {
     return bytes <= 0 ? 0 : bytes / curveRate(std::max(bytes, workingSet_));
   }
-  // `bytes` read or written in the host's memory, all of its bandwidth.
-  double throughMemory(double bytes) const { return bytes / (m_.memGBs * 1e9); }
+  // `bytes` read or written in the host's memory at all of its bandwidth,
+  // as far as the working set has fallen out of the caches.
+  double throughMemory(double bytes) const {
+    return fallen(workingSet_) * bytes / (m_.memGBs * 1e9);
+  }
   double reduce(double bytes) const { return reduceAt(bytes, std::max(bytes, workingSet_)); }
   // Reducing `bytes` whose operands fit in `workingSet` bytes of cache.
   double reduceAt(double bytes, double workingSet) const {
@@ -123,6 +124,13 @@ class Steps {
   double workingSet_;
   bool crossesPackages_;
 
+  // How far `touched` bytes have fallen out of the caches: 0 up to
+  // kFallFromBytes, 1 from kFallToBytes, on a log scale between.
+  static double fallen(double touched) {
+    if (touched <= kFallFromBytes) return 0;
+    return std::min(1.0,
+                    std::log(touched / kFallFromBytes) / std::log(kFallToBytes / kFallFromBytes));
+  }
   // The measured hop curve at `touched` bytes, in bytes per second of this
   // rank's share of a core.
   double curveRate(double touched) const { return rateAt(m_.hopGBs, touched) * 1e9 * share_; }
@@ -152,11 +160,10 @@ double bufferBytes(CollType coll, double s, int n) {
 // bounded by its busiest rank's tree edges (TreeDepth::links), half the buffer each way over each:
 // an inner node of one tree, a leaf of the other, sends and receives about twice the buffer, a
 // rank of two ranks' trees (a root and a leaf) once. Rooted calls' bytes are priced as they run
-// back to back, like the chain's: the busiest rank sets the pace. An inner node takes a half in
-// and sends it to two children, and is a leaf of the other tree: two hops (its forwarding does
-// not overlap as the chain's does: on 16 cores its 4 and 8 ranks' 2-128 MiB broadcasts took
-// 0.66-0.99 of that, 1.3-1.4x the chain's time); their latency is rootedLoopUs's where the probe
-// measured a rooted call, else the call and a hop.
+// back to back, like the chain's: the busiest rank sets the pace. An inner node sends what it
+// takes in to two children: two hops (not the chain's overlap: on 16 cores the tree's 4 and 8
+// ranks' 2-128 MiB broadcasts took 0.66-0.99 of that, 1.3-1.4x the chain's time); their latency
+// is rootedLoopUs's where the probe measured a rooted call, else the call and a hop.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
@@ -276,10 +283,10 @@ int log2Floor(int n) {
 
 // A loop of rooted calls overlaps each call with the next: a direct one costs
 // the probe's rooted call R at any rank count. A chain longer than two ranks
-// costs R/4 more for each rank beyond the host's cores, whose turns the others
-// wait for (1.1-1.3 R at 3 ranks, 1.4-1.8 R at 4 on the 2-core VM), and R/8
-// more where every rank has a core and the ranks forward at once (1.0-1.45 R,
-// 1.18 R on average, at 4 and 8 ranks on 16 cores). The double tree, whose two
+// costs R/8 more where every rank has a core and the ranks forward at once
+// (1.0-1.45 R, 1.18 R on average, at 4 and 8 ranks on 16 cores), else R/4 more
+// for each rank beyond the host's cores, whose turns the others wait for
+// (1.1-1.3 R at 3 ranks, 1.4-1.8 R at 4 on the 2-core VM). The double tree, whose two
 // halves take two trees, costs R and R/2 per level of its depth (1.5-1.9 R at
 // 2 ranks, 1.4-2.7 R at 4 and 1.9-2.7 R at 8 on 16 cores), and R/4 more per
 // rank beyond the cores. R is not divided by a core share. The probe's later
@@ -292,9 +299,9 @@ double rootedLoopUs(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   const double waiting = std::max(0, f.nranks - std::max(1, m.cores));
   if (algo == AlgoId::Direct) return m.rootedUs;
   if (algo == AlgoId::Chain)
-    return m.rootedUs * (1 + (f.nranks > 2 ? 0.25 * std::max(0.5, waiting) : 0));
+    return m.rootedUs * (1 + (f.nranks <= 2 ? 0 : waiting > 0 ? 0.25 * waiting : 0.125));
   if (algo == AlgoId::Tree)
-    return m.rootedUs * (1 + 0.5 * std::ceil(std::log2(f.nranks)) + 0.25 * waiting);
+    return m.rootedUs * (1 + 0.5 * (log2Floor(f.nranks - 1) + 1) + 0.25 * waiting);
   return 0;
 }
 
@@ -415,34 +422,39 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
       // the perf tools): each rank moves on once its part is done, so the
       // next call overlaps this one and the busiest rank sets the pace.
       const bool reduces = f.coll == CollType::Reduce;
+      const bool onePackage = m.hosts == 1 && m.packages == 1;
       if (algo == AlgoId::Direct) {
         // The root takes each rank in turn: a broadcast copies into each
         // rank's ring, one copy after another on its core, while the ranks
-        // copy out beside it; the longest of those copies, the memory all k
-        // copies read and write, and one hop (two ranks: the hop's price).
-        // Priced as k hops one after another, a broadcast of 3 and 7 ranks'
-        // 2-128 MiB took 0.44-0.69 of its price on 16 cores. A reduce
-        // reduces each piece straight out of the transport (one pass),
-        // while the senders' copies run beside it.
+        // copy out beside it: the larger of those copies, the memory all k
+        // copies read and write once the caches no longer hold them, and one
+        // hop (two ranks: the hop). Priced as k hops one after another, the
+        // 2-128 MiB broadcasts of 4 and 8 ranks took 0.44-0.69 of their price
+        // on 16 cores. Fitted on one host and CPU package; across hosts or
+        // packages the root's link carries each copy: k hops. A reduce
+        // reduces each piece straight out of the transport (one pass), while
+        // the senders' copies run beside it.
         if (reduces)
           c.reduce = k * steps.reduce(s);
+        else if (k == 1 || !onePackage)
+          c.transfer = k * steps.transfer(s, k);
         else
-          c.transfer = k == 1 ? steps.transfer(s, 1)
-                              : std::max({steps.coreCopies(k * s), steps.transfer(s, k),
-                                          steps.throughMemory(2 * k * s)});
+          c.transfer = std::max(
+              {steps.coreCopies(k * s), steps.transfer(s, k), steps.throughMemory(2 * k * s)});
       } else {
         // Chain: a middle rank takes the buffer in and passes it on, each
-        // chunk as it arrives, so its receive and send overlap as a ring
-        // step's do: a quarter of a hop more than one hop (fitted: priced
-        // as two hops, 4 and 8 ranks' 2-128 MiB broadcasts took 0.55-0.77
-        // of their price on 16 cores, 3 and 4 ranks' 0.53-0.91 on the VM).
-        // A reduce reduces it straight out of the transport on the way (at
+        // chunk as it arrives, so on one host and package its receive and
+        // send overlap as a ring step's do: a quarter of a hop more than one
+        // hop (fitted: priced as two hops, 4 and 8 ranks' 2-128 MiB
+        // broadcasts took 0.55-0.77 of their price on 16 cores, 3 and 4
+        // ranks' 0.53-0.91 on the VM); elsewhere, unmeasured, two hops. A
+        // reduce reduces it straight out of the transport on the way (at
         // the root, the busiest rank of two, that is all it does).
         if (reduces) {
           c.transfer = (n > 2 ? 1 : 0) * steps.reducedTransfer(s, k);
           c.reduce = steps.reduce(s);
         } else {
-          c.transfer = (n > 2 ? 1.25 : 1) * steps.transfer(s, k);
+          c.transfer = (n > 2 ? (onePackage ? 1.25 : 2) : 1) * steps.transfer(s, k);
         }
       }
       break;

@@ -3,7 +3,6 @@ from a run's files, on points made by hand."""
 import importlib.util
 import json
 import os
-import sys
 import tempfile
 import unittest
 
@@ -55,21 +54,40 @@ class Repeatability(unittest.TestCase):
 
 
 class PassesFromRuns(unittest.TestCase):
+    def run_files(self, out, files):
+        runs = os.path.join(out, "runs")
+        os.makedirs(runs, exist_ok=True)
+        for name, times, complete in files:
+            doc = {"complete": complete,
+                   "results": [{"size": 8, "out_of_place": {"time": t}} for t in times]}
+            with open(os.path.join(runs, name), "w") as f:
+                json.dump(doc, f)
+
     def test_each_pass_keeps_its_fastest_cycle(self):
         with tempfile.TemporaryDirectory() as out:
-            runs = os.path.join(out, "runs")
-            os.makedirs(runs)
-            for rep, rows in ((0, [3.0, 2.5]), (1, [4.0])):
-                doc = {"results": [{"size": 8, "out_of_place": {"time": t}} for t in rows]}
-                with open(os.path.join(runs, f"allreduce_2_recursive_doubling_8_{rep}.json"), "w") as f:
-                    json.dump(doc, f)
-            with open(os.path.join(runs, "notes.txt"), "w") as f:
+            self.run_files(out, [
+                ("allreduce_2_recursive_doubling_8_0.json", [3.0, 2.5], True),
+                ("allreduce_2_recursive_doubling_8_1.json", [4.0], True),
+                # Cut short by the time budget: measure() dropped it.
+                ("allreduce_2_recursive_doubling_8_2.json", [1.0], False),
+                ("allreduce_2_ring_8_0.json", [5.0], True),
+                ("allreduce_2_direct_8_0.json", [6.0], True),
+                ("a_b_c_d_e.json", [1.0], True),  # not measure()'s naming
+            ])
+            with open(os.path.join(out, "runs", "notes.txt"), "w") as f:
                 f.write("not a run")
-            points = [{"collective": "allreduce", "nranks": 2, "size": 8,
-                       "candidates": [{"name": "recursive_doubling"}, {"name": "ring"}]}]
+            points = [{"collective": "allreduce", "nranks": 2, "size": 8, "candidates": [
+                {"name": "recursive_doubling", "measured_us": 2.5},
+                {"name": "ring", "measured_us": 5.0, "passes_us": [5.0, 7.0]},  # kept
+                {"name": "direct", "measured_us": 5.5},  # another calibration's file
+                {"name": "pairwise", "measured_us": 1.0},  # no file
+            ]}]
             calibrate.passes_from_runs(out, points)
-            self.assertEqual(points[0]["candidates"][0]["passes_us"], [2.5, 4.0])
-            self.assertNotIn("passes_us", points[0]["candidates"][1])
+            c = points[0]["candidates"]
+            self.assertEqual(c[0]["passes_us"], [2.5, 4.0])
+            self.assertEqual(c[1]["passes_us"], [5.0, 7.0])
+            self.assertNotIn("passes_us", c[2])
+            self.assertNotIn("passes_us", c[3])
 
 
 if __name__ == "__main__":

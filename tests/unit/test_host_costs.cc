@@ -244,7 +244,7 @@ TEST(HostAlgorithmChoice, RootedCallsAreNotTimeShared) {
 
 // With the probe's rooted call R, a loop of direct rooted calls costs R at any
 // rank count; a chain of more than two ranks R/8 more where each rank has a
-// core, and R/4 more per rank beyond the cores; the double tree R and R/2 per
+// core, else R/4 more per rank beyond the cores; the double tree R and R/2 per
 // level of its depth, and R/4 more per rank beyond the cores. Calls across
 // hosts or CPU packages keep the call and a hop. Unmeasured, every rooted
 // call costs the call and a hop.
@@ -272,7 +272,9 @@ TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
     EXPECT_NEAR(latency(AlgoId::Chain, coll, 5), 1.5 * 1.125, 1e-9) << collTypeName(coll);
     EXPECT_NEAR(latency(AlgoId::Chain, coll, 8), 1.5 * 1.125, 1e-9) << collTypeName(coll);
     EXPECT_NEAR(latency(AlgoId::Tree, coll, 2), 1.5 * 1.5, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Tree, coll, 3), 1.5 * 2, 1e-9) << collTypeName(coll);
     EXPECT_NEAR(latency(AlgoId::Tree, coll, 4), 1.5 * 2, 1e-9) << collTypeName(coll);
+    EXPECT_NEAR(latency(AlgoId::Tree, coll, 5), 1.5 * 2.5, 1e-9) << collTypeName(coll);
     EXPECT_NEAR(latency(AlgoId::Tree, coll, 8), 1.5 * 2.5, 1e-9) << collTypeName(coll);
   }
   // Ranks beyond the cores wait for their turns: a quarter of R each, still
@@ -298,11 +300,12 @@ TEST(HostCosts, RootedCallsCostTheProbesRootedCall) {
   EXPECT_NEAR(latency(AlgoId::Direct, CollType::Broadcast, 4), 0.5 + m.socketLatencyUs, 1e-9);
 }
 
-// A rooted broadcast's bytes, as its ranks overlap them: a chain's middle rank
-// forwards each chunk as it arrives (a quarter of a hop more than one hop), a
-// tree's inner node sends to two children (two hops); a direct root copies
-// into each rank's ring one copy after another on its core, bounded too by the
-// memory all its copies read and write, and by one hop (two ranks: the hop).
+// A rooted broadcast's bytes, as its ranks overlap them on one host: a chain's
+// middle rank forwards each chunk as it arrives (a quarter of a hop more than
+// one hop), a tree's inner node sends to two children (two hops); a direct
+// root copies into each rank's ring one copy after another on its core,
+// bounded too by the memory all its copies read and write once out of the
+// caches, and by one hop (two ranks: the hop). Across hosts, k hops and two.
 TEST(HostCosts, RootedBroadcastsMoveTheirBytesAsTheirRanksOverlap) {
   MachineFacts m = roomy().machine;
   const size_t s = size_t{64} << 20;
@@ -317,6 +320,20 @@ TEST(HostCosts, RootedBroadcastsMoveTheirBytesAsTheirRanksOverlap) {
   EXPECT_NEAR(transfer(AlgoId::Direct, 4), 3 * bytes / (m.hopGBs[7] * 1e9), 1e-12);
   m.memGBs = 1;  // the memory its three copies read and write
   EXPECT_NEAR(transfer(AlgoId::Direct, 4), 2 * 3 * bytes / 1e9, 1e-12);
+  // Within the caches that memory does not bound it: never above k hops (the
+  // chain's 1.25 hops of the same ranks).
+  for (size_t small : {size_t{32} << 10, size_t{512} << 10}) {
+    const CallFacts f = call(CollType::Broadcast, small, 4);
+    EXPECT_LE(hostAlgoCost(AlgoId::Direct, f, m).transfer,
+              3 / 1.25 * hostAlgoCost(AlgoId::Chain, f, m).transfer)
+        << small;
+  }
+  m.memGBs = 12;
+  m.hosts = 2;
+  m.ranksPerHost = 2;
+  const double hop = hostAlgoCost(AlgoId::Direct, call(CollType::Broadcast, s, 2), m).transfer;
+  EXPECT_NEAR(transfer(AlgoId::Direct, 4), 3 * hop, 1e-12);
+  EXPECT_NEAR(transfer(AlgoId::Chain, 4), 2 * hop, 1e-12);
 }
 
 // The choices those prices make: a small rooted call goes direct (the tree's
