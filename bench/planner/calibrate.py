@@ -138,6 +138,14 @@ def run(cmd, env, what, deadline=None):
     return out
 
 
+# A perf tool run's file in OUT/runs, and its name read back (passes_from_runs).
+RUN_FILE = re.compile(r"^([a-z]+)_(\d+)_(.+)_(\d+)_(\d+)\.json$")
+
+
+def run_file(coll, nranks, name, first_size, rep):
+    return f"{coll}_{nranks}_{name}_{first_size}_{rep}.json"
+
+
 def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, rep, deadline):
     """Out-of-place time (us) per size from lo_bytes to hi_bytes."""
     times = {}
@@ -153,7 +161,7 @@ def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, 
         lo, hi = on_grid(max(lo, lo_bytes)), min(hi, hi_bytes)
         if lo > hi:
             continue
-        out = os.path.join(scratch, f"{coll}_{nranks}_{name}_{lo}_{rep}.json")
+        out = os.path.join(scratch, run_file(coll, nranks, name, lo, rep))
         tool = os.path.join(bindir, TOOLS[coll])
         if args.launch == "threads":
             cmd = [tool, "-t", str(nranks)]
@@ -448,13 +456,9 @@ def repeatability(points):
     return oracle, misses, within
 
 
-RUN_FILE = re.compile(r"^([a-z]+)_(\d+)_(.+)_(\d+)_(\d+)\.json$")
-
-
 def passes_from_runs(out, points):
     """Fills each candidate's passes_us, where missing, from the perf tools' files
-    in OUT/runs (<collective>_<ranks>_<candidate>_<first size>_<pass>.json, as
-    measure() names them). A run cut short ("complete": false, which measure()
+    in OUT/runs (run_file's names). A run cut short ("complete": false, which measure()
     dropped) is left out, and a candidate whose passes there do not give its
     measured time (files of another calibration into the same OUT) is not filled."""
     runs = {}

@@ -286,12 +286,12 @@ int log2Floor(int n) {
 // costs R/8 more where every rank has a core and the ranks forward at once
 // (1.0-1.45 R, 1.18 R on average, at 4 and 8 ranks on 16 cores), else R/4 more
 // for each rank beyond the host's cores, whose turns the others wait for
-// (1.1-1.3 R at 3 ranks, 1.4-1.8 R at 4 on the 2-core VM). The double tree, whose two
-// halves take two trees, costs R and R/2 per level of its depth (1.5-1.9 R at
-// 2 ranks, 1.4-2.7 R at 4 and 1.9-2.7 R at 8 on 16 cores), and R/4 more per
-// rank beyond the cores. R is not divided by a core share. The probe's later
-// step, 0.3-1.3 us between probes on the VM, priced them no better. 0: not
-// priced so.
+// (1.1-1.3 R at 3 ranks, 1.4-1.8 R at 4 on the 2-core VM). The double tree,
+// whose two halves take two trees, costs R and R/2 per level of its depth
+// (1.5-1.9 R at 2 ranks, 1.4-2.7 R at 4 and 1.9-2.7 R at 8 on 16 cores), and
+// R/4 more per rank beyond the cores. R is not divided by a core share. The
+// probe's later step, 0.3-1.3 us between probes on the VM, priced them no
+// better. 0: not priced so.
 double rootedLoopUs(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   // The probe's two ranks are on one host: across hosts, or across CPU
   // packages, the hop there prices it (the call and a hop).
