@@ -2,9 +2,10 @@
 // src/exec/cuda/ll_allreduce.cc; picture: docs/gpu_data_path.md, "Small messages").
 //
 // A grid of up to LlAllReduceArgs::maxBlocks blocks of kThreads threads,
-// sized to the call (llGridBlocks: kLlLinesPerBlock lines a block; one block for the
-// smallest calls). Zero-copy reads of host memory are latency bound: more
-// blocks keep more of them in flight.
+// sized to the call (llGridBlocks: kLlLinesPerBlock lines a block to post or
+// their worth to read, llReadWork; one block for the smallest calls).
+// Zero-copy reads of host memory are latency bound: more blocks keep more of
+// them in flight.
 //  1. thread 0 of each block takes the sequence number and the sticky failure
 //     flag from device memory (no PCIe read); after a failed call the kernel
 //     touches nothing (the ranks are out of step);

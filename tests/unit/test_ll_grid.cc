@@ -19,13 +19,29 @@ TEST(LlGrid, OneBlockUpToABlocksLines) {
 }
 
 TEST(LlGrid, MorePeersMoreBlocksWithinTheReadersShare) {
-  // A reduce's root reads each peer's lines: 7 peers, 7 times the lines of one.
-  EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 8, true, 32), 7);
+  // An all-reduce's rank reads each peer's lines: 3 peers, 3 times the lines of one.
+  EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, kBlockBytes, 4, true, 32), 2);  // share: 2
+  EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, kBlockBytes / 2, 3, true, 32), 1);
+  EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, kBlockBytes / 2 + 1, 3, true, 32), 2);
   // A reduce's non-root only posts its lines.
   EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 8, false, 32), 1);
   EXPECT_EQ(llGridBlocks(LlCollective::Reduce, 3 * kBlockBytes, 8, false, 32), 3);
   // A reduce-scatter posts every rank's block: 2 ranks, 2 blocks of one block's bytes.
   EXPECT_EQ(llGridBlocks(LlCollective::ReduceScatter, kBlockBytes, 2, true, 32), 2);
+}
+
+TEST(LlGrid, ReadersThatReduceNothingOrReadAloneTakeMoreBlocks) {
+  // An all-gather's block reads half an all-reduce's lines.
+  EXPECT_EQ(llGridBlocks(LlCollective::AllGather, kBlockBytes / 2, 2, true, 32), 1);
+  EXPECT_EQ(llGridBlocks(LlCollective::AllGather, kBlockBytes, 2, true, 32), 2);
+  EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, kBlockBytes, 2, true, 32), 1);
+  // A reduce's root with fewer than 4 peers: a block per quarter of a block's
+  // lines; with more, each peer's lines count.
+  EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes / 4, 2, true, 32), 1);
+  EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes / 4 + 1, 2, true, 32), 2);
+  EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 2, true, 32), 4);
+  EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 4, true, 32), 4);
+  EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 8, true, 32), 7);
 }
 
 TEST(LlGrid, CappedByTheResidencyShare) {
