@@ -20,7 +20,10 @@ iterations, up to 1 MiB 2 cycles of 40, up to 8 MiB 20 iterations, then 2; a
 size keeps its fastest cycle), device memory in one span up to 512 MiB with 40; a device path runs only
 over the sizes where the plan lists it. Each candidate runs --repeat times,
 interleaved with the others, and each point keeps its fastest run (and every
-pass's time, passes_us). Beside each
+pass's time, passes_us). Each pass starts one place further along the
+candidates, the default first in the first pass: run last in every pass, the
+default came out 1.12-1.24x slower than the forced run of its own plan at 8
+ranks on 16 cores, and 0.97-1.04x when the two alternated. Beside each
 measured time it puts the cost model's prediction for the same call
 (lanes-topo --plan --json, the same function a call asks), from inputs
 measured first by lanes-topo --probe (cached in OUT/topo_cache.json, which the
@@ -144,6 +147,14 @@ RUN_FILE = re.compile(r"^([a-z]+)_(\d+)_(.+)_(\d+)_(\d+)\.json$")
 
 def run_file(coll, nranks, name, first_size, rep):
     return f"{coll}_{nranks}_{name}_{first_size}_{rep}.json"
+
+
+def pass_order(names, rep):
+    """The runs of pass `rep`: the default and the candidates, starting one place
+    further along each pass, the default first in the first."""
+    runs = ["default"] + names
+    turn = rep % len(runs)
+    return runs[turn:] + runs[:turn]
 
 
 def measure(args, bindir, coll, nranks, name, lo_bytes, hi_bytes, env, scratch, rep, deadline):
@@ -360,7 +371,7 @@ def main():
         # point the fastest: the noise of a shared machine only adds time.
         measured, passes_us, passes, cut = {}, {}, 0, False
         for rep in range(args.repeat):
-            for a in names + ["default"]:
+            for a in pass_order(names, rep):
                 if a in measured and measured[a] is None:
                     continue  # failed before
                 try:

@@ -1,5 +1,5 @@
-"""bench/planner/calibrate.py's repeatability figures and its per-pass times read back
-from a run's files, on points made by hand."""
+"""bench/planner/calibrate.py's order of runs in a pass, its repeatability figures and its
+per-pass times read back from a run's files, on points made by hand."""
 import importlib.util
 import json
 import os
@@ -20,6 +20,19 @@ def point(chosen, passes, disallowed=()):
     best = min(c["measured_us"] for c in cands if c["allowed"])
     return {"collective": "broadcast", "nranks": 4, "size": 8, "chosen": chosen,
             "default_us": best, "regret": 1.0, "candidates": cands}
+
+
+class PassOrder(unittest.TestCase):
+    def test_each_pass_starts_one_place_further_the_default_first(self):
+        names = ["chain", "direct", "tree"]
+        orders = [calibrate.pass_order(names, rep) for rep in range(5)]
+        self.assertEqual(orders[0], ["default", "chain", "direct", "tree"])
+        self.assertEqual(orders[1], ["chain", "direct", "tree", "default"])
+        self.assertEqual(orders[2], ["direct", "tree", "default", "chain"])
+        self.assertEqual(orders[4], orders[0])
+        # Over as many passes as runs, each run takes every place once.
+        for i in range(4):
+            self.assertEqual(sorted(o[i] for o in orders[:4]), sorted(orders[0]))
 
 
 class Repeatability(unittest.TestCase):
