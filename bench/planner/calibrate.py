@@ -20,10 +20,11 @@ iterations, up to 1 MiB 2 cycles of 40, up to 8 MiB 20 iterations, then 2; a
 size keeps its fastest cycle), device memory in one span up to 512 MiB with 40; a device path runs only
 over the sizes where the plan lists it. Each candidate runs --repeat times,
 interleaved with the others, and each point keeps its fastest run (and every
-pass's time, passes_us). Each pass starts one place further along the
-candidates, the default first in the first pass: run last in every pass, the
-default came out 1.12-1.24x slower than the forced run of its own plan at 8
-ranks on 16 cores, and 0.97-1.04x when the two alternated. Beside each
+pass's time: passes_us, and the default's default_passes_us). Each pass starts
+one place further along the candidates, the default first in the first pass:
+run last in every pass, the default came out 1.12-1.17x slower (median) than
+the forced run of the plan it ran at 8 ranks on 16 cores, and 0.97-1.04x when
+the two alternated. Beside each
 measured time it puts the cost model's prediction for the same call
 (lanes-topo --plan --json, the same function a call asks), from inputs
 measured first by lanes-topo --probe (cached in OUT/topo_cache.json, which the
@@ -407,6 +408,7 @@ def main():
                     "launch": args.launch, "chosen": r["chosen"],
                     "default_us": measured["default"][size]["us"],
                     "default_plan": measured["default"][size]["plan"],
+                    "default_passes_us": passes_us["default"][size],
                     "regret": measured["default"][size]["us"] / best,
                     "candidates": [{"name": a, key: a, "measured_us": forced[a],
                                     "passes_us": passes_us[a][size],

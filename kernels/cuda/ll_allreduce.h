@@ -121,9 +121,9 @@ struct LlAllReduceArgs {
   int maxBlocks = 1;
 };
 
-// Lines a block posts, or reads where it reduces (llReadWork), at least: below
-// this one block's zero-copy reads keep up (H200, 2 and 8 processes under MPS:
-// bench/results/ll_grid_h200).
+// Lines a block posts, or their worth of reads (llReadWork): below this one
+// block's zero-copy reads keep up in an all-reduce (H200, 2 and 8 processes
+// under MPS: bench/results/ll_grid_h200).
 inline constexpr size_t kLlLinesPerBlock = 4096;
 // Blocks polling host memory at once, over all the ranks (LL runs on one
 // host): more made every call slower on one GPU (2 processes: an all-reduce of
@@ -140,15 +140,15 @@ inline size_t llPostedLines(LlCollective coll, size_t bytes, int nranks) {
   return coll == LlCollective::ReduceScatter ? lines * static_cast<size_t>(nranks) : lines;
 }
 
-// A reading rank's work in posted lines' worth: a block reads fewer lines where
-// it reduces nothing (an all-gather stores each line as it comes), and a
-// reduce's root, the only reader, takes a block per kLlLinesPerBlock / 4 lines
-// of payload where it has fewer than 4 peers. 2 processes under MPS on an H100
+// A reading rank's work in posted lines' worth. An all-gather's block reads
+// half an all-reduce's lines, and a reduce's root, the only reader, takes a
+// block per kLlLinesPerBlock / 4 lines of payload where it has fewer than 4
+// peers. Measured, 2 processes under MPS on an H100
 // (bench/results/ll_grid_h100): an all-gather of 128 KiB took 19.6 us at 4096
-// lines a block, 17.6 at 2048; a reduce of 32 KiB 17.5 us on one block, 12.2 on
-// four (one lost 1.3 us at 16 KiB, two blocks for one); the all-reduce and
-// reduce-scatter were fastest and steadiest at 4096, and 8 processes' reduces
-// of 8-16 KiB slower on fewer blocks than lines x 7.
+// lines a block, 17.6 at 2048; a reduce of 32 KiB 17.7 us on one block, 12.4
+// on four (16 KiB: 11.1 on one, 12.4 on two). All-reduces of 32-64 KiB were
+// slower and erratic on more blocks, and 8 processes' reduces of 8-16 KiB
+// slower on fewer blocks than lines x 7. Rank counts of 3 to 7 are unmeasured.
 inline size_t llReadWork(LlCollective coll, size_t lines, size_t peers) {
   switch (coll) {
     case LlCollective::Reduce:
@@ -171,7 +171,7 @@ inline int llGridBlocks(LlCollective coll, size_t bytes, int nranks, bool readsP
                         int maxBlocks) {
   const size_t lines = (bytes + kLlLinePayload - 1) / kLlLinePayload;
   const size_t peers = coll == LlCollective::Broadcast ? 1 : static_cast<size_t>(nranks - 1);
-  size_t work = readsPeers ? llReadWork(coll, lines, peers > 0 ? peers : 1) : 0;
+  size_t work = readsPeers && nranks > 1 ? llReadWork(coll, lines, peers) : 0;
   const size_t posted = llPostedLines(coll, bytes, nranks);
   if (posted > work) work = posted;
   size_t blocks = (work + kLlLinesPerBlock - 1) / kLlLinesPerBlock;

@@ -30,7 +30,7 @@ namespace lanes::cuda {
 // Slots per ordered pair: messages a sender may have unread before it waits.
 inline constexpr int kLlPairDepth = 4;
 // The largest message the pair slots carry: one block reads at most this
-// many lines per message (kLlLinesPerBlock lines a block in the collectives).
+// many lines per message (as many as one block of an all-reduce reads).
 inline constexpr size_t kLlPairMaxBytes = size_t{64} << 10;
 // Streams of one launch: a send and a receive stream per peer at most.
 inline constexpr int kLlPairMaxStreams = 2 * (kLlMaxRanks - 1);

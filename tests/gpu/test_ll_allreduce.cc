@@ -786,7 +786,8 @@ TEST(LlProcesses, ScatterBroadcastReduceUnderMps) {
 // Every collective at LL's largest slot (LANES_LL_MAX_BYTES at its hard
 // limit), so calls run on grids of several blocks where the GPU's polling share
 // allows (3 ranks: 2 blocks each; 8 ranks: a reduce's root on up to 8, the
-// others on one): counts at one block's edge (kLlLinesPerBlock lines) and just
+// others on one): counts at an all-reduce block's edge (kLlLinesPerBlock
+// lines; an all-gather's and a reduce root's lie below it, llReadWork) and just
 // past it, an odd count and the limit; in place and not.
 void runGridCases(GpuRank& self) {
   constexpr size_t kMax = LlAllReduce::kHardMaxBytes;

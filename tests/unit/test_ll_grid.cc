@@ -15,7 +15,7 @@ TEST(LlGrid, OneBlockUpToABlocksLines) {
   EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, 1, 2, true, 32), 1);
   EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, kBlockBytes, 2, true, 32), 1);
   EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, kBlockBytes + 1, 2, true, 32), 2);
-  EXPECT_EQ(llGridBlocks(LlCollective::AllGather, 4 * kBlockBytes, 2, true, 32), 4);
+  EXPECT_EQ(llGridBlocks(LlCollective::AllReduce, 3 * kBlockBytes, 2, true, 32), 3);
 }
 
 TEST(LlGrid, MorePeersMoreBlocksWithinTheReadersShare) {
@@ -42,6 +42,9 @@ TEST(LlGrid, ReadersThatReduceNothingOrReadAloneTakeMoreBlocks) {
   EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 2, true, 32), 4);
   EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 4, true, 32), 4);
   EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 8, true, 32), 7);
+  // One rank reads nothing: its lines alone count.
+  EXPECT_EQ(llGridBlocks(LlCollective::Reduce, kBlockBytes, 1, true, 32), 1);
+  EXPECT_EQ(llGridBlocks(LlCollective::AllGather, kBlockBytes, 1, true, 32), 1);
 }
 
 TEST(LlGrid, CappedByTheResidencyShare) {
