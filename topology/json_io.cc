@@ -121,6 +121,7 @@ Json probesToJson(const Probes& p) {
     host.set("hop_latency_us", p.host.hopLatencyUs).set("call_us", p.host.callUs);
     if (p.host.stepUs > 0) host.set("step_us", p.host.stepUs);
     if (p.host.rootedUs > 0) host.set("rooted_us", p.host.rootedUs);
+    if (p.host.sumUs > 0) host.set("sum_us", p.host.sumUs);
     host.set("hop_gbps_by_size", numbers(p.host.hopGBs))
         .set("reduce_gbps_by_size", numbers(p.host.reduceGBs));
     host.set("mem_gbps", p.host.memGBs).set("exchange_gbps", p.host.exchangeGBs);
@@ -174,6 +175,7 @@ Probes probesFromJson(const Json& j) {
   p.host.callUs = host["call_us"].num();
   p.host.stepUs = host["step_us"].num();
   p.host.rootedUs = host["rooted_us"].num();
+  p.host.sumUs = host["sum_us"].num();
   p.host.exchangeGBs = host["exchange_gbps"].num();
   p.host.hopGBs = numbersFrom(host["hop_gbps_by_size"]);
   p.host.reduceGBs = numbersFrom(host["reduce_gbps_by_size"]);

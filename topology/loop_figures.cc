@@ -10,6 +10,7 @@ void setCallFigures(const CallLoops& loops, HostProbe* h) {
   h->callUs = std::max(0.1 * doubling, doubling - hop);
   h->stepUs = std::clamp((loops.ring - loops.doubling) * 1e6, 0.1 * hop, hop);
   h->rootedUs = std::max(loops.broadcast * 1e6, 0.1 * hop);
+  h->sumUs = loops.sum > 0 ? std::max(loops.sum * 1e6, 0.1 * hop) : 0;
 }
 
 }  // namespace lanes::topo

@@ -12,6 +12,7 @@ struct CallLoops {
   double doubling = 0;   // all-reduce by recursive doubling: the call and one hop
   double ring = 0;       // all-reduce by the ring: one step more
   double broadcast = 0;  // a direct broadcast, calls back to back
+  double sum = 0;        // an all-reduce by host summation (0: the host has no arena)
 };
 
 // Sets h's callUs, stepUs and rootedUs from `loops` and h's hop (the ping-pong's,
@@ -19,7 +20,9 @@ struct CallLoops {
 //  - the call is doubling less the hop, at least a tenth of doubling (a
 //    ping-pong hop slower than the whole all-reduce would leave no call);
 //  - the step is ring less doubling, within [a tenth of the hop, the hop];
-//  - a rooted call is the broadcast loop's time, at least a tenth of the hop.
+//  - a rooted call is the broadcast loop's time, at least a tenth of the hop;
+//  - a host-summation call is its loop's time, at least a tenth of the hop
+//    (none where the loop did not run).
 void setCallFigures(const CallLoops& loops, HostProbe* h);
 
 }  // namespace lanes::topo

@@ -98,6 +98,10 @@ struct HostProbe {
   // back to back: the root moves on while its peer receives); 0: not
   // measured (caches from before it: the call and a hop).
   double rootedUs = 0;
+  // An 8-byte host-summation all-reduce of two ranks in a loop (its two
+  // hand-offs through the shared arena and the call); 0: not measured (the
+  // host has no arena, or a cache from before it: the call and two steps).
+  double sumUs = 0;
   std::vector<double> hopGBs;     // bytes over (half a round trip less the latency)
   std::vector<double> reduceGBs;  // float sum on one core, output bytes
   double memGBs = 0;              // memcpy on every core at once, aggregate

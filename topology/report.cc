@@ -152,6 +152,7 @@ std::string formatReport(const Topology& t) {
              (h.stepUs > 0 ? printf1(", later step %.2f us", h.stepUs) : std::string()) +
              printf1(", call %.2f us", h.callUs) +
              (h.rootedUs > 0 ? printf1(", rooted call %.2f us", h.rootedUs) : std::string()) +
+             (h.sumUs > 0 ? printf1(", host summation call %.2f us", h.sumUs) : std::string()) +
              printf1(", 1 MiB hop %.1f GB/s", h.hopGBs[4]) +
              printf1(", reduce %.1f GB/s", h.reduceGBs[4]) +
              printf1("; memory %.1f GB/s", h.memGBs) +

@@ -249,12 +249,13 @@ Status exchangePlacement(lanesComm* comm) {
   LANES_INFO(
       Plan, comm->rank,
       "cost model inputs (%s, rank 0's): call %.1f us, hop %.1f us, later step %.1f us, rooted "
-      "call %.1f us; 1 MiB hop %.1f GB/s, reduce %.1f GB/s; memory %.1f GB/s; %d cores; %d "
+      "call %.1f us, host summation call %.1f us; 1 MiB hop %.1f GB/s, reduce %.1f GB/s; memory "
+      "%.1f GB/s; %d cores; %d "
       "host(s), TCP hop %.1f us, %.2f GB/s",
       machine.measured ? "measured by lanes-topo --probe" : "assumed: run lanes-topo --probe",
       machine.callUs, machine.hopLatencyUs, machine.stepUs, machine.rootedCallUs(),
-      machine.hopGBs[4], machine.reduceGBs[4], machine.memGBs, machine.cores, machine.hosts,
-      machine.socketLatencyUs, machine.socketGBs);
+      machine.sumCallUs(), machine.hopGBs[4], machine.reduceGBs[4], machine.memGBs, machine.cores,
+      machine.hosts, machine.socketLatencyUs, machine.socketGBs);
   if (comm->cudaDev >= 0)
     LANES_INFO(Plan, comm->rank,
                "GPU cost model inputs (%s, rank 0's GPU): 1 MiB copies H2D %.1f, D2H %.1f GB/s; "

@@ -104,6 +104,10 @@ struct MachineFacts {
   // (the probe's two-rank direct broadcasts). Assumed (0): the call and a hop.
   double rootedUs = 0;
   double rootedCallUs() const { return rootedUs > 0 ? rootedUs : callUs + hopLatencyUs; }
+  // A host-summation all-reduce of two ranks in a loop (the probe's, 8
+  // bytes). Assumed (0): the call and two later steps.
+  double sumUs = 0;
+  double sumCallUs() const { return sumUs > 0 ? sumUs : callUs + 2 * stepUs; }
   // One hop's streaming rate between two ranks of a host, and the float sum
   // rate of one core (output bytes), at each curve size (GB/s).
   double hopGBs[kCurvePoints] = {2, 5, 8, 10, 10, 8, 6, 6};

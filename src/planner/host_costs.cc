@@ -24,6 +24,10 @@ namespace {
 
 constexpr double kFallFromBytes = 2.0 * (1 << 20);
 constexpr double kFallToBytes = 256.0 * (1 << 20);
+// What each rank beyond two adds to a host-summation call, as a share of the
+// probe's two-rank call (sharedSumCost): 4 processes' small calls took
+// 1.1-1.3x 2 processes' in one run on the H200 machine's 16 cores.
+constexpr double kSumPeerShare = 0.1;
 
 // What one rank's steps cost when `nranks` ranks of the host work at once.
 // The hop curve was measured with one hop at a time between two buffers of
@@ -68,10 +72,9 @@ class Steps {
   // step over sockets or across packages, or to a peer that may not be
   // running, costs a whole hop every time.
   double hops(double count) const { return count <= 0 ? 0 : hop() + (count - 1) * laterStep(); }
-  double laterStep() const {
-    const bool inStep = share_ >= 1 && m_.hosts == 1 && !crossesPackages_;
-    return inStep ? std::min(m_.stepUs, hopBaseUs()) * 1e-6 : hop();
-  }
+  double laterStep() const { return inStep() ? std::min(m_.stepUs, hopBaseUs()) * 1e-6 : hop(); }
+  // Every rank has a core, on one host and package, as the probe's two ranks had.
+  bool inStep() const { return share_ >= 1 && m_.hosts == 1 && !crossesPackages_; }
   double call() const { return m_.callUs * 1e-6 / share_; }
   // Moving `bytes` through one hop while `busy` hops move theirs.
   double transfer(double bytes, int busy) const {
@@ -247,12 +250,17 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 // Host summation of host buffers (exec/arena_sum.h), one host: each rank
 // copies its input into the shared arena, sums its 1/N segment of all N
 // inputs there and copies the result out.
-//  - latency: two hand-offs (its input seen by the others, their sums seen
-//    by it), each a counter in the arena every rank waits on, with no
-//    transport operation to post or match: a later step's cost each (on the
-//    H200's 16 cores, 2 processes' small calls took 2.4-2.6 us where
-//    recursive doubling's one round took 4, and 4 processes' 4.6-5 us where
-//    its two took 6-7);
+//  - latency: the call and two hand-offs (its input seen by the others,
+//    their sums seen by it), each a flag of every rank in the arena that a
+//    rank waits on, with no transport operation to post or match. Where the
+//    probe timed a loop of two ranks' calls and every rank has a core, that
+//    loop's call, and kSumPeerShare of it more for each rank beyond two (a
+//    hand-off reads one more flag, written by another core). Priced as the
+//    call and two of the probe's later steps, the small calls of 4 and 8
+//    processes on 16 cores took 1.1-2.0x their price: the probe's step (0.2-1.6
+//    us between probes of one machine) is the difference of two loops. Else
+//    (ranks sharing cores, or no arena in the probe) the call and two later
+//    steps;
 //  - transfer: a copy of the input in and of the output out, both on the
 //    rank's core, one after the other; beyond the caches, where memory
 //    bounds them, as one hop (a ring step's send and receive at once). Priced
@@ -264,11 +272,14 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 //    where it took 31).
 // A reduce-scatter copies its whole input in and its block out
 // (bench/results/shared_sum_host).
-CostTerms sharedSumCost(const CallFacts& f, const Steps& steps) {
+CostTerms sharedSumCost(const CallFacts& f, const MachineFacts& m, const Steps& steps) {
   const int n = f.nranks;
   const double s = static_cast<double>(f.bytes);
   CostTerms c;
-  c.latency = 2 * steps.laterStep();
+  if (m.sumUs > 0 && steps.inStep())
+    c.latency = m.sumUs * (1 + kSumPeerShare * (n - 2)) * 1e-6;
+  else
+    c.latency = steps.call() + 2 * steps.laterStep();
   const double out = f.coll == CollType::ReduceScatter ? s / n : s;
   c.transfer = std::max(steps.coreCopies(s + out), steps.transfer((s + out) / 2, n));
   c.reduce = (n - 1) * steps.reduceAt(s / n, std::min(s, double(SumArena::kChunkBytes)));
@@ -370,13 +381,7 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
     if (isRooted(f.coll)) c.latency += steps.hops(1);
   }
   if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
-  if (algo == AlgoId::SharedSum) {
-    const CostTerms sum = sharedSumCost(f, steps);
-    c.latency += sum.latency;
-    c.transfer = sum.transfer;
-    c.reduce = sum.reduce;
-    return c;
-  }
+  if (algo == AlgoId::SharedSum) return sharedSumCost(f, m, steps);
   if (algo == AlgoId::Tree) {
     const CostTerms tree = treeCost(f, steps);
     c.latency += tree.latency;

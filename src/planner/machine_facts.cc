@@ -73,6 +73,7 @@ MachineFacts machineFactsOf(const topo::Topology& t, int cudaDev) {
   m.hopLatencyUs = h.hopLatencyUs;
   m.stepUs = h.stepUs > 0 ? h.stepUs : h.hopLatencyUs;
   m.rootedUs = h.rootedUs;
+  m.sumUs = h.sumUs;
   for (int i = 0; i < MachineFacts::kCurvePoints; ++i) {
     m.hopGBs[i] = h.hopGBs[static_cast<size_t>(i)];
     m.reduceGBs[i] = h.reduceGBs[static_cast<size_t>(i)];

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/collective.h"
+#include "core/comm.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/wire_codec.h"
 #include "lanes/lanes.h"
@@ -241,10 +242,18 @@ lanesResult_t broadcast8(float* value, lanesComm_t comm) {
 }
 
 // Seconds per call of a loop of `call`s by two thread ranks forced to `algo`
-// (LANES_ALGO), calls back to back.
+// (LANES_ALGO), calls back to back. Host summation runs only where its arena
+// could be made: elsewhere `seconds` is 0 (the forced name would fall back to
+// another algorithm).
 Status timeLoopBy(const char* algo, LoopCall call, double* seconds) {
   std::array<lanesComm_t, 2> comms{};
   LANES_RETURN_IF_ERROR(initPairWith("LANES_ALGO", algo, "two thread ranks", &comms));
+  if (std::string_view(algo) == algoName(AlgoId::SharedSum) &&
+      !comms[0]->config.selection.sharedSumUsable) {
+    for (lanesComm_t c : comms) lanesCommDestroy(c);
+    *seconds = 0;
+    return Status::ok();
+  }
   constexpr int kIterations = 2000;
   const std::string what = std::string("a loop of 8-byte calls by ") + algo;
   Status s = bestOfRounds(
@@ -261,15 +270,16 @@ Status timeLoopBy(const char* algo, LoopCall call, double* seconds) {
   return s;
 }
 
-// The call, one more step inside it and a rooted call, as loops of calls see
-// them (topo::setCallFigures): a two-rank all-reduce by recursive doubling is
-// the call and one hop, the ring's takes one more step, and a loop of
-// broadcasts overlaps each call with the next. The ping-pong's hop is a whole
+// The call, one more step inside it, a rooted call and a host-summation call,
+// as loops of calls see them (topo::setCallFigures): a two-rank all-reduce by
+// recursive doubling is the call and one hop, the ring's takes one more step,
+// a loop of broadcasts overlaps each call with the next, and host summation
+// hands off through its arena rather than the transport. The ping-pong's hop is a whole
 // call a leg; within a call the ranks are already in step. The loops are timed
 // in turn five times and each keeps its fastest, so a round that lost its
 // core does not decide.
 Status measureCallLoops(topo::HostProbe* h) {
-  topo::CallLoops best{1e30, 1e30, 1e30};
+  topo::CallLoops best{1e30, 1e30, 1e30, 1e30};
   for (int turn = 0; turn < 5; ++turn) {
     double t = 0;
     LANES_RETURN_IF_ERROR(timeLoopBy("ring", allReduce8, &t));
@@ -278,6 +288,8 @@ Status measureCallLoops(topo::HostProbe* h) {
     best.doubling = std::min(best.doubling, t);
     LANES_RETURN_IF_ERROR(timeLoopBy("direct", broadcast8, &t));
     best.broadcast = std::min(best.broadcast, t);
+    LANES_RETURN_IF_ERROR(timeLoopBy("shared_sum", allReduce8, &t));
+    best.sum = std::min(best.sum, t);
   }
   topo::setCallFigures(best, h);
   return Status::ok();

@@ -168,11 +168,11 @@ std::string inputsLine(const MachineFacts& m) {
   std::snprintf(
       buf, sizeof(buf),
       "# Cost model inputs (%s): call %.1f us, hop %.1f us, later step %.1f us, rooted call "
-      "%.1f us; 1 MiB hop %.2f GB/s, reduce %.2f GB/s; memory %.1f GB/s; %d cores; TCP hop %.1f "
-      "us, %.2f GB/s\n",
+      "%.1f us, host summation call %.1f us; 1 MiB hop %.2f GB/s, reduce %.2f GB/s; memory %.1f "
+      "GB/s; %d cores; TCP hop %.1f us, %.2f GB/s\n",
       m.measured ? "measured by lanes-topo --probe" : "assumed: lanes-topo --probe measures them",
-      m.callUs, m.hopLatencyUs, m.stepUs, m.rootedCallUs(), m.hopGBs[4], m.reduceGBs[4], m.memGBs,
-      m.cores, m.socketLatencyUs, m.socketGBs);
+      m.callUs, m.hopLatencyUs, m.stepUs, m.rootedCallUs(), m.sumCallUs(), m.hopGBs[4],
+      m.reduceGBs[4], m.memGBs, m.cores, m.socketLatencyUs, m.socketGBs);
   std::string out = buf;
   std::snprintf(
       buf, sizeof(buf),
@@ -272,6 +272,7 @@ std::string formatPlanJson(const topo::Topology& t, int nranks, PlanLaunch launc
                     ", \"hop_latency_us\": " + jsonNumber(m.hopLatencyUs) +
                     ", \"step_us\": " + jsonNumber(m.stepUs) +
                     ", \"rooted_us\": " + jsonNumber(m.rootedCallUs()) +
+                    ", \"sum_us\": " + jsonNumber(m.sumCallUs()) +
                     ", \"hop_gbps_1mib\": " + jsonNumber(m.hopGBs[4]) +
                     ", \"reduce_gbps_1mib\": " + jsonNumber(m.reduceGBs[4]) +
                     ", \"mem_gbps\": " + jsonNumber(m.memGBs) +

@@ -38,6 +38,16 @@ TEST(LoopFigures, TheStepStaysBetweenATenthOfTheHopAndTheHop) {
   EXPECT_NEAR(h.stepUs, 2.0, 1e-9);
 }
 
+TEST(LoopFigures, AHostSummationCallIsItsLoopWhereItRan) {
+  HostProbe h = withHop(2.0);
+  setCallFigures({3.0e-6, 3.5e-6, 1.5e-6, 2.5e-6}, &h);
+  EXPECT_NEAR(h.sumUs, 2.5, 1e-9);
+  setCallFigures({3.0e-6, 3.5e-6, 1.5e-6, 0.05e-6}, &h);
+  EXPECT_NEAR(h.sumUs, 0.2, 1e-9) << "at least a tenth of the hop";
+  setCallFigures({3.0e-6, 3.5e-6, 1.5e-6, 0}, &h);
+  EXPECT_EQ(h.sumUs, 0) << "no arena, no loop: not measured";
+}
+
 TEST(LoopFigures, ARootedCallIsAtLeastATenthOfTheHop) {
   HostProbe h = withHop(2.0);
   setCallFigures({3.0e-6, 3.5e-6, 0.05e-6}, &h);

@@ -94,7 +94,11 @@ TEST(TopoProbeJson, HostFiguresWithTcpRoundTripAndShowInTheReport) {
   before.probes = probesFromJson(j);
   EXPECT_EQ(before.probes.host.rootedUs, 0);
   EXPECT_EQ(formatReport(before).find("rooted call"), std::string::npos);
+  EXPECT_TRUE(j["host"]["sum_us"].isNull()) << "no host-summation loop: no key";
+  EXPECT_EQ(before.probes.host.sumUs, 0);
+  EXPECT_EQ(formatReport(before).find("host summation"), std::string::npos);
   h.rootedUs = 1.25;
+  h.sumUs = 2.5;
   ASSERT_TRUE(Json::parse(probesToJson(p).dump(), &j, &error)) << error;
   EXPECT_TRUE(j["host"]["tcp_gbps"].isNull());
   h.tcpLatencyUs = 11.5;
@@ -106,12 +110,13 @@ TEST(TopoProbeJson, HostFiguresWithTcpRoundTripAndShowInTheReport) {
   EXPECT_EQ(back.host.tcpGBs, 2.25);
   EXPECT_EQ(back.host.stepUs, 0.25);
   EXPECT_EQ(back.host.rootedUs, 1.25);
+  EXPECT_EQ(back.host.sumUs, 2.5);
   Topology t;
   t.probes = back;
   const std::string report = formatReport(t);
   EXPECT_NE(report.find(
                 "  host path: hop 0.75 us, later step 0.25 us, call 0.50 us, rooted call 1.25 us, "
-                "1 MiB hop 8.0 "
+                "host summation call 2.50 us, 1 MiB hop 8.0 "
                 "GB/s, reduce 14.0 "
                 "GB/s; memory 18.0 GB/s, two hops at once 6.0 GB/s each\n"),
             std::string::npos)

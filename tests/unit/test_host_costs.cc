@@ -140,6 +140,34 @@ TEST(HostCosts, HostSummationsCopiesRunOneAfterTheOther) {
   EXPECT_NEAR(hostAlgoCost(AlgoId::SharedSum, f, m).transfer, copies, copies * 1e-9);
 }
 
+// Host summation's latency: where the probe timed its two-rank loop and every
+// rank has a core, that loop's call, and as much more for each rank beyond two
+// (a hand-off reads one more rank's flag); else the call and two later steps.
+TEST(HostCosts, HostSummationsLatencyIsTheProbesLoopAndAFlagPerRank) {
+  MachineFacts m = roomy().machine;
+  m.callUs = 0.5;
+  m.stepUs = 0.25;
+  auto latency = [&](int n) {
+    return hostAlgoCost(AlgoId::SharedSum, call(CollType::AllReduce, 8, n), m).latency;
+  };
+  EXPECT_NEAR(latency(2), (0.5 + 2 * 0.25) * 1e-6, 1e-15) << "not probed";
+  EXPECT_NEAR(latency(8), latency(2), 1e-15) << "not probed: the same at any rank count";
+  m.sumUs = 3;
+  EXPECT_NEAR(latency(2), 3e-6, 1e-15);
+  const double perRank = latency(3) - latency(2);
+  EXPECT_GT(perRank, 0);
+  EXPECT_LT(perRank, 3e-6);
+  EXPECT_NEAR(latency(8) - latency(2), 6 * perRank, 1e-15);
+  EXPECT_NEAR(m.sumCallUs(), 3, 0);
+  // Ranks beyond the cores wait for each other's turns: the probe's two ranks
+  // had a core each, so its loop does not price them.
+  m.cores = 2;
+  const double crowded = latency(4);
+  m.sumUs = 0;
+  EXPECT_NEAR(crowded, latency(4), 1e-15);
+  EXPECT_NEAR(m.sumCallUs(), 0.5 + 2 * 0.25, 1e-12);
+}
+
 TEST(HostAlgorithmChoice, RecursiveDoublingSmallRingLargeAndTheOnlyServerElsewhere) {
   for (int n : {2, 4, 8}) {
     EXPECT_EQ(choice(CollType::AllReduce, 8, n), AlgoId::RecursiveDoubling) << n;
@@ -500,6 +528,9 @@ TEST(MachineFacts, ComeFromTheProbesWhereMeasuredElseAreAssumed) {
   t.probes.host.stepUs = 0.25;
   EXPECT_EQ(machineFactsOf(t).stepUs, 0.25);
   EXPECT_EQ(machineFactsOf(t).rootedUs, 0) << "a cache from before the rooted probe";
+  EXPECT_EQ(machineFactsOf(t).sumUs, 0) << "a cache from before the host-summation probe";
+  t.probes.host.sumUs = 2.5;
+  EXPECT_EQ(machineFactsOf(t).sumUs, 2.5);
   EXPECT_EQ(machineFactsOf(t).rootedCallUs(), 2.0) << "the call and a hop";
   t.probes.host.rootedUs = 1.25;
   EXPECT_EQ(machineFactsOf(t).rootedUs, 1.25);
