@@ -24,10 +24,6 @@ namespace {
 
 constexpr double kFallFromBytes = 2.0 * (1 << 20);
 constexpr double kFallToBytes = 256.0 * (1 << 20);
-// What each rank beyond two adds to a host-summation call, as a share of the
-// probe's two-rank call (sharedSumCost): 4 processes' small calls took
-// 1.1-1.3x 2 processes' in one run on the H200 machine's 16 cores.
-constexpr double kSumPeerShare = 0.1;
 
 // What one rank's steps cost when `nranks` ranks of the host work at once.
 // The hop curve was measured with one hop at a time between two buffers of
@@ -254,9 +250,10 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 //    their sums seen by it), each a flag of every rank in the arena that a
 //    rank waits on, with no transport operation to post or match. Where the
 //    probe timed a loop of two ranks' calls and every rank has a core, that
-//    loop's call, and kSumPeerShare of it more for each rank beyond two (a
-//    hand-off reads one more flag, written by another core). Priced as the
-//    call and two of the probe's later steps, the small calls of 4 and 8
+//    loop's call at any rank count (on an H100 machine's 16 cores 2, 4 and 8
+//    processes' small calls took 3.6, 3.4 and 2.8 us where the loop took 3.6;
+//    a tenth more per rank beyond two priced the 8 ranks' at 2.1x). Priced as
+//    the call and two of the probe's later steps, the small calls of 4 and 8
 //    processes on 16 cores took 1.1-2.0x their price: the probe's step (0.2-1.6
 //    us between probes of one machine) is the difference of two loops. Else
 //    (ranks sharing cores, or no arena in the probe) the call and two later
@@ -277,7 +274,7 @@ CostTerms sharedSumCost(const CallFacts& f, const MachineFacts& m, const Steps& 
   const double s = static_cast<double>(f.bytes);
   CostTerms c;
   if (m.sumUs > 0 && steps.inStep())
-    c.latency = m.sumUs * (1 + kSumPeerShare * (n - 2)) * 1e-6;
+    c.latency = m.sumUs * 1e-6;
   else
     c.latency = steps.call() + 2 * steps.laterStep();
   const double out = f.coll == CollType::ReduceScatter ? s / n : s;
