@@ -1,6 +1,7 @@
 // The host path's per-call figures, from loops of 8-byte calls between two
 // thread ranks (lanes-topo --probe): what a call costs beyond its hops, what
-// a later step inside a call costs, and what a rooted call costs in a loop.
+// a later step inside a call costs, and what a rooted call and a
+// host-summation call cost in a loop.
 #pragma once
 
 #include "topology/model.h"
@@ -15,7 +16,7 @@ struct CallLoops {
   double sum = 0;        // an all-reduce by host summation (0: the host has no arena)
 };
 
-// Sets h's callUs, stepUs and rootedUs from `loops` and h's hop (the ping-pong's,
+// Sets h's callUs, stepUs, rootedUs and sumUs from `loops` and h's hop (the ping-pong's,
 // already measured). Noise can make a difference negative or past the hop, so:
 //  - the call is doubling less the hop, at least a tenth of doubling (a
 //    ping-pong hop slower than the whole all-reduce would leave no call);

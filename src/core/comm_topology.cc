@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -214,6 +215,7 @@ Status exchangePlacement(lanesComm* comm) {
 
   // The cost model's figures: rank 0's on every rank, so every rank plans
   // alike even where hosts or caches differ.
+  static_assert(std::is_trivially_copyable_v<MachineFacts>, "exchanged as bytes");
   std::vector<MachineFacts> machines(comm->nranks);
   machines[comm->rank] = machineFactsOf(t, comm->cudaDev);
   LANES_RETURN_IF_ERROR(comm->bootstrap->allGather(machines.data(), sizeof(MachineFacts),

@@ -250,14 +250,15 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
 //    their sums seen by it), each a flag of every rank in the arena that a
 //    rank waits on, with no transport operation to post or match. Where the
 //    probe timed a loop of two ranks' calls and every rank has a core, that
-//    loop's call at any rank count (on an H100 machine's 16 cores 2, 4 and 8
-//    processes' small calls took 3.6, 3.4 and 2.8 us where the loop took 3.6;
-//    a tenth more per rank beyond two priced the 8 ranks' at 2.1x). Priced as
-//    the call and two of the probe's later steps, the small calls of 4 and 8
-//    processes on 16 cores took 1.1-2.0x their price: the probe's step (0.2-1.6
-//    us between probes of one machine) is the difference of two loops. Else
-//    (ranks sharing cores, or no arena in the probe) the call and two later
-//    steps;
+//    loop's call at any rank count, a reduce-scatter's too (unmeasured apart).
+//    On an H100 machine's 16 cores 2, 4 and 8 processes' small calls took 3.6,
+//    3.4 and 2.8 us where the loop took 3.6; a tenth more per rank beyond two
+//    priced 8 processes' small calls at 2.1x what they took. Priced as the call
+//    and two of the probe's later steps, the small calls of 4 and 8 processes
+//    on 16 cores took 1.1-2.6x their price in six runs: the probe's step
+//    (0.2-1.6 us between probes of one machine) is the difference of two loops.
+//    Else (ranks sharing cores, or no arena in the probe) the call and two
+//    later steps;
 //  - transfer: a copy of the input in and of the output out, both on the
 //    rank's core, one after the other; beyond the caches, where memory
 //    bounds them, as one hop (a ring step's send and receive at once). Priced

@@ -1,4 +1,4 @@
-// The call, later-step and rooted-call figures lanes-topo --probe derives
+// The call, later-step, rooted-call and host-summation figures lanes-topo --probe derives
 // from its loops of 8-byte calls (topology/loop_figures.h), noise included.
 #include <gtest/gtest.h>
 

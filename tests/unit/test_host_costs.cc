@@ -143,7 +143,7 @@ TEST(HostCosts, HostSummationsCopiesRunOneAfterTheOther) {
 // Host summation's latency: where the probe timed its two-rank loop and every
 // rank has a core, that loop's call at any rank count; else the call and two
 // later steps.
-TEST(HostCosts, HostSummationsLatencyIsTheProbesLoopAndAFlagPerRank) {
+TEST(HostCosts, HostSummationsLatencyIsTheProbesLoopAtAnyRankCount) {
   MachineFacts m = roomy().machine;
   m.callUs = 0.5;
   m.stepUs = 0.25;
@@ -387,8 +387,9 @@ TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
 // Host summation in the shared arena: two hand-offs through counters,
 // whatever the rank count, sums of chunks the cache holds, and a copy in and
 // out, so it takes the calls of several ranks of one host, small ones
-// too (its hand-offs post no transport operation: a later step's cost each,
-// which the test sets below the hop, as every probe has measured it), and
+// too (its hand-offs post no transport operation: without the probe's loop of
+// them, a later step's cost each, which the test sets below the hop, as every
+// probe has measured it), and
 // large ones, where memory bounds every algorithm. Never across hosts, beyond
 // kSharedSumMaxRanks, for the proxy's device calls, or once its arena could
 // not be made.

@@ -1,6 +1,6 @@
 """Rooted calls of 4 processes, host memory, 8 B-8 KiB: the default against
 LANES_ALGO=direct and LANES_ALGO=direct,shared_sum (which makes the host-summation
-arena at init, as the default does), four rounds, each round in another order.
+arena at init, as the default does), four rounds, the order turning each round.
 
     python3 arena_ab.py BIN_DIR TOPO_CACHE SCRATCH_DIR
 """
