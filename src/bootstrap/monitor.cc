@@ -279,6 +279,19 @@ void ControlMesh::handleLostNotice(int from, const std::vector<uint8_t>& payload
                describe(from).c_str(), why.c_str());
     return;
   }
+  if (connected(dead)) {
+    // This rank still holds an open connection to the rank reported dead:
+    // the reporter's own connections may be what broke. The report fails
+    // this rank's communicators all the same, naming the reporter, and goes
+    // no further (a death it did not see, passed on, would blame the wrong
+    // rank everywhere).
+    peerLost(dead,
+             "was reported gone by " + describe(from) + " (\"" + why +
+                 "\"), while this rank's control connection to it is still open: " +
+                 describe(from) + " or the network between them may be at fault",
+             /*died=*/false, from);
+    return;
+  }
   peerLost(dead, why, /*died=*/true, from);
 }
 

@@ -316,6 +316,51 @@ TEST(Bootstrap, AbruptlyClosedRankIsReportedByEveryPeer) {
   EXPECT_EQ(unconnected, n - 1 - 3);
 }
 
+// A rank whose own connections broke may take every peer for dead and say
+// so. A rank still connected to the one reported fails naming the reporter,
+// and passes the report no further: rank 3, connected to rank 1 only, hears
+// nothing, where a believed death would have reached it blaming rank 0.
+TEST(Bootstrap, DeathReportedOfALiveConnectionNamesTheReporterAndStops) {
+  const int n = 4, reporter = 2, reported = 0, hearer = 1;
+  std::vector<FailureLog> logs(n);
+  std::latch told(n);
+  UniqueIdData id = newRoot();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> b;
+      ASSERT_TRUE(Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b).isOk());
+      b->setFailureHandler(logs[r].handler());
+      ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
+      ControlMesh& mesh = dynamic_cast<MeshChannel&>(*b).mesh();
+      if (r == reporter) {
+        const auto notice = wire::encodeFailureNotice(
+            reported, "closed its control connection: the process exited or was killed");
+        EXPECT_TRUE(mesh.send(hearer, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
+                              Deadline::after(60))
+                        .isOk());
+      }
+      if (r == hearer) {
+        EXPECT_TRUE(mesh.connected(reported));
+        EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 1 never heard the report";
+      }
+      told.arrive_and_wait();
+      // Time for a wrongly passed-on notice to reach rank 3.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(logs[hearer].calls.size(), 1u);
+  EXPECT_EQ(logs[hearer].calls[0].first, reported);
+  const std::string& why = logs[hearer].calls[0].second;
+  EXPECT_NE(why.find("rank 0 (host node0, pid 1000) was reported gone by rank 2 (host node0, pid "
+                     "1002)"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("still open"), std::string::npos) << why;
+  EXPECT_EQ(logs[3].count(), 0u) << logs[3].calls[0].second;
+  EXPECT_EQ(logs[reported].count(), 0u);
+}
+
 // A process opens a control connection only to the ranks it talks to: the
 // tree neighbours of the bootstrap's collectives, and the peers of its own
 // sends.
