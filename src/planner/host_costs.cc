@@ -42,10 +42,19 @@ constexpr double kFallToBytes = 256.0 * (1 << 20);
 // direct rooted call's loop runs at its root's pace, and the others, waiting
 // most of the time, leave it a core (fitted to 3 and 4 ranks on this 2-core
 // VM, where the time-shared price made those calls 1.4-2.5x too slow).
+// An algorithm of `wholeSteps` (ring, recursive doubling) waits for every hop
+// of a step before the next, so where every rank has a core a hop costs at
+// least what the probe measured for a message of the hop's own size: read at
+// the working set alone, the ring's 8-128 KiB all-reduces of 4 and 8
+// processes on 16 cores took 1.7-3.5x their price. Pipelined chunks (chain,
+// tree), a loop of rooted calls and pairwise exchanges overlap their hops'
+// fixed costs; priced so too, the tree's and pairwise's errors grew.
 class Steps {
  public:
-  Steps(const MachineFacts& m, int nranks, double buffers, bool paced = false)
+  Steps(const MachineFacts& m, int nranks, double buffers, bool paced = false,
+        bool wholeSteps = false)
       : m_(m),
+        wholeSteps_(wholeSteps),
         share_(paced ? 1.0
                      : std::min(1.0, std::max(1, m.cores) /
                                          std::ceil(double(nranks) / double(std::max(1, m.hosts))))),
@@ -83,6 +92,7 @@ class Steps {
     if (bytes <= 0) return 0;
     const double touched = std::max(bytes, workingSet_);
     double rate = curveRate(touched);
+    if (wholeSteps_ && inStep()) rate = std::min(rate, curveRate(bytes));
     const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
     if (const double t = fallen(touched); cap < rate && t > 0)
       rate = t >= 1 ? cap : std::exp((1 - t) * std::log(rate) + t * std::log(cap));
@@ -119,6 +129,7 @@ class Steps {
 
  private:
   const MachineFacts& m_;
+  bool wholeSteps_;
   double share_;
   double workingSet_;
   bool crossesPackages_;
@@ -208,7 +219,7 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
   MachineFacts one = m;
   one.hosts = 1;
   one.packages = 1;
-  const Steps within(one, local, s);
+  const Steps within(one, local, s, /*paced=*/false, /*wholeSteps=*/true);
   MachineFacts link = m;
   if (!byHost) {
     link.hopLatencyUs = link.stepUs = crossPackageLatencyUs(m);
@@ -368,7 +379,8 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   const double buffers = bufferBytes(f.coll, s, n) * (algo == AlgoId::SharedSum ? 2 : 1);
   // A direct rooted call keeps its root busy and the others waiting; a chain
   // or a tree pipelines through every rank at once.
-  const Steps steps(m, n, buffers, isRooted(f.coll) && algo == AlgoId::Direct);
+  const Steps steps(m, n, buffers, isRooted(f.coll) && algo == AlgoId::Direct,
+                    algo == AlgoId::Ring || algo == AlgoId::RecursiveDoubling);
   c.latency = rootedLoopUs(algo, f, m) * 1e-6;
   if (c.latency == 0) {
     // A rooted call's ranks hand its data on once, the root's to the others

@@ -100,13 +100,15 @@ TEST(HostCosts, TheTreeMovesTheBytesOfItsBusiestRanksEdges) {
 
 // Beyond the caches the hop rate falls smoothly to the bound of hops moving
 // at once: a larger working set never moves its bytes faster, and it falls
-// between 2 MiB and 256 MiB of working set, not in one step.
+// between 2 MiB and 256 MiB of working set, not in one step. (From hops of
+// 256 KiB, where the curve peaks: below, a ring's hop costs at least the
+// curve at its own size, see below.)
 TEST(HostCosts, TheHopRateFallsSmoothlyPastTheCaches) {
   MachineFacts m = roomy().machine;
   m.exchangeGBs = 2;  // a third of the curve's last rate, as measured (3.2-5.6 against 6-24)
   double last = 0;
   double steepest = 0;
-  for (size_t s = 64 << 10; s <= (size_t{1} << 30); s *= 2) {
+  for (size_t s = 256 << 10; s <= (size_t{1} << 30); s *= 2) {
     const double perByte = hostAlgoCost(AlgoId::Ring, call(CollType::AllGather, s, 2), m).transfer /
                            static_cast<double>(s);
     if (last > 0) {
@@ -125,6 +127,34 @@ TEST(HostCosts, TheHopRateFallsSmoothlyPastTheCaches) {
   };
   EXPECT_NEAR(perByteAt(512 << 10), 1.5 / (rateAt(m.hopGBs, 4.0 * (512 << 10)) * 1e9), 1e-18);
   EXPECT_NEAR(perByteAt(64 << 20), 1.5 / (m.exchangeGBs * 1e9), 1e-18);
+}
+
+// A ring or recursive doubling waits for each step's hops before the next:
+// where every rank has a core, a hop costs at least the curve at its own
+// size, though the working set (the ranks' buffers together) reads a faster
+// point of it. A chain pipelines its chunks and keeps the working set's rate.
+TEST(HostCosts, AWholeStepsHopCostsAtLeastTheCurveAtItsOwnSize) {
+  const MachineFacts m = roomy().machine;  // hops: 2 GB/s at 4 KiB, 10 at 256 KiB
+  const size_t s = 32 << 10;
+  const int n = 8;
+  const double hop = double(s) / n;  // 4 KiB, working set 256 KiB
+  const CostTerms ring = hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, s, n), m);
+  // Seven reduced hops (half a hop each) and seven whole ones.
+  const double atItsSize = 7 * 1.5 * hop / (rateAt(m.hopGBs, hop) * 1e9);
+  EXPECT_NEAR(ring.transfer, atItsSize, atItsSize * 1e-9);
+  const CostTerms rd = hostAlgoCost(AlgoId::RecursiveDoubling, call(CollType::AllReduce, s, n), m);
+  const double rdAtItsSize = 3 * 0.5 * double(s) / (rateAt(m.hopGBs, double(s)) * 1e9);
+  EXPECT_NEAR(rd.transfer, rdAtItsSize, rdAtItsSize * 1e-9);
+  // Ranks sharing cores keep the working set's rate, as the chain does.
+  MachineFacts crowded = m;
+  crowded.cores = 2;
+  const CostTerms shared = hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, s, n), crowded);
+  const double atWorkingSet = 7 * 1.5 * hop / (rateAt(m.hopGBs, double(s) * n) * 1e9 * 0.25);
+  EXPECT_NEAR(shared.transfer, atWorkingSet, atWorkingSet * 1e-9);
+  const double piece = 4 << 10;
+  const CostTerms chain = hostAlgoCost(AlgoId::Chain, call(CollType::Broadcast, piece, 4), m);
+  const double chainRate = rateAt(m.hopGBs, piece * 4) * 1e9;
+  EXPECT_NEAR(chain.transfer, 1.25 * piece / chainRate, 1e-15);
 }
 
 // Host summation copies the input in and the result out on the rank's own
@@ -182,9 +212,11 @@ TEST(HostAlgorithmChoice, RecursiveDoublingSmallRingLargeAndTheOnlyServerElsewhe
 }
 
 TEST(HostAlgorithmChoice, TheCrossoverFollowsTheMeasuredHopLatency) {
+  // The hop and the later steps the probe times with it: the ring has
+  // 2(N - 1) of those, recursive doubling log2 N.
   SelectionConfig fast = roomy(), slow = roomy();
-  fast.machine.hopLatencyUs = 0.5;
-  slow.machine.hopLatencyUs = 20;
+  fast.machine.hopLatencyUs = fast.machine.stepUs = 0.5;
+  slow.machine.hopLatencyUs = slow.machine.stepUs = 20;
   const size_t early = allReduceCrossover(fast, 8), late = allReduceCrossover(slow, 8);
   ASSERT_GT(early, 0u);
   ASSERT_GT(late, 0u);
