@@ -591,7 +591,7 @@ job calibrate-host "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_
   lanes_reduce_scatter_perf lanes_broadcast_perf lanes_reduce_perf lanes_gather_perf
   lanes_scatter_perf lanes_alltoall_perf" \
   '"(points|median_error_by_algo|regret_within_1_05|regret_max|regret_median|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks' \
-  "planner: host-algorithm costs predicted vs measured on the GPU machine's 16 cores, 2/4/8 processes (CALIBRATE_RANKS, CALIBRATE_COLLECTIVES)"
+  "planner: host-algorithm costs predicted vs measured on the GPU machine's 16 cores, 2/4/8 processes (CALIBRATE_RANKS, CALIBRATE_COLLECTIVES, CALIBRATE_MAX, CALIBRATE_REPEAT)"
 # The host model where ranks do not time-share cores (the CI machine has two).
 job_calibrate_host() {
   local b=$(($(left) / ${#sides[@]} - 40)) r=${CALIBRATE_RANKS:-2,4,8} c=()
@@ -599,7 +599,8 @@ job_calibrate_host() {
   local what="calibrate, host memory, processes: $r ranks"
   step $((b + 30)) "$what${CALIBRATE_COLLECTIVES:+, $CALIBRATE_COLLECTIVES}" -- \
     python3 bench/planner/calibrate.py --build @build@ --memory host --ranks "$r" "${c[@]}" \
-    --launch processes --max 256M --repeat 2 --time-budget "$b" --out "$(jobdir)/host@tag@"
+    --launch processes --max "${CALIBRATE_MAX:-256M}" --repeat "${CALIBRATE_REPEAT:-2}" \
+    --time-budget "$b" --out "$(jobdir)/host@tag@"
 }
 
 job calibrate-mps-p2p-off "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_perf
@@ -707,6 +708,7 @@ EOF
   cat <<EOF
 
 environment: CTEST_ARGS, CTEST_ENV, CTEST_S (ctest-gpu), CTEST_R (ctest-spread),
+  CALIBRATE_RANKS, CALIBRATE_COLLECTIVES, CALIBRATE_MAX, CALIBRATE_REPEAT (calibrate-host),
   P2P_MODES (p2p_off p2p_on), PERF_TOOLS, TOOL_S (multi-gpu-perf, multi-gpu-1g),
   LL_GRID_NPS (ll-grid's process counts, default "2 8").
 EOF

@@ -47,8 +47,8 @@ def stored(results, memory):
             yield folder
 
 
-def reprice(build, folder, out):
-    name = os.path.relpath(folder, os.path.join(ROOT, "bench", "results")).replace(os.sep, "_")
+def reprice(build, results, folder, out):
+    name = os.path.relpath(folder, results).replace(os.sep, "_")
     target = os.path.join(out, name)
     os.makedirs(target, exist_ok=True)
     for f in ("calibration.json", "topology.json"):
@@ -80,7 +80,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     folders = list(stored(a.results, a.memory))
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
-        summary = dict(pool.map(lambda d: reprice(a.build, d, a.out), folders))
+        summary = dict(pool.map(lambda d: reprice(a.build, a.results, d, a.out), folders))
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=True)
     before = {}

@@ -42,13 +42,15 @@ constexpr double kFallToBytes = 256.0 * (1 << 20);
 // direct rooted call's loop runs at its root's pace, and the others, waiting
 // most of the time, leave it a core (fitted to 3 and 4 ranks on this 2-core
 // VM, where the time-shared price made those calls 1.4-2.5x too slow).
-// An algorithm of `wholeSteps` (ring, recursive doubling) waits for every hop
-// of a step before the next, so where every rank has a core a hop costs at
-// least what the probe measured for a message of the hop's own size: read at
-// the working set alone, the ring's 8-128 KiB all-reduces of 4 and 8
-// processes on 16 cores took 1.7-3.5x their price. Pipelined chunks (chain,
-// tree), a loop of rooted calls and pairwise exchanges overlap their hops'
-// fixed costs; priced so too, the tree's and pairwise's errors grew.
+// An algorithm of `wholeSteps` (ring, recursive doubling, the tree's
+// all-reduce beyond two ranks, whose inner nodes take both children's chunks
+// each step) waits for every hop of a step before the next, so where every
+// rank has a core a hop costs at least what the probe measured for a message
+// of the hop's own size: read at the working set alone, the ring's 8-128 KiB
+// all-reduces of 4 and 8 processes on 16 cores took 1.7-3.5x their price.
+// A chain's pipelined chunks, loops of rooted calls, pairwise exchanges and
+// the two ranks' tree (each a leaf of the other's) overlap their hops' fixed
+// costs; priced so too, their errors grew.
 class Steps {
  public:
   Steps(const MachineFacts& m, int nranks, double buffers, bool paced = false,
@@ -380,7 +382,8 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   // A direct rooted call keeps its root busy and the others waiting; a chain
   // or a tree pipelines through every rank at once.
   const Steps steps(m, n, buffers, isRooted(f.coll) && algo == AlgoId::Direct,
-                    algo == AlgoId::Ring || algo == AlgoId::RecursiveDoubling);
+                    algo == AlgoId::Ring || algo == AlgoId::RecursiveDoubling ||
+                        (algo == AlgoId::Tree && f.coll == CollType::AllReduce && n > 2));
   c.latency = rootedLoopUs(algo, f, m) * 1e-6;
   if (c.latency == 0) {
     // A rooted call's ranks hand its data on once, the root's to the others

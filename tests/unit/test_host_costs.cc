@@ -129,10 +129,11 @@ TEST(HostCosts, TheHopRateFallsSmoothlyPastTheCaches) {
   EXPECT_NEAR(perByteAt(64 << 20), 1.5 / (m.exchangeGBs * 1e9), 1e-18);
 }
 
-// A ring or recursive doubling waits for each step's hops before the next:
-// where every rank has a core, a hop costs at least the curve at its own
-// size, though the working set (the ranks' buffers together) reads a faster
-// point of it. A chain pipelines its chunks and keeps the working set's rate.
+// A ring, recursive doubling or the tree's all-reduce beyond two ranks waits
+// for each step's hops before the next: where every rank has a core, a hop
+// costs at least the curve at its own size, though the working set (the
+// ranks' buffers together) reads a faster point of it. A chain pipelines its
+// chunks and keeps the working set's rate.
 TEST(HostCosts, AWholeStepsHopCostsAtLeastTheCurveAtItsOwnSize) {
   const MachineFacts m = roomy().machine;  // hops: 2 GB/s at 4 KiB, 10 at 256 KiB
   const size_t s = 32 << 10;
@@ -151,6 +152,26 @@ TEST(HostCosts, AWholeStepsHopCostsAtLeastTheCurveAtItsOwnSize) {
   const CostTerms shared = hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, s, n), crowded);
   const double atWorkingSet = 7 * 1.5 * hop / (rateAt(m.hopGBs, double(s) * n) * 1e9 * 0.25);
   EXPECT_NEAR(shared.transfer, atWorkingSet, atWorkingSet * 1e-9);
+  // The tree's all-reduce beyond two ranks: its inner nodes take both
+  // children's chunks each step (here one chunk a half, 16 KiB: hops of 32 KiB
+  // in both trees at once); a two-rank tree keeps the working set's rate.
+  auto treeTransfer = [&](int ranks, bool atHopSize) {
+    const algo::TreeDepth d = algo::treeDepth(CollType::AllReduce, ranks);
+    const double hopBytes = double(s), linkBytes = d.links * double(s) / 2;
+    auto rate = [&](double bytes) {
+      return rateAt(m.hopGBs, atHopSize ? std::min(bytes, double(s) * ranks)
+                                        : std::max(bytes, double(s) * ranks)) *
+             1e9;
+    };
+    return 0.75 *
+           std::max((d.up + d.down) * hopBytes / rate(hopBytes), linkBytes / rate(linkBytes));
+  };
+  ASSERT_EQ(algo::treeChunks(s), 1);
+  const double tree8 = hostAlgoCost(AlgoId::Tree, call(CollType::AllReduce, s, 8), m).transfer;
+  EXPECT_NEAR(tree8, treeTransfer(8, true), treeTransfer(8, true) * 1e-9);
+  EXPECT_GT(tree8, 1.2 * treeTransfer(8, false));
+  const double tree2 = hostAlgoCost(AlgoId::Tree, call(CollType::AllReduce, s, 2), m).transfer;
+  EXPECT_NEAR(tree2, treeTransfer(2, false), treeTransfer(2, false) * 1e-9);
   const double piece = 4 << 10;
   const CostTerms chain = hostAlgoCost(AlgoId::Chain, call(CollType::Broadcast, piece, 4), m);
   const double chainRate = rateAt(m.hopGBs, piece * 4) * 1e9;
