@@ -23,7 +23,8 @@ ControlMesh::ControlMesh(const UniqueIdData& id, int rank, std::vector<RankInfo>
       listens_(std::move(listens)),
       listener_(std::move(listener)),
       lost_(static_cast<size_t>(size_)),
-      died_(static_cast<size_t>(size_), false) {
+      died_(static_cast<size_t>(size_), false),
+      contradicted_(static_cast<size_t>(size_), false) {
   for (size_t i = 0; i < static_cast<size_t>(size_); ++i)
     peers_.push_back(static_cast<int>(i) == rank_ ? nullptr : std::make_unique<Peer>());
 }
@@ -135,8 +136,13 @@ std::string ControlMesh::lostReason(int peer) const {
 }
 
 Status ControlMesh::writeSlot(int peer, Peer& p, Deadline deadline, bool mayConnect, int* slot) {
-  const std::string lost = lostReason(peer);
-  if (!lost.empty()) return remoteError(lost);
+  {
+    // A rank only reported gone, over a connection that stands open, still
+    // takes this rank's goodbyes and notices (its channels refuse it data).
+    std::lock_guard<std::mutex> lock(lostMutex_);
+    const size_t i = static_cast<size_t>(peer);
+    if (!lost_[i].empty() && !contradicted_[i]) return remoteError(lost_[i]);
+  }
   {
     std::lock_guard<std::mutex> lock(connMutex_);
     if (stopped_) return invalidUsage("this process already closed its control connections");

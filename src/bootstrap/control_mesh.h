@@ -138,9 +138,15 @@ class ControlMesh {
   void readPeer(int peer, int slot);
   void deliver(uint32_t channel, ControlFrame frame);
   // The rank is gone: every inbox hears it once; a death (not a leave) is
-  // passed on to every connected rank but `heardFrom`.
-  void peerLost(int peer, const std::string& why, bool died, int heardFrom);
+  // passed on to every connected rank but `heardFrom`. A `contradicted`
+  // report (another rank's, while this one's connection to the rank stood
+  // open) is not passed on until a death of the rank confirms it.
+  void peerLost(int peer, const std::string& why, bool died, int heardFrom,
+                bool contradicted = false);
   void handleLostNotice(int from, const std::vector<uint8_t>& payload);
+  // Whether a connection of the pair is open and the peer has not hung up
+  // on it (monitor thread only).
+  bool connectionStandsOpen(int peer) const;
   // A new connection to `peer` hears of every death this rank knows, so a
   // rank cut off from where one was seen still learns of it.
   void tellDeaths(int peer);
@@ -168,11 +174,13 @@ class ControlMesh {
   std::map<uint32_t, std::shared_ptr<ChannelInbox>> channels_;
   std::map<uint32_t, std::vector<ControlFrame>> early_;  // for channels not attached yet
   std::set<uint32_t> detached_;
-  // By mesh rank: why it is gone ("" while it is not), and whether it died
-  // (rather than left). A leaf lock: taken under any other.
+  // By mesh rank: why it is gone ("" while it is not), whether it died
+  // (rather than left), and whether that was a contradicted report. A leaf
+  // lock: taken under any other.
   mutable std::mutex lostMutex_;
   std::vector<std::string> lost_;
   std::vector<bool> died_;
+  std::vector<bool> contradicted_;
   std::atomic<uint32_t> channelsMade_{0};
 
   WakeFd wake_;

@@ -67,7 +67,8 @@ class MeshChannel final : public Bootstrap {
   // goodbye, as a crash would, so peers must report this rank dead.
   void closeAbruptlyForTest();
   const ControlMesh& mesh() const { return *mesh_; }
-  ControlMesh& mesh() { return *mesh_; }
+  // Test hook: frames sent as the mesh would (a forged report).
+  ControlMesh& meshForTest() { return *mesh_; }
 
  private:
   MeshChannel(std::shared_ptr<ControlMesh> mesh, uint32_t channel, std::vector<int> members,

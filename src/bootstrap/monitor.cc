@@ -279,34 +279,65 @@ void ControlMesh::handleLostNotice(int from, const std::vector<uint8_t>& payload
                describe(from).c_str(), why.c_str());
     return;
   }
-  if (connected(dead)) {
-    // This rank still holds an open connection to the rank reported dead:
-    // the reporter's own connections may be what broke. The report fails
-    // this rank's communicators all the same, naming the reporter, and goes
-    // no further (a death it did not see, passed on, would blame the wrong
-    // rank everywhere).
+  if (connectionStandsOpen(dead)) {
+    // This rank's own connection to the rank reported dead is open and not
+    // hung up: the reporter's connections may be what broke. The report
+    // fails this rank's communicators all the same, naming the reporter, and
+    // goes no further (a death it did not see, passed on, would blame the
+    // wrong rank everywhere) until that connection closes too.
     peerLost(dead,
              "was reported gone by " + describe(from) + " (\"" + why +
                  "\"), while this rank's control connection to it is still open: " +
                  describe(from) + " or the network between them may be at fault",
-             /*died=*/false, from);
+             /*died=*/false, from, /*contradicted=*/true);
     return;
   }
   peerLost(dead, why, /*died=*/true, from);
 }
 
-void ControlMesh::peerLost(int p, const std::string& why, bool died, int heardFrom) {
+bool ControlMesh::connectionStandsOpen(int peer) const {
+  std::vector<pollfd> fds;
+  {
+    std::lock_guard<std::mutex> lock(connMutex_);
+    const auto& p = peers_[static_cast<size_t>(peer)];
+    for (int slot = 0; p && slot < kSlots; ++slot)
+      if (p->polling[slot]) fds.push_back({p->socks[slot].fd(), POLLRDHUP, 0});
+  }
+  // Sockets are closed and replaced only where the monitor (this thread)
+  // stopped polling them, so the descriptors stay valid here. A hang-up
+  // shows before the frames ahead of it are read.
+  if (fds.empty() || ::poll(fds.data(), fds.size(), 0) < 0) return false;
+  for (const pollfd& f : fds)
+    if (f.revents & (POLLRDHUP | POLLHUP | POLLERR)) return false;
+  return true;
+}
+
+void ControlMesh::peerLost(int p, const std::string& why, bool died, int heardFrom,
+                           bool contradicted) {
   std::lock_guard<std::mutex> dispatching(dispatchMutex_);
   std::vector<std::shared_ptr<ChannelInbox>> inboxes;
+  bool confirmed = false;
   {
     std::lock_guard<std::mutex> lock(channelsMutex_);
     std::lock_guard<std::mutex> lost(lostMutex_);
-    if (!lost_[static_cast<size_t>(p)].empty()) return;  // known already
-    lost_[static_cast<size_t>(p)] = why;
-    died_[static_cast<size_t>(p)] = died;
-    for (auto& [channel, inbox] : channels_) inboxes.push_back(inbox);
+    const size_t i = static_cast<size_t>(p);
+    if (!lost_[i].empty()) {
+      // A contradicted report comes true once the rank's own connection
+      // closes: only the passing on is still owed.
+      if (!died || !contradicted_[i]) return;  // known already
+      confirmed = true;
+    } else {
+      for (auto& [channel, inbox] : channels_) inboxes.push_back(inbox);
+    }
+    lost_[i] = why;
+    died_[i] = died;
+    contradicted_[i] = contradicted;
   }
-  LANES_TRACE(Bootstrap, rank_, "%s %s", describe(p).c_str(), why.c_str());
+  if (confirmed)
+    LANES_WARN(Bootstrap, rank_, "%s %s too: it is gone, and the report was right",
+               describe(p).c_str(), why.c_str());
+  else
+    LANES_TRACE(Bootstrap, rank_, "%s %s", describe(p).c_str(), why.c_str());
   // Passed on before any inbox hears it: a communicator that fails may be
   // destroyed at once, and this process's connections with it.
   if (died) {

@@ -89,12 +89,13 @@ class Steps {
     if (m_.hosts > 1) return bytes / (m_.socketGBs * 1e9 * share_);
     return memoryHop(bytes, busy);
   }
-  // A hop through shared memory.
-  double memoryHop(double bytes, int busy) const {
+  // A hop through shared memory; `ofAStep`: one that a whole step waits for
+  // (not a rank's copy of its own block).
+  double memoryHop(double bytes, int busy, bool ofAStep = true) const {
     if (bytes <= 0) return 0;
     const double touched = std::max(bytes, workingSet_);
     double rate = curveRate(touched);
-    if (wholeSteps_ && inStep()) rate = std::min(rate, curveRate(bytes));
+    if (ofAStep && wholeSteps_ && inStep()) rate = std::min(rate, curveRate(bytes));
     const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
     if (const double t = fallen(touched); cap < rate && t > 0)
       rate = t >= 1 ? cap : std::exp((1 - t) * std::log(rate) + t * std::log(cap));
@@ -111,7 +112,9 @@ class Steps {
   double reducedShare() const { return m_.hosts > 1 ? 1.0 : 0.5; }
   // A copy within the rank (its own block to the output, out of place): one
   // copy, half a hop through shared memory.
-  double localCopy(double bytes, int busy) const { return 0.5 * memoryHop(bytes, busy); }
+  double localCopy(double bytes, int busy) const {
+    return 0.5 * memoryHop(bytes, busy, /*ofAStep=*/false);
+  }
   // `bytes` copied by the rank's own core, one copy after another, each at a
   // hop's rate: a hop's two copies (into the ring, out of it) run at once on
   // two cores.
@@ -221,7 +224,7 @@ CostTerms hierarchicalCost(const CallFacts& f, const MachineFacts& m) {
   MachineFacts one = m;
   one.hosts = 1;
   one.packages = 1;
-  const Steps within(one, local, s, /*paced=*/false, /*wholeSteps=*/true);
+  const Steps within(one, local, s);
   MachineFacts link = m;
   if (!byHost) {
     link.hopLatencyUs = link.stepUs = crossPackageLatencyUs(m);

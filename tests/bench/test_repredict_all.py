@@ -1,4 +1,4 @@
-"""bench/planner/repredict_all.py: which stored calibrations it re-prices."""
+"""bench/planner/repredict_all.py: which stored calibrations it re-prices, and its report."""
 import importlib.util
 import json
 import os
@@ -30,10 +30,31 @@ class Stored(unittest.TestCase):
             self.make(root, "a/repredicted_x/deeper", "host")
             self.make(root, "b", "host", topology=False)  # no machine to price for
             self.make(root, "c", "device")
-            found = [os.path.relpath(d, root) for d in repredict_all.stored(root, "host")]
+            unpriced = []
+            found = [os.path.relpath(d, root)
+                     for d in repredict_all.stored(root, "host", unpriced)]
             self.assertEqual(found, ["a", "a/inner"])
+            self.assertEqual([os.path.relpath(d, root) for d in unpriced], ["b"])
             found = [os.path.relpath(d, root) for d in repredict_all.stored(root, "all")]
             self.assertEqual(found, ["a", "a/inner", "c"])
+
+
+class Report(unittest.TestCase):
+    def priced(self, ring, choice=1.0):
+        return {"errors": {"ring": ring}, "choice_within_1_05": choice, "choice_max": 1.0}
+
+    def test_means_over_what_both_passes_priced(self):
+        before = {"a": self.priced(0.20)}
+        after = {"a": self.priced(0.10), "b": self.priced(0.40)}  # b is new
+        lines = repredict_all.report(after, before)
+        self.assertIn("a: choice 1.00->1.00 worst 1.00->1.00 | ring 0.20->0.10", lines)
+        self.assertIn("b: choice 1.00 worst 1.00 | ring 0.40", lines)
+        self.assertIn("errors better by more than a point: 1, worse: 0", lines)
+        self.assertIn("ring: mean of medians 0.200 -> 0.100 over 1", lines)
+
+    def test_without_a_baseline_the_mean_of_this_pass(self):
+        lines = repredict_all.report({"a": self.priced(0.2), "b": self.priced(0.4)}, {})
+        self.assertIn("ring: mean of medians 0.300 over 2", lines)
 
 
 if __name__ == "__main__":

@@ -332,7 +332,7 @@ TEST(Bootstrap, DeathReportedOfALiveConnectionNamesTheReporterAndStops) {
       ASSERT_TRUE(Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b).isOk());
       b->setFailureHandler(logs[r].handler());
       ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
-      ControlMesh& mesh = dynamic_cast<MeshChannel&>(*b).mesh();
+      ControlMesh& mesh = dynamic_cast<MeshChannel&>(*b).meshForTest();
       if (r == reporter) {
         const auto notice = wire::encodeFailureNotice(
             reported, "closed its control connection: the process exited or was killed");
@@ -359,6 +359,53 @@ TEST(Bootstrap, DeathReportedOfALiveConnectionNamesTheReporterAndStops) {
   EXPECT_NE(why.find("still open"), std::string::npos) << why;
   EXPECT_EQ(logs[3].count(), 0u) << logs[3].calls[0].second;
   EXPECT_EQ(logs[reported].count(), 0u);
+}
+
+// A contradicted report comes true when the reported rank's own connection
+// closes: the rank that held it back passes the death on then, so rank 3,
+// connected to rank 1 only, still learns that rank 0 died.
+TEST(Bootstrap, AContradictedReportComesTrueWhenTheConnectionCloses) {
+  const int n = 4, reporter = 2, reported = 0, hearer = 1, behind = 3;
+  std::vector<FailureLog> logs(n);
+  std::latch told(n), done(n - 1);
+  UniqueIdData id = newRoot();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> b;
+      ASSERT_TRUE(Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b).isOk());
+      b->setFailureHandler(logs[r].handler());
+      ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
+      if (r == reporter) {
+        const auto notice = wire::encodeFailureNotice(reported, "went away");
+        EXPECT_TRUE(dynamic_cast<MeshChannel&>(*b)
+                        .meshForTest()
+                        .send(hearer, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
+                              Deadline::after(60))
+                        .isOk());
+      }
+      if (r == hearer) {
+        EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 1 never heard the report";
+      }
+      told.arrive_and_wait();
+      if (r == reported) {
+        dynamic_cast<MeshChannel&>(*b).closeAbruptlyForTest();
+        return;
+      }
+      if (r == behind) {
+        EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 3 never heard of the death";
+      }
+      // Rank 1 stays until rank 3 heard: it is the only way there.
+      done.arrive_and_wait();
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(logs[hearer].calls.size(), 1u);
+  EXPECT_NE(logs[hearer].calls[0].second.find("was reported gone by rank 2"), std::string::npos)
+      << logs[hearer].calls[0].second;
+  ASSERT_EQ(logs[behind].calls.size(), 1u);
+  EXPECT_EQ(logs[behind].calls[0].first, reported);
+  EXPECT_NE(logs[behind].calls[0].second.find("closed its control connection"), std::string::npos)
+      << logs[behind].calls[0].second;
 }
 
 // A process opens a control connection only to the ranks it talks to: the

@@ -232,7 +232,7 @@ TEST(HostAlgorithmChoice, RecursiveDoublingSmallRingLargeAndTheOnlyServerElsewhe
   EXPECT_EQ(choice(CollType::Reduce, 64 << 20, 8), AlgoId::Chain);
 }
 
-TEST(HostAlgorithmChoice, TheCrossoverFollowsTheMeasuredHopLatency) {
+TEST(HostAlgorithmChoice, TheCrossoverFollowsTheMeasuredHopAndStep) {
   // The hop and the later steps the probe times with it: the ring has
   // 2(N - 1) of those, recursive doubling log2 N.
   SelectionConfig fast = roomy(), slow = roomy();
