@@ -324,31 +324,26 @@ TEST(Bootstrap, DeathReportedOfALiveConnectionNamesTheReporterAndStops) {
   const int n = 4, reporter = 2, reported = 0, hearer = 1;
   std::vector<FailureLog> logs(n);
   std::latch told(n);
-  UniqueIdData id = newRoot();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      std::unique_ptr<Bootstrap> b;
-      ASSERT_TRUE(Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b).isOk());
-      b->setFailureHandler(logs[r].handler());
-      ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
-      ControlMesh& mesh = dynamic_cast<MeshChannel&>(*b).meshForTest();
-      if (r == reporter) {
-        const auto notice = wire::encodeFailureNotice(
-            reported, "closed its control connection: the process exited or was killed");
-        EXPECT_TRUE(mesh.send(hearer, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
-                              Deadline::after(60))
-                        .isOk());
-      }
-      if (r == hearer) {
-        EXPECT_TRUE(mesh.connected(reported));
-        EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 1 never heard the report";
-      }
-      told.arrive_and_wait();
-      // Time for a wrongly passed-on notice to reach rank 3.
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    });
-  for (auto& t : threads) t.join();
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    b.setFailureHandler(logs[r].handler());
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    ControlMesh& mesh = dynamic_cast<MeshChannel&>(b).meshForTest();
+    if (r == reporter) {
+      const auto notice = wire::encodeFailureNotice(
+          reported, "closed its control connection: the process exited or was killed");
+      EXPECT_TRUE(mesh.send(hearer, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
+                            Deadline::after(60))
+                      .isOk());
+    }
+    if (r == hearer) {
+      EXPECT_TRUE(mesh.connected(reported));
+      EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 1 never heard the report";
+    }
+    told.arrive_and_wait();
+    // Time for a wrongly passed-on notice to reach rank 3.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  });
   ASSERT_EQ(logs[hearer].calls.size(), 1u);
   EXPECT_EQ(logs[hearer].calls[0].first, reported);
   const std::string& why = logs[hearer].calls[0].second;
@@ -368,37 +363,32 @@ TEST(Bootstrap, AContradictedReportComesTrueWhenTheConnectionCloses) {
   const int n = 4, reporter = 2, reported = 0, hearer = 1, behind = 3;
   std::vector<FailureLog> logs(n);
   std::latch told(n), done(n - 1);
-  UniqueIdData id = newRoot();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      std::unique_ptr<Bootstrap> b;
-      ASSERT_TRUE(Bootstrap::create(id, n, infoFor(r), Deadline::after(60), &b).isOk());
-      b->setFailureHandler(logs[r].handler());
-      ASSERT_TRUE(b->barrier(Deadline::after(60)).isOk());
-      if (r == reporter) {
-        const auto notice = wire::encodeFailureNotice(reported, "went away");
-        EXPECT_TRUE(dynamic_cast<MeshChannel&>(*b)
-                        .meshForTest()
-                        .send(hearer, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
-                              Deadline::after(60))
-                        .isOk());
-      }
-      if (r == hearer) {
-        EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 1 never heard the report";
-      }
-      told.arrive_and_wait();
-      if (r == reported) {
-        dynamic_cast<MeshChannel&>(*b).closeAbruptlyForTest();
-        return;
-      }
-      if (r == behind) {
-        EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 3 never heard of the death";
-      }
-      // Rank 1 stays until rank 3 heard: it is the only way there.
-      done.arrive_and_wait();
-    });
-  for (auto& t : threads) t.join();
+  runRanks(n, [&](Bootstrap& b) {
+    const int r = b.rank();
+    b.setFailureHandler(logs[r].handler());
+    ASSERT_TRUE(b.barrier(Deadline::after(60)).isOk());
+    if (r == reporter) {
+      const auto notice = wire::encodeFailureNotice(reported, "went away");
+      EXPECT_TRUE(dynamic_cast<MeshChannel&>(b)
+                      .meshForTest()
+                      .send(hearer, kRootChannel, wire::kLost, 0, notice.data(), notice.size(),
+                            Deadline::after(60))
+                      .isOk());
+    }
+    if (r == hearer) {
+      EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 1 never heard the report";
+    }
+    told.arrive_and_wait();
+    if (r == reported) {
+      dynamic_cast<MeshChannel&>(b).closeAbruptlyForTest();
+      return;
+    }
+    if (r == behind) {
+      EXPECT_TRUE(logs[r].waitFor(1, 60)) << "rank 3 never heard of the death";
+    }
+    // Rank 1 stays until rank 3 heard: it is the only way there.
+    done.arrive_and_wait();
+  });
   ASSERT_EQ(logs[hearer].calls.size(), 1u);
   EXPECT_NE(logs[hearer].calls[0].second.find("was reported gone by rank 2"), std::string::npos)
       << logs[hearer].calls[0].second;
