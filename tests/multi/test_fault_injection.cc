@@ -62,6 +62,7 @@ struct RunState {
   SharedSlots slots{kSlots};
   SharedCounter ready;     // ranks past set-up (warm-up done)
   SharedCounter finished;  // survivors done with their checks
+  SharedCounter aborted;   // the victim's lanesCommAbort returned
   lanesUniqueId first{};   // the communicator that fails
   lanesUniqueId second{};  // the one built afterwards
   int delayMs = 0;         // random delay before the fault
@@ -504,6 +505,7 @@ TEST(FaultInjection, AbortDuringWait) {
               sleepMs(100 + s.delayMs);
               s.slots[kFaultAt] = monotonicNs();
               lanesCommAbort(comm);
+              s.aborted.arrive();
             });
             std::vector<float> buf(kCount, 1.0f);
             s.slots[callAt(rank)] = monotonicNs();
@@ -516,7 +518,11 @@ TEST(FaultInjection, AbortDuringWait) {
             RANK_CHECK(took <= kMarginSeconds, "the abort released the wait only after %.2f s",
                        took);
           } else {
+            // Called once the abort is done: between the fault's time stamp
+            // and the abort, the victim's all-reduce could still complete
+            // with theirs.
             waitForFault(s);
+            RANK_CHECK(s.aborted.waitFor(1, 60), "rank 2's lanesCommAbort never returned");
             std::vector<float> buf(kCount, 1.0f);
             s.slots[callAt(rank)] = monotonicNs();
             lanesResult_t res = lanesAllReduce(buf.data(), buf.data(), buf.size(), lanesFloat32,
