@@ -236,12 +236,23 @@ TreeDepth treeDepth(CollType coll, int nranks) {
   const std::vector<Node> t = treeOf(coll, nranks, 0, 0);
   const Timing tm = timingOf(t, coll != CollType::Broadcast, coll != CollType::Reduce);
   std::vector<int> links(static_cast<size_t>(nranks), 0);
+  std::vector<int> copies(static_cast<size_t>(nranks), 0), reduces(static_cast<size_t>(nranks), 0);
   for (int which = 0; which < 2; ++which) {
     const std::vector<Node> tree = which == 0 ? t : treeOf(coll, nranks, 0, which);
-    for (size_t v = 0; v < tree.size(); ++v)
-      links[v] += static_cast<int>(tree[v].children.size()) + (tree[v].parent >= 0 ? 1 : 0);
+    for (size_t v = 0; v < tree.size(); ++v) {
+      const int c = static_cast<int>(tree[v].children.size());
+      const int parent = tree[v].parent >= 0 ? 1 : 0;
+      links[v] += c + parent;
+      copies[v] += c + 2 * parent;
+      reduces[v] += c;
+    }
   }
-  return {tm.upSteps, tm.downSteps, *std::max_element(links.begin(), links.end())};
+  // The busiest rank: the most half-buffers copied and reduced by its core.
+  size_t busiest = 0;
+  for (size_t v = 1; v < copies.size(); ++v)
+    if (copies[v] + reduces[v] > copies[busiest] + reduces[busiest]) busiest = v;
+  return {tm.upSteps, tm.downSteps, *std::max_element(links.begin(), links.end()), copies[busiest],
+          reduces[busiest]};
 }
 
 Status buildTree(const CollArgs& a, Schedule* out) {

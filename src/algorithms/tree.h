@@ -18,9 +18,13 @@ int treeChunks(size_t bytes);
 // takes the same steps shifted by k.
 // `links`: the most tree edges any one rank has, over both trees; an
 // all-reduce moves half the buffer each way over each of them.
+// `copies`, `reduces`: the half-buffers the busiest rank of an all-reduce
+// copies (its sends, and what it receives from its parents) and reduces (what
+// its children send), over both trees.
 struct TreeDepth {
   int up = 0, down = 0;
   int links = 0;
+  int copies = 0, reduces = 0;
 };
 TreeDepth treeDepth(CollType coll, int nranks);
 

@@ -179,6 +179,11 @@ double bufferBytes(CollType coll, double s, int n) {
 // takes in to two children: two hops (not the chain's overlap: on 16 cores the tree's 4 and 8
 // ranks' 2-128 MiB broadcasts took 0.66-0.99 of that, 1.3-1.4x the chain's time); their latency
 // is rootedLoopUs's where the probe measured a rooted call, else the call and a hop.
+// Beyond two ranks an all-reduce's busiest rank also does all of its copies and reductions on
+// its one core, one after another at its hop rate (a reduction out of the transport reads one
+// operand in the ring, as a copy does): priced by its edges alone, the 512 KiB-2 MiB calls of 4
+// and 8 ranks took 1.3-1.8x their price on every machine measured. Two ranks' trees keep the
+// edges' price: each rank is a root and a leaf, and priced so too, their error grew.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
@@ -201,6 +206,10 @@ CostTerms treeCost(const CallFacts& f, const Steps& steps) {
       (0.5 + 0.5 * steps.reducedShare()) * std::max(stepCount * steps.transfer(2 * chunk, f.nranks),
                                                     steps.transfer(depth.links * s / 2, f.nranks));
   c.reduce = (depth.up + chunks - 1) * steps.reduce(chunk);
+  if (f.nranks > 2) {
+    c.transfer = std::max(c.transfer, steps.coreCopies(depth.copies * s / 2));
+    c.reduce = std::max(c.reduce, steps.coreCopies(depth.reduces * s / 2));
+  }
   return c;
 }
 

@@ -79,23 +79,36 @@ TEST(HostCosts, TheRingReducesLessThanRecursiveDoublingAtSize) {
 // The double tree's all-reduce moves half the buffer each way over each tree
 // edge of its busiest rank: two ranks are a root and a leaf of the two trees
 // (two edges, the buffer once each way, as the ring's two steps), four ranks
-// have a rank inner in one tree and a leaf in the other (four edges).
+// have a rank inner in one tree and a leaf in the other (four edges). Beyond
+// two ranks that rank's one core also does its copies one after another: at
+// four and eight ranks it sends its half up and down both trees and copies
+// the halves coming down (six half-buffers) and reduces two children's.
 TEST(HostCosts, TheTreeMovesTheBytesOfItsBusiestRanksEdges) {
   EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 2).links, 2);
   EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 3).links, 3);
   EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 4).links, 4);
   EXPECT_EQ(algo::treeDepth(CollType::AllReduce, 8).links, 4);
+  for (int n : {4, 8}) {
+    EXPECT_EQ(algo::treeDepth(CollType::AllReduce, n).copies, 6) << n << " ranks";
+    EXPECT_EQ(algo::treeDepth(CollType::AllReduce, n).reduces, 2) << n << " ranks";
+  }
   // No memory bound, so both rank counts move their bytes at one rate.
   MachineFacts m = roomy().machine;
   m.memGBs = m.exchangeGBs = 1e3;
+  const double s = 256 << 20;
   const CallFacts two = call(CollType::AllReduce, 256 << 20, 2);
   const CallFacts four = call(CollType::AllReduce, 256 << 20, 4);
   // Two ranks move what the ring's two steps do, but in 16 chunks of a
-  // sixteenth of the buffer through 17 steps; four ranks' busiest rank moves
-  // twice the buffer (more than its 19 steps' chunks).
+  // sixteenth of the buffer through 17 steps.
   const double treeTwo = hostAlgoCost(AlgoId::Tree, two, m).transfer;
   EXPECT_NEAR(treeTwo, 17.0 / 16 * hostAlgoCost(AlgoId::Ring, two, m).transfer, 1e-9 * treeTwo);
-  EXPECT_NEAR(hostAlgoCost(AlgoId::Tree, four, m).transfer / treeTwo, 2 * 16.0 / 17, 1e-6);
+  // Four ranks' busiest core copies three buffers and reduces one, each at a
+  // hop's rate at the working set (more than its edges' or steps' hops).
+  const double rate = rateAt(m.hopGBs, 4 * s) * 1e9;
+  const CostTerms treeFour = hostAlgoCost(AlgoId::Tree, four, m);
+  EXPECT_NEAR(treeFour.transfer, 3 * s / rate, 1e-9 * treeFour.transfer);
+  EXPECT_GE(treeFour.reduce, s / rate * (1 - 1e-9));
+  EXPECT_GT(treeFour.transfer, 2 * 16.0 / 17 * treeTwo);
 }
 
 // Beyond the caches the hop rate falls smoothly to the bound of hops moving
