@@ -703,37 +703,42 @@ TEST_F(StagedThreads, OneThreadDrivesEveryRankInOneGroup) {
 // Two communicators over the same two thread ranks, both called in one group
 // on each thread. Each thread must enqueue them in the same order (by
 // communicator id), or thread 0 waits in X for thread 1 while thread 1 waits
-// in Y for thread 0. The second communicator's handles are made in the
-// opposite order on purpose, so that pointer order differs between threads
-// wherever the allocator hands out rising addresses.
+// in Y for thread 0. Enqueued by pointer, the two threads' orders differ only
+// where the allocator placed the handles so, which the test arranges by
+// making pairs until two of them sort differently on the two threads.
 TEST_F(StagedThreads, GroupsOverTwoCommunicatorsMeetInOneOrder) {
   // Two ranks as threads, 20 s timeout: a hang shows as a failure, not 300 s.
   auto pair = [] { return test::initThreadRanks(2, 20); };
-  std::vector<lanesComm_t> x = pair();
-  ASSERT_NE(x[0], nullptr);
-  ASSERT_NE(x[1], nullptr);
   // The old bug needs the pointer order of (X, Y) to differ between the two
-  // threads; make communicators until it does.
-  std::vector<std::vector<lanesComm_t>> spare;
-  std::vector<lanesComm_t> y;
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    y = pair();
-    ASSERT_NE(y[0], nullptr);
-    ASSERT_NE(y[1], nullptr);
-    if ((x[0] < y[0]) != (x[1] < y[1])) break;
-    spare.push_back(y);  // kept until the end, so the next pair lands elsewhere
-    y.clear();
+  // threads; make communicator pairs until two of them do.
+  std::vector<std::vector<lanesComm_t>> made;
+  size_t xi = 0, yi = 0;
+  constexpr int kPairs = 17;
+  for (int attempt = 0; attempt < kPairs && yi == 0; ++attempt) {
+    made.push_back(pair());
+    ASSERT_NE(made.back()[0], nullptr);
+    ASSERT_NE(made.back()[1], nullptr);
+    const size_t last = made.size() - 1;
+    for (size_t i = 0; i < last && yi == 0; ++i)
+      if ((made[i][0] < made[last][0]) != (made[i][1] < made[last][1])) {
+        xi = i;
+        yi = last;
+      }
   }
+  std::vector<std::vector<lanesComm_t>> spare;  // destroyed at the end
+  for (size_t i = 0; i < made.size(); ++i)
+    if (yi == 0 || (i != xi && i != yi)) spare.push_back(made[i]);
   auto destroyAll = [&] {
     for (const auto& comms : spare)
       for (lanesComm_t c : comms) lanesCommDestroy(c);
   };
-  if (y.empty()) {
+  if (yi == 0) {
     destroyAll();
-    for (lanesComm_t c : x) lanesCommDestroy(c);
-    GTEST_SKIP() << "16 new communicators all sorted alike against X on both threads; the "
+    GTEST_SKIP() << kPairs
+                 << " communicator pairs all sorted alike on both threads; the "
                     "order this test is about could not be arranged";
   }
+  const std::vector<lanesComm_t> x = made[xi], y = made[yi];
   const size_t count = size_t{3} << 20;  // the staged path, several chunks
   std::vector<std::string> failures(2);
   std::atomic<bool> parked{false};
