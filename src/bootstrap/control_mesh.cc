@@ -135,14 +135,17 @@ std::string ControlMesh::lostReason(int peer) const {
   return lost_[static_cast<size_t>(peer)];
 }
 
+std::string ControlMesh::refusalReason(int peer) const {
+  // A rank only reported gone, over a connection that stands open, still
+  // takes this rank's goodbyes and notices (its channels refuse it data).
+  std::lock_guard<std::mutex> lock(lostMutex_);
+  const size_t i = static_cast<size_t>(peer);
+  return contradicted_[i] ? std::string() : lost_[i];
+}
+
 Status ControlMesh::writeSlot(int peer, Peer& p, Deadline deadline, bool mayConnect, int* slot) {
-  {
-    // A rank only reported gone, over a connection that stands open, still
-    // takes this rank's goodbyes and notices (its channels refuse it data).
-    std::lock_guard<std::mutex> lock(lostMutex_);
-    const size_t i = static_cast<size_t>(peer);
-    if (!lost_[i].empty() && !contradicted_[i]) return remoteError(lost_[i]);
-  }
+  if (std::string refused = refusalReason(peer); !refused.empty())
+    return remoteError(std::move(refused));
   {
     std::lock_guard<std::mutex> lock(connMutex_);
     if (stopped_) return invalidUsage("this process already closed its control connections");

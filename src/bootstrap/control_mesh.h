@@ -151,6 +151,9 @@ class ControlMesh {
   // rank cut off from where one was seen still learns of it.
   void tellDeaths(int peer);
   std::string lostReason(int peer) const;
+  // Why no frame may be written to `peer`: its loss, unless only a
+  // contradicted report says so; "" where it may.
+  std::string refusalReason(int peer) const;
   std::string describe(int rank) const;
   void stop(bool graceful);
 

@@ -37,29 +37,33 @@ constexpr double kFallToBytes = 256.0 * (1 << 20);
 // 16 MiB it priced every 8 MiB call of 2 and 4 ranks 1.1-3x too slow and the
 // 2 MiB calls 1.2-1.6x too fast, on the 2-core VM and on the H200 machine's
 // 16 cores alike.
-// The cores of a host are time-shared beyond one rank each (its ranks: the
-// communicator's spread over its hosts), unless `paced` by one busy rank: a
-// direct rooted call's loop runs at its root's pace, and the others, waiting
-// most of the time, leave it a core (fitted to 3 and 4 ranks on this 2-core
-// VM, where the time-shared price made those calls 1.4-2.5x too slow).
-// An algorithm of `wholeSteps` (ring, recursive doubling, the tree's
-// all-reduce beyond two ranks, whose inner nodes take both children's chunks
-// each step) waits for every hop of a step before the next, so where every
-// rank has a core a hop costs at least what the probe measured for a message
-// of the hop's own size: read at the working set alone, the ring's 8-128 KiB
-// all-reduces of 4 and 8 processes on 16 cores took 1.7-3.5x their price.
-// A chain's pipelined chunks, loops of rooted calls, pairwise exchanges and
-// the two ranks' tree (each a leaf of the other's) overlap their hops' fixed
-// costs; priced so too, their errors grew.
+// How an algorithm's hops meet, which decides the rates Steps reads:
+//  - Overlapped: a chain's pipelined chunks, loops of rooted calls, pairwise
+//    exchanges and the two ranks' tree (each a leaf of the other's) overlap
+//    their hops' fixed costs; the cores of a host are time-shared beyond one
+//    rank each (its ranks: the communicator's spread over its hosts).
+//  - ByRoot: a direct rooted call's loop runs at its root's pace, and the
+//    others, waiting most of the time, leave it a core (fitted to 3 and 4
+//    ranks on this 2-core VM, where the time-shared price made those calls
+//    1.4-2.5x too slow).
+//  - WholeSteps: a ring, recursive doubling and the tree's all-reduce beyond
+//    two ranks (whose inner nodes take both children's chunks each step) wait
+//    for every hop of a step before the next, so where every rank has a core
+//    a hop costs at least what the probe measured for a message of the hop's
+//    own size: read at the working set alone, the ring's 8-128 KiB
+//    all-reduces of 4 and 8 processes on 16 cores took 1.7-3.5x their price
+//    (the overlapped algorithms, priced so too, grew their errors).
+enum class Pacing { Overlapped, ByRoot, WholeSteps };
+
 class Steps {
  public:
-  Steps(const MachineFacts& m, int nranks, double buffers, bool paced = false,
-        bool wholeSteps = false)
+  Steps(const MachineFacts& m, int nranks, double buffers, Pacing pacing = Pacing::Overlapped)
       : m_(m),
-        wholeSteps_(wholeSteps),
-        share_(paced ? 1.0
-                     : std::min(1.0, std::max(1, m.cores) /
-                                         std::ceil(double(nranks) / double(std::max(1, m.hosts))))),
+        wholeSteps_(pacing == Pacing::WholeSteps),
+        share_(pacing == Pacing::ByRoot
+                   ? 1.0
+                   : std::min(1.0, std::max(1, m.cores) /
+                                       std::ceil(double(nranks) / double(std::max(1, m.hosts))))),
         workingSet_(buffers * nranks / std::max(1, m.hosts)),
         crossesPackages_(m.hosts == 1 && m.packages > 1) {}
 
@@ -89,18 +93,9 @@ class Steps {
     if (m_.hosts > 1) return bytes / (m_.socketGBs * 1e9 * share_);
     return memoryHop(bytes, busy);
   }
-  // A hop through shared memory; `ofAStep`: one that a whole step waits for
-  // (not a rank's copy of its own block).
-  double memoryHop(double bytes, int busy, bool ofAStep = true) const {
-    if (bytes <= 0) return 0;
-    const double touched = std::max(bytes, workingSet_);
-    double rate = curveRate(touched);
-    if (ofAStep && wholeSteps_ && inStep()) rate = std::min(rate, curveRate(bytes));
-    const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
-    if (const double t = fallen(touched); cap < rate && t > 0)
-      rate = t >= 1 ? cap : std::exp((1 - t) * std::log(rate) + t * std::log(cap));
-    if (crossesPackages_) rate = std::min(rate, crossPackageGBs(m_) * 1e9 * share_);
-    return bytes / rate;
+  // A hop through shared memory.
+  double memoryHop(double bytes, int busy) const {
+    return copyThroughMemory(bytes, busy, wholeSteps_ && inStep());
   }
   // A step that reduces what it receives reads it straight out of the
   // transport: through shared memory the reduction replaces the receive's
@@ -113,7 +108,7 @@ class Steps {
   // A copy within the rank (its own block to the output, out of place): one
   // copy, half a hop through shared memory.
   double localCopy(double bytes, int busy) const {
-    return 0.5 * memoryHop(bytes, busy, /*ofAStep=*/false);
+    return 0.5 * copyThroughMemory(bytes, busy, /*atMostItsSizesRate=*/false);
   }
   // `bytes` copied by the rank's own core, one copy after another, each at a
   // hop's rate: a hop's two copies (into the ring, out of it) run at once on
@@ -133,6 +128,20 @@ class Steps {
   }
 
  private:
+  // `bytes` copied through shared memory; `atMostItsSizesRate`: no faster than
+  // the curve at the copy's own size (a hop a whole step waits for).
+  double copyThroughMemory(double bytes, int busy, bool atMostItsSizesRate) const {
+    if (bytes <= 0) return 0;
+    const double touched = std::max(bytes, workingSet_);
+    double rate = curveRate(touched);
+    if (atMostItsSizesRate) rate = std::min(rate, curveRate(bytes));
+    const double cap = std::min(m_.exchangeGBs, m_.memGBs / std::max(1, busy)) * 1e9;
+    if (const double t = fallen(touched); cap < rate && t > 0)
+      rate = t >= 1 ? cap : std::exp((1 - t) * std::log(rate) + t * std::log(cap));
+    if (crossesPackages_) rate = std::min(rate, crossPackageGBs(m_) * 1e9 * share_);
+    return bytes / rate;
+  }
+
   const MachineFacts& m_;
   bool wholeSteps_;
   double share_;
@@ -393,9 +402,12 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   const double buffers = bufferBytes(f.coll, s, n) * (algo == AlgoId::SharedSum ? 2 : 1);
   // A direct rooted call keeps its root busy and the others waiting; a chain
   // or a tree pipelines through every rank at once.
-  const Steps steps(m, n, buffers, isRooted(f.coll) && algo == AlgoId::Direct,
-                    algo == AlgoId::Ring || algo == AlgoId::RecursiveDoubling ||
-                        (algo == AlgoId::Tree && f.coll == CollType::AllReduce && n > 2));
+  Pacing pacing = Pacing::Overlapped;
+  if (isRooted(f.coll) && algo == AlgoId::Direct) pacing = Pacing::ByRoot;
+  if (algo == AlgoId::Ring || algo == AlgoId::RecursiveDoubling ||
+      (algo == AlgoId::Tree && f.coll == CollType::AllReduce && n > 2))
+    pacing = Pacing::WholeSteps;
+  const Steps steps(m, n, buffers, pacing);
   c.latency = rootedLoopUs(algo, f, m) * 1e-6;
   if (c.latency == 0) {
     // A rooted call's ranks hand its data on once, the root's to the others
