@@ -25,11 +25,14 @@ if(NOT LANES_ENABLE_CUDA)
   return()
 endif()
 
-# Every architecture Lanes supports, plus PTX of the newest for later GPUs. Set it
-# before enable_language(CUDA), which would otherwise fill in nvcc's default; a
-# -DCMAKE_CUDA_ARCHITECTURES=... given by the user is defined already and kept.
+# Machine code for every architecture Lanes supports, plus PTX of the newest for
+# later GPUs. sm_80's code also runs on sm_86 (RTX 30xx), which has no instruction
+# the kernels would use, so it gets none of its own; sm_89 (RTX 40xx) converts
+# float8 in hardware. Set it before enable_language(CUDA), which would otherwise fill
+# in nvcc's default; a -DCMAKE_CUDA_ARCHITECTURES=... given by the user is defined
+# already and kept.
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  set(CMAKE_CUDA_ARCHITECTURES "80-real;86-real;89-real;90-real;120-real;120-virtual"
+  set(CMAKE_CUDA_ARCHITECTURES "80-real;89-real;90-real;120-real;120-virtual"
       CACHE STRING "CUDA architectures to build the kernels for")
 endif()
 enable_language(CUDA)
