@@ -14,6 +14,8 @@
 #include <link.h>
 
 #include <cstring>
+#include <string>
+#include <vector>
 #endif
 
 #include "topology/hwloc_build.h"
@@ -38,13 +40,18 @@ using HwlocPtr = std::unique_ptr<hwloc_topology, HwlocDeleter>;
 // would take a full stack at every malloc of every sanitized test.
 void keepHwlocPluginsLoaded() {
 #if LANES_UNDER_ASAN
+  // Named first, opened after: dlopen inside dl_iterate_phdr's callback takes
+  // the loader's locks in the opposite order to another thread's dlopen.
+  std::vector<std::string> plugins;
   dl_iterate_phdr(
-      [](dl_phdr_info* info, size_t, void*) {
+      [](dl_phdr_info* info, size_t, void* out) {
         if (info->dlpi_name != nullptr && std::strstr(info->dlpi_name, "/hwloc/hwloc_") != nullptr)
-          dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+          static_cast<std::vector<std::string>*>(out)->emplace_back(info->dlpi_name);
         return 0;
       },
-      nullptr);
+      &plugins);
+  for (const std::string& name : plugins)
+    dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 #endif
 }
 

@@ -37,11 +37,12 @@ constexpr double kFallToBytes = 256.0 * (1 << 20);
 // 16 MiB it priced every 8 MiB call of 2 and 4 ranks 1.1-3x too slow and the
 // 2 MiB calls 1.2-1.6x too fast, on the 2-core VM and on the H200 machine's
 // 16 cores alike.
-// How an algorithm's hops meet, which decides the rates Steps reads:
+// How an algorithm's hops meet, which decides the rates Steps reads. The
+// cores of a host are time-shared beyond one rank each (its ranks: the
+// communicator's spread over its hosts), except ByRoot's.
 //  - Overlapped: a chain's pipelined chunks, loops of rooted calls, pairwise
 //    exchanges and the two ranks' tree (each a leaf of the other's) overlap
-//    their hops' fixed costs; the cores of a host are time-shared beyond one
-//    rank each (its ranks: the communicator's spread over its hosts).
+//    their hops' fixed costs.
 //  - ByRoot: a direct rooted call's loop runs at its root's pace, and the
 //    others, waiting most of the time, leave it a core (fitted to 3 and 4
 //    ranks on this 2-core VM, where the time-shared price made those calls

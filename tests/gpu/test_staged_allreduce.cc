@@ -720,7 +720,7 @@ TEST_F(StagedThreads, GroupsOverTwoCommunicatorsMeetInOneOrder) {
     ASSERT_NE(made.back()[1], nullptr);
     const size_t last = made.size() - 1;
     for (size_t i = 0; i < last && yi == 0; ++i)
-      if ((made[i][0] < made[last][0]) != (made[i][1] < made[last][1])) {
+      if (std::less<>()(made[i][0], made[last][0]) != std::less<>()(made[i][1], made[last][1])) {
         xi = i;
         yi = last;
       }
