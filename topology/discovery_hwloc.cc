@@ -3,21 +3,17 @@
 #include "topology/discovery.h"
 
 #ifdef LANES_HAVE_HWLOC
-#include <hwloc.h>
-
-#include <cerrno>
-#include <memory>
-
-#include "base/sanitizers.h"
-#if LANES_UNDER_ASAN
 #include <dlfcn.h>
+#include <hwloc.h>
 #include <link.h>
 
+#include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
-#endif
 
+#include "base/sanitizers.h"
 #include "topology/hwloc_build.h"
 #include "topology/hwloc_xml_check.h"
 #endif
@@ -39,7 +35,7 @@ using HwlocPtr = std::unique_ptr<hwloc_topology, HwlocDeleter>;
 // tests/sanitizers/lsan.supp suppresses them without the slow unwinder, which
 // would take a full stack at every malloc of every sanitized test.
 void keepHwlocPluginsLoaded() {
-#if LANES_UNDER_ASAN
+  if constexpr (!kUnderAddressSanitizer) return;
   // Named first, opened after: dlopen inside dl_iterate_phdr's callback takes
   // the loader's locks in the opposite order to another thread's dlopen.
   std::vector<std::string> plugins;
@@ -52,7 +48,6 @@ void keepHwlocPluginsLoaded() {
       &plugins);
   for (const std::string& name : plugins)
     dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-#endif
 }
 
 // hwloc says only EINVAL for a file it refuses; its reasons go to stderr.

@@ -3,13 +3,18 @@
 // keep a sanitized run's reports exact says so with this.
 #pragma once
 
+namespace lanes {
+
 #if defined(__SANITIZE_ADDRESS__)
-#define LANES_UNDER_ASAN 1
+inline constexpr bool kUnderAddressSanitizer = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define LANES_UNDER_ASAN 1
+inline constexpr bool kUnderAddressSanitizer = true;
+#else
+inline constexpr bool kUnderAddressSanitizer = false;
 #endif
+#else
+inline constexpr bool kUnderAddressSanitizer = false;
 #endif
-#ifndef LANES_UNDER_ASAN
-#define LANES_UNDER_ASAN 0
-#endif
+
+}  // namespace lanes
