@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/sanitizers.h"
 #include "core/plan_record.h"
-#include "tests/common/sanitizer.h"
 #include "tests/common/scoped_env.h"
 #include "tests/multi/harness.h"
 #include "tests/multi/reduction_matrix.h"

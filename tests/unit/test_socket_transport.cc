@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/sanitizers.h"
 #include "tests/common/log_file.h"
-#include "tests/common/sanitizer.h"
 #include "tests/unit/fake_bootstrap.h"
 #include "tests/unit/transport_streams.h"
 #include "transport/socket/socket_connection.h"
@@ -26,7 +26,7 @@
 namespace lanes::testing {
 namespace {
 
-using ::lanes::test::kUnderThreadSanitizer;
+using ::lanes::kUnderThreadSanitizer;
 
 // Sets environment variables for one test and restores them after.
 class ScopedEnv {
