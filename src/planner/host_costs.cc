@@ -191,9 +191,9 @@ double bufferBytes(CollType coll, double s, int n) {
 // is rootedLoopUs's where the probe measured a rooted call, else the call and a hop.
 // Beyond two ranks an all-reduce's busiest rank also does all of its copies and reductions on
 // its one core, one after another at its hop rate (a reduction out of the transport reads one
-// operand in the ring, as a copy does): priced by its edges alone, the 512 KiB-2 MiB calls of 4
-// and 8 ranks took 1.3-1.8x their price on every machine measured. Two ranks' trees keep the
-// edges' price: each rank is a root and a leaf, and priced so too, their error grew.
+// operand in the ring, as a copy does): priced by its edges alone, the 512 KiB-2 MiB calls of 3
+// to 8 ranks took 1.2-2.1x their price in 17 of the 19 stored rank groups. Two ranks' trees keep
+// the edges' price: each rank is a root and a leaf, and priced so too, their error grew.
 CostTerms treeCost(const CallFacts& f, const Steps& steps) {
   CostTerms c;
   const double s = static_cast<double>(f.bytes);
