@@ -235,23 +235,24 @@ TreeDepth treeDepth(CollType coll, int nranks) {
   if (nranks <= 1) return {};
   const std::vector<Node> t = treeOf(coll, nranks, 0, 0);
   const Timing tm = timingOf(t, coll != CollType::Broadcast, coll != CollType::Reduce);
-  std::vector<int> links(static_cast<size_t>(nranks), 0);
+  // Per rank, over both trees: the half-buffers its core copies (each send,
+  // and what comes down from a parent) and reduces (what each child sends).
   std::vector<int> copies(static_cast<size_t>(nranks), 0), reduces(static_cast<size_t>(nranks), 0);
   for (int which = 0; which < 2; ++which) {
     const std::vector<Node> tree = which == 0 ? t : treeOf(coll, nranks, 0, which);
     for (size_t v = 0; v < tree.size(); ++v) {
       const int c = static_cast<int>(tree[v].children.size());
       const int parent = tree[v].parent >= 0 ? 1 : 0;
-      links[v] += c + parent;
       copies[v] += c + 2 * parent;
       reduces[v] += c;
     }
   }
-  // The busiest rank: the most half-buffers copied and reduced by its core.
+  // Each edge costs a rank two half-buffers (one each way), so the busiest
+  // rank is also the one with the most edges.
   size_t busiest = 0;
   for (size_t v = 1; v < copies.size(); ++v)
     if (copies[v] + reduces[v] > copies[busiest] + reduces[busiest]) busiest = v;
-  return {tm.upSteps, tm.downSteps, *std::max_element(links.begin(), links.end()), copies[busiest],
+  return {tm.upSteps, tm.downSteps, (copies[busiest] + reduces[busiest]) / 2, copies[busiest],
           reduces[busiest]};
 }
 
