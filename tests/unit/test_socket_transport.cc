@@ -152,6 +152,103 @@ INSTANTIATE_TEST_SUITE_P(
                       StreamCase{3, "64K", "4K", "engine"}, StreamCase{4, "32K", "4K", "engine"}),
     [](const ::testing::TestParamInfo<StreamCase>& info) { return caseName(info.param); });
 
+// Two ranks over loopback whose engines move the bytes, 2 workers each, the
+// sockets opened and the workers started by a first exchange.
+class SocketEngineMovedPair : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    conns_ = connectAll(group_, makeSocketTransport, /*lanes=*/1);
+    expectConnected(conns_, 2, 1);
+    auto errors = exchangeAll(group_, conns_, {4096}, 30);
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+  }
+  // Rank `rank`'s connection to the other.
+  Connection& side(int rank) {
+    return *conns_[static_cast<size_t>(rank)].byPeer[static_cast<size_t>(1 - rank)];
+  }
+
+ private:
+  ScopedEnv env_{{"LANES_SOCKET_IFNAME", "lo"},
+                 {"LANES_SOCKET_MOVER", "engine"},
+                 {"LANES_SOCKET_NTHREADS", "2"}};
+  FakeBootstrapGroup group_{2, false};
+  std::vector<RankConnections> conns_;
+};
+
+// While the engine keeps making port calls its workers leave the sockets
+// to it and look again at doubling intervals, not every millisecond: on a
+// host short of cores each of those wake-ups is a thread switch.
+TEST_F(SocketEngineMovedPair, EngineCallsKeepItsWorkersAsleep) {
+  Connection& c = side(0);
+  const SocketMoveCounts before = socketMoveCounts(c);
+  // The calls come back to back (no yield): on a loaded machine the gaps
+  // between them are this thread's preemptions, counted from 0.5 ms.
+  constexpr auto kCalling = std::chrono::milliseconds(400);
+  constexpr auto kGap = std::chrono::microseconds(500);
+  int gaps = 0;
+  auto last = std::chrono::steady_clock::now();
+  const auto end = last + kCalling;
+  for (auto now = last; now < end; now = std::chrono::steady_clock::now()) {
+    if (now - last >= kGap) ++gaps;
+    last = now;
+    std::span<const std::byte> view;
+    ASSERT_TRUE(c.recvPort(0).peek(&view).isOk());
+    EXPECT_TRUE(view.empty());
+  }
+  const SocketMoveCounts after = socketMoveCounts(c);
+  const uint64_t wakeups = after.engineWatchWakeups - before.engineWatchWakeups;
+  const uint64_t restarts = after.engineWatchRestarts - before.engineWatchRestarts;
+  constexpr uint64_t kWorkers = 2;
+  // A worker restarts only once the engine made no call for 1 ms: two
+  // consecutive intervals spanning such a pause hold one of 0.5 ms, so each
+  // counted gap allows two pauses, and the times before the first call and
+  // after the last one a pause each.
+  EXPECT_LE(restarts, kWorkers * (2 * static_cast<uint64_t>(gaps) + 2)) << gaps << " gaps";
+  // From a start, a worker looks after 1, 2, ..., 32 ms (6 wake-ups), then
+  // every 64 ms (at most 7 in 400 ms); a restart adds 6 more and cuts one
+  // 64 ms look short. A look every millisecond would give up to 800 with
+  // no restart at all (659 in a run of the earlier code).
+  const uint64_t bound = kWorkers * (6 + 7) + 7 * restarts;
+  EXPECT_GT(wakeups, 0u);  // the workers did look
+  EXPECT_LE(wakeups, bound) << restarts << " restarts";
+}
+
+// Once the engine stops calling, the workers read the sockets again: the
+// bytes that arrive meanwhile reach the ring without any call (here within
+// 10 s; the design says after the workers' longest look, 64 ms).
+TEST_F(SocketEngineMovedPair, WorkersReadAgainOnceTheEngineStopsCalling) {
+  Connection& receiver = side(0);
+  Connection& sender = side(1);
+  // Calls long enough for the workers to reach their longest look.
+  const auto calling = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < calling) {
+    std::span<const std::byte> view;
+    ASSERT_TRUE(receiver.recvPort(0).peek(&view).isOk());
+  }
+  const uint64_t readBefore = socketMoveCounts(receiver).workerReadBytes;
+  constexpr size_t kBytes = 64 * 1024;
+  std::vector<std::byte> out(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) out[i] = std::byte{static_cast<uint8_t>(i * 7 + 3)};
+  const Deadline posting = Deadline::after(10);
+  for (size_t done = 0; done < kBytes;) {
+    size_t taken = 0;
+    ASSERT_TRUE(sender.sendPort(0).post(out.data() + done, kBytes - done, &taken).isOk());
+    done += taken;
+    ASSERT_FALSE(posting.expired()) << done << " of " << kBytes << " bytes posted within 10 s";
+  }
+  // No call on the receiving side until its workers have read every byte.
+  const Deadline deadline = Deadline::after(10);
+  auto workerRead = [&] { return socketMoveCounts(receiver).workerReadBytes - readBefore; };
+  while (workerRead() < kBytes && !deadline.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(workerRead(), kBytes) << "10 s without a call: the workers read only these bytes";
+  std::span<const std::byte> view;
+  ASSERT_TRUE(receiver.recvPort(0).peek(&view).isOk());
+  ASSERT_EQ(view.size(), kBytes) << "the workers' bytes are in the ring";
+  for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(view[i], out[i]) << "byte " << i;
+  receiver.recvPort(0).consume(kBytes);
+}
+
 // Every message is one stripe per socket, so all the workers receive their
 // last frame of it at about the same moment, and nothing more arrives until
 // the message is answered: whichever worker finishes last must publish the

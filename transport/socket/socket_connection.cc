@@ -34,6 +34,13 @@ constexpr int kFramesPerPass = 16;
 // Where the engine moves the bytes, the workers read the sockets again once
 // it has made no port call for this long (it is between calls).
 constexpr int kEngineQuietMs = 1;
+// While the engine goes on making calls, a worker looks again at doubling
+// intervals up to this: a look every millisecond per worker was most of the
+// wake-ups of a host short of cores (bench/results/tcp_netns/worker_watch).
+// The price: once the engine stops calling, its workers may take over the
+// reading up to this (plus kEngineQuietMs) late; meanwhile the kernel's
+// socket buffers take the peer's bytes, and once they are full its sends wait.
+constexpr int kEngineWatchMaxMs = 64;
 
 int64_t nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -149,6 +156,11 @@ struct Worker {
   std::thread thread;
   int first = 0;  // sockets [first, first + count)
   int count = 0;
+  // SocketMoveCounts' share of this worker, written by its thread alone
+  // (release: a reader that sees a wake-up sees the restart before it).
+  std::atomic<uint64_t> engineWatchWakeups{0};
+  std::atomic<uint64_t> engineWatchRestarts{0};
+  std::atomic<uint64_t> readBytes{0};
 };
 
 class SocketConnection;
@@ -199,7 +211,7 @@ class SocketConnection final : public Connection {
   void consume(int lane, size_t bytes);
   std::vector<uint64_t> payloadSent() const;
   std::vector<ZeroCopyCounts> zeroCopyCounts() const;
-  SocketMoveCounts moveCounts() const { return {sentFromCaller_.load(std::memory_order_relaxed)}; }
+  SocketMoveCounts moveCounts() const;
 
  private:
   // The first use starts the connection; later calls return at once.
@@ -212,7 +224,8 @@ class SocketConnection final : public Connection {
   void sent(DataSocket& s);
   void release(int lane, int socket, uint64_t end);
   Status reapZeroCopy(DataSocket& s, bool* progressed);
-  Status recvSome(DataSocket& s, bool* progressed);
+  // *bytes (when given) adds the payload bytes read off the socket.
+  Status recvSome(DataSocket& s, bool* progressed, uint64_t* bytes = nullptr);
   Status receive(DataSocket& s, void* into, size_t bytes, size_t* got, bool* eof);
   Status onPeerClosed(DataSocket& s);
   Status onHeader(DataSocket& s);
@@ -914,7 +927,7 @@ Status SocketConnection::onPeerClosed(DataSocket& s) {
   return Status::ok();
 }
 
-Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
+Status SocketConnection::recvSome(DataSocket& s, bool* progressed, uint64_t* bytes) {
   if (s.peerClosed) return Status::ok();
   for (int reads = 0; reads < 2 * kFramesPerPass; ++reads) {
     size_t got = 0;
@@ -937,6 +950,7 @@ Status SocketConnection::recvSome(DataSocket& s, bool* progressed) {
     if (eof) return onPeerClosed(s);
     if (got == 0) return Status::ok();
     *progressed = true;
+    if (bytes != nullptr) *bytes += got;
     s.inPos += got;
     s.inLeft -= got;
     if (s.inLeft == 0) s.inPayload = false;
@@ -951,15 +965,24 @@ void SocketConnection::workerLoop(Worker& w) {
   const auto busyPoll = std::chrono::microseconds(cfg_.busyPollUs);
   Clock::time_point lastProgress = Clock::now();
   std::vector<pollfd> fds(static_cast<size_t>(w.count) + 1);
+  int engineWatchMs = kEngineQuietMs;
   while (!failed_.load(std::memory_order_acquire)) {
     bool progressed = false;
     // While the engine makes port calls it reads the sockets itself.
     const bool engineReads = engineActive();
+    if (!engineReads && engineWatchMs > kEngineQuietMs) {
+      engineWatchMs = kEngineQuietMs;
+      w.engineWatchRestarts.fetch_add(1, std::memory_order_release);
+    }
     for (int i = w.first; i < w.first + w.count; ++i) {
       DataSocket& s = *sockets_[static_cast<size_t>(i)];
       std::lock_guard<std::mutex> busy(s.busy);
       Status st = reapZeroCopy(s, &progressed);
-      if (st.isOk() && !engineReads) st = recvSome(s, &progressed);
+      if (st.isOk() && !engineReads) {
+        uint64_t read = 0;
+        st = recvSome(s, &progressed, &read);
+        if (read > 0) w.readBytes.fetch_add(read, std::memory_order_release);
+      }
       if (st.isOk()) st = sendSome(s, &progressed);
       if (!st.isOk()) {
         // INFO only: at teardown the peer closing is expected, and a real
@@ -1003,8 +1026,12 @@ void SocketConnection::workerLoop(Worker& w) {
                                      0};
     }
     fds.back() = {w.wake.fd(), POLLIN, 0};
-    int n = ::poll(fds.data(), fds.size(), engineReads ? kEngineQuietMs : kIdlePollMs);
+    int n = ::poll(fds.data(), fds.size(), engineReads ? engineWatchMs : kIdlePollMs);
     w.sleeping.store(false, std::memory_order_relaxed);
+    if (n == 0 && engineReads) {
+      w.engineWatchWakeups.fetch_add(1, std::memory_order_release);
+      engineWatchMs = std::min(2 * engineWatchMs, kEngineWatchMaxMs);
+    }
     if (n < 0 && errno != EINTR) {
       fail(systemError("poll() in a socket worker for peer rank " + std::to_string(cfg_.peer) +
                        " failed: " + errnoText(errno)));
@@ -1043,6 +1070,17 @@ std::vector<uint64_t> socketPayloadBytesSent(const Connection& c) {
 std::vector<ZeroCopyCounts> socketZeroCopyCounts(const Connection& c) {
   if (auto* sc = dynamic_cast<const SocketConnection*>(&c)) return sc->zeroCopyCounts();
   return {};
+}
+
+SocketMoveCounts SocketConnection::moveCounts() const {
+  SocketMoveCounts counts{sentFromCaller_.load(std::memory_order_relaxed)};
+  if (!started_.load(std::memory_order_acquire)) return counts;
+  for (const auto& w : workers_) {
+    counts.engineWatchWakeups += w->engineWatchWakeups.load(std::memory_order_acquire);
+    counts.engineWatchRestarts += w->engineWatchRestarts.load(std::memory_order_acquire);
+    counts.workerReadBytes += w->readBytes.load(std::memory_order_acquire);
+  }
+  return counts;
 }
 
 SocketMoveCounts socketMoveCounts(const Connection& c) {

@@ -24,7 +24,8 @@
 // call left (a frame the kernel took in part, a credit whose socket was
 // busy), and reads the sockets only once the engine has made no call for
 // kEngineQuietMs: a thread switch per packet is what such a host cannot
-// afford.
+// afford. While the engine goes on calling, a worker looks again at
+// doubling intervals (up to kEngineWatchMaxMs), not every millisecond.
 //
 // Nothing is opened until the connection is first used: the first post()
 // or peek() allocates the buffers and starts the first worker, which gets
@@ -89,10 +90,17 @@ struct ZeroCopyCounts {
 };
 std::vector<ZeroCopyCounts> socketZeroCopyCounts(const Connection& c);
 
-// Payload bytes of `c` the engine sent straight from the caller's bytes
-// (for tests: where the engine moves the bytes this must grow).
+// For tests: payload bytes of `c` the engine sent straight from the caller's
+// bytes (where the engine moves the bytes this must grow); the times a
+// worker's look at a calling engine ended by its timer, and the times a
+// worker that had lengthened those looks found the engine quiet and started
+// again from the shortest; the payload bytes the workers read off the
+// sockets.
 struct SocketMoveCounts {
   uint64_t sentFromCaller = 0;
+  uint64_t engineWatchWakeups = 0;
+  uint64_t engineWatchRestarts = 0;
+  uint64_t workerReadBytes = 0;
 };
 SocketMoveCounts socketMoveCounts(const Connection& c);
 
