@@ -35,6 +35,10 @@ struct IbConfig {
 // Who moves a TCP connection's bytes (LANES_SOCKET_MOVER).
 enum class SocketMover { Auto, Engine, Workers };
 
+// LANES_SOCKET_RING_BYTES' default; the planner prices a connection's bytes
+// in flight with it.
+inline constexpr size_t kDefaultSocketRingBytes = size_t{4} << 20;
+
 struct TransportConfig {
   static constexpr int kMaxSocketsPerPeer = 64;  // threads x sockets per thread
   size_t shmRingBytes = size_t{1} << 20;         // LANES_SHM_RING_BYTES, per direction and lane
@@ -43,12 +47,12 @@ struct TransportConfig {
   std::string socketIfname;                   // LANES_SOCKET_IFNAME ("" any but loopback)
   int socketThreads = 2;                      // LANES_SOCKET_NTHREADS
   int socketsPerThread = 1;                   // LANES_NSOCKS_PERTHREAD
-  size_t socketStripeBytes = size_t{512} << 10;   // LANES_SOCKET_STRIPE_BYTES
-  size_t socketRingBytes = size_t{4} << 20;       // LANES_SOCKET_RING_BYTES
-  size_t socketZeroCopyBytes = size_t{64} << 10;  // LANES_SOCKET_ZEROCOPY_BYTES (0: off)
-  int socketBusyPollUs = 0;                       // LANES_SOCKET_BUSY_POLL
-  SocketMover socketMover = SocketMover::Auto;    // LANES_SOCKET_MOVER
-  P2pMode p2p = P2pMode::Auto;                    // LANES_P2P_DISABLE
+  size_t socketStripeBytes = size_t{512} << 10;      // LANES_SOCKET_STRIPE_BYTES
+  size_t socketRingBytes = kDefaultSocketRingBytes;  // LANES_SOCKET_RING_BYTES
+  size_t socketZeroCopyBytes = size_t{64} << 10;     // LANES_SOCKET_ZEROCOPY_BYTES (0: off)
+  int socketBusyPollUs = 0;                          // LANES_SOCKET_BUSY_POLL
+  SocketMover socketMover = SocketMover::Auto;       // LANES_SOCKET_MOVER
+  P2pMode p2p = P2pMode::Auto;                       // LANES_P2P_DISABLE
   IbConfig ib;
 };
 

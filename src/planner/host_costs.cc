@@ -6,6 +6,7 @@
 
 #include "algorithms/tree.h"
 #include "transport/shm/sum_arena.h"
+#include "transport/transport_config.h"
 
 namespace lanes {
 
@@ -390,6 +391,11 @@ double crossPackageGBs(const MachineFacts& m) {
   return m.crossPackageGBs > 0 ? m.crossPackageGBs : 0.5 * m.hopGBs[4];
 }
 
+// What a TCP connection holds in flight: the socket transport's ring per lane
+// and direction at its default (LANES_SOCKET_RING_BYTES, which the model does
+// not read).
+constexpr double kSocketWindowBytes = static_cast<double>(kDefaultSocketRingBytes);
+
 CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   CostTerms c;
   const int n = f.nranks;
@@ -443,6 +449,17 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
         c.latency += steps.hops(2 * k);
         c.transfer = k * steps.reducedTransfer(s / n, n) + k * steps.transfer(s / n, n);
         c.reduce = k * steps.reduce(s / n);
+        // Two ranks on two hosts: the reduced half goes back over the one
+        // connection in the pieces its reduction makes of what arrives,
+        // where recursive doubling posts its whole buffer at once: on two
+        // namespace hosts of the 2-core VM the ring took 1.0-1.6x recursive
+        // doubling's time at 1-16 MiB and the same from 64 MiB, with 3x its
+        // sendmsg calls and 1.6 of 2 cores busy against 1.9
+        // (bench/results/tcp_netns/algo_choice). Priced as a socket ring's
+        // worth of that half not overlapping the first (fitted; every hop
+        // between hosts is priced at the TCP figures, verbs too).
+        if (n == 2 && m.hosts > 1)
+          c.transfer += steps.transfer(std::min(s / 2, kSocketWindowBytes), n);
       }
       break;
     case CollType::AllGather:  // s: each rank's piece

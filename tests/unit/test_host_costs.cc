@@ -450,6 +450,36 @@ TEST(HostAlgorithmChoice, HostsBeyondOneCostSocketHops) {
             hostAlgoCost(AlgoId::Ring, f, roomy().machine).latency * 5);
 }
 
+// Two ranks on two hosts: the ring's reduced half goes back in pieces, a
+// socket ring's worth of it not overlapping the first half, so recursive
+// doubling (one whole-buffer exchange, the same bytes) takes the all-reduces
+// of 1-4 MiB, the tree (pipelined both ways) 16 MiB, and the ring the
+// largest, where that window is a small share. Four ranks across hosts keep
+// the ring's price.
+TEST(HostAlgorithmChoice, TwoRanksOnTwoHostsExchangeWholeBuffers) {
+  SelectionConfig two = roomy();
+  two.machine.hosts = 2;
+  two.machine.ranksPerHost = 1;
+  two.machine.socketLatencyUs = 17;  // the VM's loopback probe
+  two.machine.socketGBs = 3.9;
+  for (size_t mib : {1, 4})
+    EXPECT_EQ(choice(CollType::AllReduce, mib << 20, 2, two), AlgoId::RecursiveDoubling) << mib;
+  EXPECT_EQ(choice(CollType::AllReduce, size_t{16} << 20, 2, two), AlgoId::Tree);
+  for (size_t mib : {64, 256})
+    EXPECT_EQ(choice(CollType::AllReduce, mib << 20, 2, two), AlgoId::Ring) << mib;
+  const double socketRate = two.machine.socketGBs * 1e9;
+  auto ringTransfer = [](const SelectionConfig& c, size_t bytes, int n) {
+    return hostAlgoCost(AlgoId::Ring, call(CollType::AllReduce, bytes, n), c.machine).transfer;
+  };
+  // The window: half the buffer up to 4 MiB, 4 MiB beyond.
+  const double oneMiB = 1 << 20;
+  EXPECT_NEAR(ringTransfer(two, 1 << 20, 2), 1.5 * oneMiB / socketRate, 1e-12);
+  EXPECT_NEAR(ringTransfer(two, 64 << 20, 2), (64 + 4) * oneMiB / socketRate, 1e-12);
+  SelectionConfig four = two;
+  four.machine.ranksPerHost = 2;
+  EXPECT_NEAR(ringTransfer(four, 4 << 20, 4), 1.5 * 4 * oneMiB / socketRate, 1e-12);
+}
+
 // Host summation in the shared arena: two hand-offs through counters,
 // whatever the rank count, sums of chunks the cache holds, and a copy in and
 // out, so it takes the calls of several ranks of one host, small ones
