@@ -31,9 +31,12 @@ measured first by lanes-topo --probe (cached in OUT/topo_cache.json, which the
 runs read too; --no-probe keeps the file there).
 
 The machine the predictions were made for is kept as OUT/topology.json
-(lanes-topo --json, the probes in it). --repredict asks the cost model of the
-build given again, for every stored point, with that file (or --topology F)
-and rewrites the predictions, choices and summary: a changed model is checked
+(lanes-topo --json, the probes in it), and the run's settings that shape a
+plan (PLAN_SETTINGS: LANES_P2P_DISABLE, the paths' limits, ...) as "env" in
+OUT/calibration.json. --repredict asks the cost model of the build given
+again, for every stored point, with that file (or --topology F) and the run's
+settings in place of the caller's LANES_* (--env VAR=VALUE asks what if), and
+rewrites the predictions, choices and summary: a changed model is checked
 against the same measurements on any machine, GPU or none.
 
 --time-budget S: no group starts once S seconds have passed or when the longest
@@ -213,8 +216,30 @@ def best_allowed(p):
     return min(allowed) if allowed else min(c["measured_us"] for c in p["candidates"])
 
 
+# The settings that shape a plan (docs/env.md): which transports and paths
+# a communicator sets up, and their sizes. Not the forced candidate, which
+# calibrate.py sets per run; not logging, timeouts, files or addresses, which
+# say nothing of the plan and would follow the record to other machines.
+PLAN_SETTINGS = (
+    "LANES_P2P_DISABLE", "LANES_SHM_DISABLE", "LANES_IB_DISABLE", "LANES_NLANES", "LANES_WIRE",
+    "LANES_SHM_RING_BYTES", "LANES_SOCKET_RING_BYTES", "LANES_SOCKET_STRIPE_BYTES",
+    "LANES_SOCKET_NTHREADS", "LANES_NSOCKS_PERTHREAD", "LANES_SOCKET_MOVER",
+    "LANES_IB_RING_BYTES", "LANES_IB_SLOT_BYTES", "LANES_STAGE_CHUNK_BYTES", "LANES_STAGE_SLOTS",
+    "LANES_STAGE_PAIR_CHUNK_BYTES", "LANES_STAGE_SHARED_STREAMS", "LANES_STAGED_COLLECTIVES",
+    "LANES_SHARED_GPU_PROXY_BYTES", "LANES_HOST_SUM_THREADS", "LANES_LL_SHARED_GPU",
+    "LANES_LL_MAX_BYTES", "LANES_SIMPLE_MAX_BYTES", "LANES_SHARED_CONTEXT_MAX_BYTES",
+)
+
+
+def run_env(env):
+    """The plan-shaping settings a run measured under (LANES_P2P_DISABLE, the
+    paths' limits, ...): a re-prediction must price the same set-up."""
+    return {k: env[k] for k in PLAN_SETTINGS if k in env}
+
+
 def repredict(args):
-    """Predictions and choices of this build for OUT's stored points."""
+    """Predictions and choices of this build for OUT's stored points, under
+    the LANES_* settings the run recorded (not the caller's)."""
     path = os.path.join(args.out, "calibration.json")
     with open(path) as f:
         doc = json.load(f)
@@ -222,9 +247,9 @@ def repredict(args):
     if not os.path.exists(topology):
         sys.exit(f"calibrate: {topology} not found: give the machine with --topology")
     topo = os.path.join(args.build, "bin", "lanes-topo")
-    env = dict(os.environ)
-    for v in ("LANES_TOPO_CACHE", "LANES_ALGO", "LANES_PROTO"):
-        env.pop(v, None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LANES_")}
+    env.update(doc.get("env", {}))
+    env.update(kv.split("=", 1) for kv in args.env)
     key = KEY[doc["memory"]]
     plans = {}
     for p in doc["points"]:
@@ -262,8 +287,8 @@ def write(out, args, inputs, points, skipped, failed):
     summary = summarize(points, skipped, failed)
     with open(os.path.join(out, "calibration.json"), "w") as f:
         json.dump({"format": "lanes-calibration-1", "memory": args.memory, "launch": args.launch,
-                   "inputs": inputs, "summary": summary, "skipped": skipped, "failed": failed,
-                   "points": points}, f, indent=1)
+                   "env": run_env(os.environ), "inputs": inputs, "summary": summary,
+                   "skipped": skipped, "failed": failed, "points": points}, f, indent=1)
     return summary
 
 
@@ -295,6 +320,9 @@ def main():
                     help="ask this build's cost model again for OUT's points (OUT/topology.json "
                          "or --topology), rewrite OUT/calibration.json and the plot, and stop")
     ap.add_argument("--topology", help="with --repredict: the machine to predict for")
+    ap.add_argument("--env", action="append", default=[], metavar="VAR=VALUE",
+                    help="with --repredict: a setting over the run's recorded ones (what if; "
+                         "the caller's own LANES_* are not read), repeatable")
     args = ap.parse_args()
     if args.repredict:
         repredict(args)

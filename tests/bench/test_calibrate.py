@@ -1,6 +1,10 @@
 """bench/planner/calibrate.py's order of runs in a pass, its repeatability figures and its
-per-pass times read back from a run's files, on points made by hand."""
+per-pass times read back from a run's files, on points made by hand; the settings a run
+records and a re-prediction applies (with a stand-in lanes-topo)."""
+import argparse
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import tempfile
@@ -102,6 +106,103 @@ class PassesFromRuns(unittest.TestCase):
             self.assertNotIn("passes_us", c[2])
             self.assertNotIn("passes_us", c[3])
 
+
+class RunSettings(unittest.TestCase):
+    """A re-prediction prices the set-up the run measured, whatever the caller's settings."""
+
+    def fake_build(self, root):
+        # A lanes-topo that prices "staged" by LANES_P2P_DISABLE, as the real
+        # one puts the staging slots in host memory then, and writes down the
+        # LANES_* variables it saw.
+        bindir = os.path.join(root, "bin")
+        os.makedirs(bindir)
+        tool = os.path.join(bindir, "lanes-topo")
+        with open(tool, "w") as f:
+            f.write("""#!/usr/bin/env python3
+import json, os
+seen = {k: v for k, v in os.environ.items() if k.startswith("LANES_")}
+with open(os.path.join(os.path.dirname(__file__), "seen.json"), "w") as f:
+    json.dump(seen, f)
+staged = 90.0 if os.environ.get("LANES_P2P_DISABLE") == "1" else 45.0
+rows = [{"size": 8, "chosen": "simple", "candidates": [
+    {"path": "staged", "predicted_us": staged}, {"path": "simple", "predicted_us": 60.0}]}]
+print(json.dumps({"inputs": {}, "device": rows}))
+""")
+        os.chmod(tool, 0o755)
+        return root, os.path.join(bindir, "seen.json")
+
+    def test_run_env_keeps_the_set_up_and_leaves_out_the_rest(self):
+        env = {"LANES_P2P_DISABLE": "1", "LANES_SIMPLE_MAX_BYTES": "1M", "LANES_ALGO": "ring",
+               "LANES_PROTO": "staged", "LANES_TOPO_CACHE": "/x", "LANES_BOOTSTRAP_SECRET": "s",
+               "LANES_DEBUG": "INFO", "LANES_TIMEOUT": "60", "LANES_DEBUG_FILE": "/tmp/x",
+               "PATH": "/bin"}
+        self.assertEqual(calibrate.run_env(env),
+                         {"LANES_P2P_DISABLE": "1", "LANES_SIMPLE_MAX_BYTES": "1M"})
+
+    def test_the_record_holds_the_settings(self):
+        with tempfile.TemporaryDirectory() as out:
+            saved = dict(os.environ)
+            os.environ.update(LANES_P2P_DISABLE="1", LANES_DEBUG="INFO")
+            try:
+                args = argparse.Namespace(memory="device", launch="processes")
+                calibrate.write(out, args, {}, [], [], [])
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            with open(os.path.join(out, "calibration.json")) as f:
+                self.assertEqual(json.load(f)["env"], {"LANES_P2P_DISABLE": "1"})
+
+    def repredict(self, root, recorded, extra=()):
+        """What the fake lanes-topo saw, and the point's predictions, after a
+        re-prediction of a run that recorded `recorded` (None: no record)."""
+        build, seen = self.fake_build(os.path.join(root, "build"))
+        out = os.path.join(root, "out")
+        os.makedirs(out)
+        with open(os.path.join(out, "topology.json"), "w") as f:
+            f.write("{}")
+        cands = [{"name": "staged", "measured_us": 98.0, "predicted_us": 0},
+                 {"name": "simple", "measured_us": 60.0, "predicted_us": 0}]
+        doc = {"format": "lanes-calibration-1", "memory": "device", "launch": "processes",
+               "points": [{"collective": "allreduce", "nranks": 2, "size": 8,
+                           "default_us": 60.0, "chosen": "staged", "candidates": cands}]}
+        if recorded is not None:
+            doc["env"] = recorded
+        with open(os.path.join(out, "calibration.json"), "w") as f:
+            json.dump(doc, f)
+        saved = dict(os.environ)
+        os.environ.update(LANES_P2P_DISABLE="0", LANES_LL_MAX_BYTES="4K")
+        try:
+            args = argparse.Namespace(out=out, topology=None, build=build, env=list(extra))
+            with contextlib.redirect_stdout(io.StringIO()):
+                calibrate.repredict(args)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        with open(seen) as f:
+            saw = json.load(f)
+        with open(os.path.join(out, "calibration.json")) as f:
+            p = json.load(f)["points"][0]
+        return saw, {c["name"]: c["predicted_us"] for c in p["candidates"]}, p["chosen"]
+
+    def test_a_record_without_settings_is_priced_with_none(self):
+        with tempfile.TemporaryDirectory() as root:
+            saw, predicted, _ = self.repredict(root, None)
+            self.assertEqual(saw, {})
+            self.assertEqual(predicted["staged"], 45.0)
+
+    def test_env_asks_what_if(self):
+        with tempfile.TemporaryDirectory() as root:
+            saw, predicted, _ = self.repredict(root, {"LANES_P2P_DISABLE": "1"},
+                                               ["LANES_P2P_DISABLE=0"])
+            self.assertEqual(saw, {"LANES_P2P_DISABLE": "0"})
+            self.assertEqual(predicted["staged"], 45.0)
+
+    def test_repredict_uses_the_runs_settings_not_the_callers(self):
+        with tempfile.TemporaryDirectory() as root:
+            saw, predicted, chosen = self.repredict(root, {"LANES_P2P_DISABLE": "1"})
+            self.assertEqual(saw, {"LANES_P2P_DISABLE": "1"})
+            self.assertEqual(predicted, {"staged": 90.0, "simple": 60.0})
+            self.assertEqual(chosen, "simple")
 
 if __name__ == "__main__":
     unittest.main()
