@@ -508,6 +508,31 @@ TEST(DevicePathChoice, StagedSlotsHandOffsAndTimeSlicesArePriced) {
   EXPECT_NEAR(staged(large).total() - largeUnsliced, 2 * 3 * 2200e-6, 1e-9);
 }
 
+// Host summation between processes of one GPU waits for hand-offs between
+// their contexts, 50 us a peer and 25 a peer per chunk, under MPS as in time
+// slices; thread ranks of one context and processes on their own GPUs do not.
+TEST(DevicePathChoice, HostSummationPaysHandOffsBetweenProcessesOfOneGpu) {
+  const SelectionConfig config;
+  auto hostSum = [&](const CallFacts& f) {
+    for (const DeviceCandidate& c : rankDevicePaths(f, config))
+      if (c.path == DevicePath::HostSum) return c.cost.latency;
+    ADD_FAILURE() << "no host summation candidate";
+    return 0.0;
+  };
+  CallFacts own = deviceCall(CollType::AllReduce, 8);
+  own.nranks = 4;
+  CallFacts mps = own;  // processes of one GPU under MPS: not time-sliced
+  mps.ranksPerGpu = 4;
+  CallFacts sliced = mps;
+  sliced.timeSliced = true;
+  CallFacts threads = mps;
+  threads.threadRanks = true;
+  const double oneChunk = 3 * (50 + 25) * 1e-6;
+  EXPECT_NEAR(hostSum(mps) - hostSum(own), oneChunk, 1e-9);
+  EXPECT_NEAR(hostSum(sliced) - hostSum(own), oneChunk, 1e-9);
+  EXPECT_LT(hostSum(threads) - hostSum(own), 50e-6) << "one context: no hand-offs between them";
+}
+
 // The explanation names the choice, its deciding term and the next two, and
 // whether the inputs were measured: stable text, the same on every rank.
 TEST(DevicePathChoice, TheExplanationIsStable) {
