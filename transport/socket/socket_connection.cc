@@ -248,9 +248,13 @@ class SocketConnection final : public Connection {
   template <typename Step>
   void trySocket(DataSocket& s, Step step);
   void noteEngineCall() { engineCalledNs_.store(nowNs(), std::memory_order_relaxed); }
+  // The clock is read before the engine's last call: a worker preempted
+  // between the two then sees the engine as more recent, never as quiet.
   bool engineActive() const {
-    return cfg_.engineMoves && nowNs() - engineCalledNs_.load(std::memory_order_relaxed) <
-                                   int64_t{kEngineQuietMs} * 1000000;
+    if (!cfg_.engineMoves) return false;
+    const int64_t now = nowNs();
+    return now - engineCalledNs_.load(std::memory_order_relaxed) <
+           int64_t{kEngineQuietMs} * 1000000;
   }
   int creditSocket(int lane) const { return lane % nsockets_; }
   // Makes a lane's ring resident up to stream offset `end` (PageBuffer::prefault).
