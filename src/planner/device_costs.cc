@@ -287,12 +287,13 @@ CostTerms hostSumCost(const CallFacts& f, const GpuLink& link, const MachineFact
   // rank's enqueue.
   t.latency = 2 * link.flag() + (m.hopLatencyUs + kHostReleaseUs) * kUs;
   t.latency += (f.threadRanks ? n : 1) * (2 + 0.75 * n) * kEnqueueCallUs * kUs;
-  // Processes of one GPU: fewer hand-offs between their contexts than the
-  // staged all-reduce's (the host raises `reduced`), 50 us a peer and 25 a
-  // peer per chunk (the H200, 2, 4 and 8 processes in time slices). Under
-  // MPS too: 2 processes of the H200 took 127-141 us for 8 B-32 KiB where
-  // this model without them priced 52, and 1.1-1.7x its price up to 32 MiB
-  // (bench/results/planner_h200/mps_p2p_off); with them, 0.85-1.27x.
+  // Processes of one GPU: hand-offs between their contexts, 50 us a peer and
+  // 25 a peer per chunk (the H200, 2, 4 and 8 processes in time slices, where
+  // the staged all-reduce's cost more: the host raises `reduced`). Unlike the
+  // staged path's, under MPS too: 2 processes of the H200 took 127-141 us for
+  // 8 B-32 KiB where this model without them priced 52, and 1.1-1.7x its
+  // price up to 32 MiB (bench/results/planner_h200/mps_p2p_off); with them,
+  // 0.85-1.27x. (Thread ranks beside other processes take neither path.)
   const bool processesShareGpu = f.timeSliced || (!f.threadRanks && f.ranksPerGpu > 1);
   if (processesShareGpu) t.latency += (n - 1) * (50 + 25 * chunks) * kUs;
   if (f.wire != WireFormat::Native) t.latency += 2 * link.launch();  // encode, decode

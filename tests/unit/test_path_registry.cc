@@ -510,7 +510,7 @@ TEST(DevicePathChoice, StagedSlotsHandOffsAndTimeSlicesArePriced) {
 
 // Host summation between processes of one GPU waits for hand-offs between
 // their contexts, 50 us a peer and 25 a peer per chunk, under MPS as in time
-// slices; thread ranks of one context and processes on their own GPUs do not.
+// slices; thread ranks of one process and processes on their own GPUs do not.
 TEST(DevicePathChoice, HostSummationPaysHandOffsBetweenProcessesOfOneGpu) {
   const SelectionConfig config;
   auto hostSum = [&](const CallFacts& f) {
