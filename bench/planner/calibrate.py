@@ -249,7 +249,8 @@ def repredict(args):
     topo = os.path.join(args.build, "bin", "lanes-topo")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LANES_")}
     env.update(doc.get("env", {}))
-    env.update(kv.split("=", 1) for kv in args.env)
+    what_if = dict(kv.split("=", 1) for kv in args.env)
+    env.update(what_if)
     key = KEY[doc["memory"]]
     plans = {}
     for p in doc["points"]:
@@ -259,7 +260,9 @@ def repredict(args):
                    "--topology", topology] + (["--threads"] if g[2] == "threads" else [])
             # The machine's MPS as the run saw it (an imported model has none).
             cmd.append("--mps" if (doc.get("inputs") or {}).get("mps") or doc.get("mps") else "--no-mps")
-            plan = json.loads(run(cmd, env, "lanes-topo --plan --json"))
+            text = run(cmd, env, "lanes-topo --plan --json")
+            # A setting's warning (a bad --env value) may come before the JSON.
+            plan = json.loads(text[text.find("{"):])
             plans[g] = {r["size"]: r for r in plan[doc["memory"]]}
             doc["inputs"] = plan.get("inputs", doc.get("inputs"))
         row = plans[g].get(p["size"])
@@ -277,6 +280,11 @@ def repredict(args):
         p["regret"] = p["default_us"] / best_allowed(p)
     doc["summary"] = summarize(doc["points"], doc.get("skipped"), doc.get("failed"))
     doc["repredicted_with"] = os.path.abspath(args.build)
+    # A what-if is kept beside the run's own record, never in place of it.
+    if what_if:
+        doc["repredicted_env"] = what_if
+    else:
+        doc.pop("repredicted_env", None)
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
     plot(doc["points"], os.path.join(args.out, "calibration.png"))
@@ -324,6 +332,11 @@ def main():
                     help="with --repredict: a setting over the run's recorded ones (what if; "
                          "the caller's own LANES_* are not read), repeatable")
     args = ap.parse_args()
+    if args.env and not args.repredict:
+        ap.error("--env applies to --repredict only")
+    for kv in args.env:
+        if not kv.startswith("LANES_") or "=" not in kv:
+            ap.error(f"--env {kv}: give LANES_VAR=VALUE (an empty VALUE unsets it)")
     if args.repredict:
         repredict(args)
         return

@@ -7,6 +7,7 @@ import importlib.util
 import io
 import json
 import os
+import sys
 import tempfile
 import unittest
 
@@ -119,8 +120,10 @@ class RunSettings(unittest.TestCase):
         tool = os.path.join(bindir, "lanes-topo")
         with open(tool, "w") as f:
             f.write("""#!/usr/bin/env python3
-import json, os
+import json, os, sys
 seen = {k: v for k, v in os.environ.items() if k.startswith("LANES_")}
+if os.environ.get("LANES_P2P_DISABLE") not in (None, "0", "1"):
+    print("lanes: LANES_P2P_DISABLE: not 0 or 1; ignored", file=sys.stderr, flush=True)
 with open(os.path.join(os.path.dirname(__file__), "seen.json"), "w") as f:
     json.dump(seen, f)
 staged = 90.0 if os.environ.get("LANES_P2P_DISABLE") == "1" else 45.0
@@ -142,6 +145,8 @@ print(json.dumps({"inputs": {}, "device": rows}))
     def test_the_record_holds_the_settings(self):
         with tempfile.TemporaryDirectory() as out:
             saved = dict(os.environ)
+            for k in [k for k in os.environ if k.startswith("LANES_")]:
+                del os.environ[k]
             os.environ.update(LANES_P2P_DISABLE="1", LANES_DEBUG="INFO")
             try:
                 args = argparse.Namespace(memory="device", launch="processes")
@@ -196,6 +201,30 @@ print(json.dumps({"inputs": {}, "device": rows}))
                                                ["LANES_P2P_DISABLE=0"])
             self.assertEqual(saw, {"LANES_P2P_DISABLE": "0"})
             self.assertEqual(predicted["staged"], 45.0)
+            with open(os.path.join(root, "out", "calibration.json")) as f:
+                doc = json.load(f)
+            self.assertEqual(doc["env"], {"LANES_P2P_DISABLE": "1"}, "the run's record stays")
+            self.assertEqual(doc["repredicted_env"], {"LANES_P2P_DISABLE": "0"})
+
+    def test_a_warning_before_the_plan_is_skipped(self):
+        with tempfile.TemporaryDirectory() as root:
+            saw, predicted, _ = self.repredict(root, None, ["LANES_P2P_DISABLE=maybe"])
+            self.assertEqual(saw, {"LANES_P2P_DISABLE": "maybe"})
+            self.assertEqual(predicted["staged"], 45.0)
+
+    def test_a_malformed_env_is_refused(self):
+        for argv in (["--repredict", "--env", "P2P_DISABLE"], ["--repredict", "--env", "PATH=/x"],
+                     ["--env", "LANES_P2P_DISABLE=1"]):
+            saved = sys.argv
+            sys.argv = ["calibrate.py", "--out", "/nonexistent"] + argv
+            try:
+                with contextlib.redirect_stderr(io.StringIO()) as err:
+                    with self.assertRaises(SystemExit) as e:
+                        calibrate.main()
+            finally:
+                sys.argv = saved
+            self.assertEqual(e.exception.code, 2, argv)
+            self.assertIn("--env", err.getvalue(), argv)
 
     def test_repredict_uses_the_runs_settings_not_the_callers(self):
         with tempfile.TemporaryDirectory() as root:
