@@ -336,7 +336,7 @@ def main():
         ap.error("--env applies to --repredict only")
     for kv in args.env:
         if not kv.startswith("LANES_") or "=" not in kv:
-            ap.error(f"--env {kv}: give LANES_VAR=VALUE (an empty VALUE unsets it)")
+            ap.error(f"--env {kv}: give NAME=VALUE, NAME a LANES_ setting (an empty VALUE unsets it)")
     if args.repredict:
         repredict(args)
         return
