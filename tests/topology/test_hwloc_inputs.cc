@@ -1,6 +1,8 @@
 // hwloc XML as other machines export it: under a cgroup that disallows NUMA
 // nodes, with hwloc's NVLinkBandwidth matrix, from a newer hwloc, or not
 // hwloc's at all; and what a build without hwloc says.
+#include <cstdio>
+#include <memory>
 #include <string>
 
 #include "fixture_util.h"
@@ -102,6 +104,31 @@ TEST(TopoHwlocInputs, CliNamesTheNewerFormat) {
   EXPECT_TRUE(has(out, "lanes-topo: hwloc could not parse ")) << out;
   EXPECT_TRUE(has(out, "hwloc XML format 3.0, which comes from a newer hwloc")) << out;
   EXPECT_FALSE(has(out, "errno")) << out;
+}
+
+// Live discovery leaves out hwloc's display and OpenCL components: where
+// their plugins are installed (Debian's libhwloc-plugins, as on CI) every
+// rank would ask the OpenCL loader and X for devices Lanes never plans by.
+// hwloc's own log (HWLOC_COMPONENTS_VERBOSE) lists the components it ran.
+TEST(TopoHwlocInputs, LiveDiscoveryRunsNoDisplayOrOpenClComponent) {
+  if (!hwlocAvailable()) GTEST_SKIP() << "built without hwloc";
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> p(
+      popen(
+          (std::string("HWLOC_COMPONENTS_VERBOSE=1 ") + LANES_TOPO_BIN + " --no-nvml 2>&1").c_str(),
+          "r"),
+      pclose);
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p.get())) > 0;) out.append(buf, n);
+  ASSERT_EQ(WEXITSTATUS(pclose(p.release())), 0) << out;
+  const std::string key = "Final list of enabled discovery components: ";
+  const size_t at = out.find(key);
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::string list = out.substr(at + key.size(), out.find('\n', at) - at - key.size());
+  EXPECT_TRUE(has(list, "linux(")) << list;
+  EXPECT_FALSE(has(list, "opencl(")) << list;
+  EXPECT_FALSE(has(list, "gl(")) << list;
 }
 
 TEST(TopoHwlocInputs, BuildWithoutHwlocSaysSoInTheReport) {
