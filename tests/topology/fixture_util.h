@@ -16,11 +16,12 @@
 
 namespace lanes::topo::testing {
 
-// Runs lanes-topo with `args`; its stdout and stderr, and its exit code in *rc.
-inline std::string run(const std::string& args, int* rc) {
+// Runs lanes-topo with `args` (and the shell assignments `env`, "VAR=value
+// ..."); its stdout and stderr, and its exit code in *rc.
+inline std::string run(const std::string& args, int* rc, const std::string& env = "") {
   std::string out;
   std::unique_ptr<FILE, int (*)(FILE*)> p(
-      popen((std::string(LANES_TOPO_BIN) + " " + args + " 2>&1").c_str(), "r"), pclose);
+      popen((env + " " + LANES_TOPO_BIN + " " + args + " 2>&1").c_str(), "r"), pclose);
   char buf[4096];
   size_t n;
   while ((n = fread(buf, 1, sizeof(buf), p.get())) > 0) out.append(buf, n);

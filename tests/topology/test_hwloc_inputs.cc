@@ -1,8 +1,6 @@
 // hwloc XML as other machines export it: under a cgroup that disallows NUMA
 // nodes, with hwloc's NVLinkBandwidth matrix, from a newer hwloc, or not
 // hwloc's at all; and what a build without hwloc says.
-#include <cstdio>
-#include <memory>
 #include <string>
 
 #include "fixture_util.h"
@@ -112,16 +110,9 @@ TEST(TopoHwlocInputs, CliNamesTheNewerFormat) {
 // hwloc's own log (HWLOC_COMPONENTS_VERBOSE) lists the components it ran.
 TEST(TopoHwlocInputs, LiveDiscoveryRunsNoDisplayOrOpenClComponent) {
   if (!hwlocAvailable()) GTEST_SKIP() << "built without hwloc";
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> p(
-      popen(
-          (std::string("HWLOC_COMPONENTS_VERBOSE=1 ") + LANES_TOPO_BIN + " --no-nvml 2>&1").c_str(),
-          "r"),
-      pclose);
-  ASSERT_NE(p, nullptr);
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p.get())) > 0;) out.append(buf, n);
-  ASSERT_EQ(WEXITSTATUS(pclose(p.release())), 0) << out;
+  int rc = -1;
+  const std::string out = run("--no-nvml", &rc, "HWLOC_COMPONENTS_VERBOSE=1");
+  ASSERT_EQ(rc, 0) << out;
   const std::string key = "Final list of enabled discovery components: ";
   const size_t at = out.find(key);
   ASSERT_NE(at, std::string::npos) << out;

@@ -53,8 +53,8 @@ struct SocketConnectionConfig {
   int lanes = 1;
   int threads = 2;
   int socketsPerThread = 1;
-  size_t bufferBytes =
-      kDefaultSocketRingBytes;  // per lane and direction, a multiple of stripeBytes
+  // Per lane and direction, a multiple of stripeBytes.
+  size_t bufferBytes = kDefaultSocketRingBytes;
   size_t stripeBytes = 512u << 10;
   // Frames of at least this many payload bytes go with MSG_ZEROCOPY where the
   // kernel sends them without a copy (0: never).
