@@ -149,7 +149,8 @@ lanesResult_t lanesCommInitRank(lanesComm_t* comm, int nranks, lanesUniqueId com
 lanesResult_t lanesCommInitRankConfig(lanesComm_t* comm, int nranks, lanesUniqueId commId, int rank,
                                       lanesConfig_t* config);
 /* ndev ranks as threads of this process; devlist may be NULL (devices 0..ndev-1
- * where GPUs exist, host-only ranks otherwise). */
+ * where GPUs exist, host-only ranks otherwise). An entry of -1 makes that rank
+ * host-only even where GPUs exist. */
 lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist);
 /* Joins the job a launcher started: lanes-run (LANES_RANK, LANES_WORLD_SIZE,
  * LANES_ROOT_ADDR), torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),

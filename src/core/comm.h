@@ -37,6 +37,10 @@ struct CommOptions {
   double timeoutSeconds = 300;
   std::string name;
   std::optional<WireFormat> wire;  // lanesConfig_t.wireFormat; unset: LANES_WIRE
+  bool hostOnly = false;           // no GPU for this rank, even where CUDA sees one
+  // Settings in place of LANES_* variables for this communicator alone (the
+  // machine probes' forced algorithms), applied after the environment is read.
+  std::function<void(CommConfig&)> adjustConfig;
 };
 
 // Lane 0 carries point-to-point traffic; collectives use lanes 1..n-1, so the

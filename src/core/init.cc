@@ -223,9 +223,10 @@ std::unique_ptr<lanesComm> newComm(int nranks, int rank, const CommOptions& opti
   comm->nranks = nranks;
   comm->options = options;
   comm->config = CommConfig::fromEnv();
+  if (options.adjustConfig) options.adjustConfig(comm->config);
   comm->flight = std::make_unique<FlightRecorder>(comm->config.flightEntries);
   if (options.wire) comm->config.selection.wire = *options.wire;
-  comm->cudaDev = currentCudaDevice();  // -1 on a machine without CUDA
+  comm->cudaDev = options.hostOnly ? -1 : currentCudaDevice();  // -1 without CUDA
   return comm;
 }
 
@@ -369,6 +370,38 @@ Status awaitGroupInits() {
   return first;
 }
 
+Status initThreadRanks(const std::vector<int>& devices, const CommOptions& options,
+                       lanesComm_t* comms) {
+  const int n = static_cast<int>(devices.size());
+  lanesUniqueId id;
+  LANES_RETURN_IF_ERROR(createUniqueIdAndRoot("", nullptr, &id));
+  std::vector<Status> results(devices.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    comms[r] = nullptr;
+    threads.emplace_back([&, r] {
+      const int dev = devices[static_cast<size_t>(r)];
+      CommOptions mine = options;
+      mine.hostOnly = mine.hostOnly || dev < 0;
+      results[r] = setCudaDevice(dev);
+      if (results[r]) results[r] = initComm(id, n, r, mine, &comms[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (results[r]) continue;
+    for (int k = 0; k < n; ++k) {
+      if (comms[k] != nullptr) {
+        lanesCommAbort(comms[k]);
+        comms[k] = nullptr;
+      }
+    }
+    return Status(results[r].code(),
+                  "lanesCommInitAll: rank " + std::to_string(r) + ": " + results[r].message());
+  }
+  return Status::ok();
+}
+
 }  // namespace lanes
 
 using namespace lanes;
@@ -429,38 +462,15 @@ lanesResult_t lanesCommInitAll(lanesComm_t* comms, int ndev, const int* devlist)
   if (comms == nullptr) return report(nullptr, invalidArgument("comms is NULL"));
   if (ndev < 1)
     return report(nullptr, invalidArgument("ndev must be at least 1, got " + std::to_string(ndev)));
-  lanesUniqueId id;
-  Status status = createUniqueIdAndRoot("", nullptr, &id);
-  if (!status) return report(nullptr, status);
+  // Ranks beyond the GPU count share GPUs round-robin (NCCL refuses; Lanes allows it).
+  const int ngpus = cudaDeviceCount();
+  std::vector<int> devices(static_cast<size_t>(ndev));
+  for (int r = 0; r < ndev; ++r)
+    devices[static_cast<size_t>(r)] =
+        devlist != nullptr ? devlist[r] : (ngpus > 0 ? r % ngpus : -1);
   CommOptions options;
   options.timeoutSeconds = defaultTimeoutSeconds();
-  std::vector<Status> results(ndev);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ndev; ++r) {
-    comms[r] = nullptr;
-    threads.emplace_back([&, r] {
-      // Ranks beyond the GPU count share GPUs round-robin (NCCL refuses; Lanes allows it).
-      int ngpus = cudaDeviceCount();
-      int dev = devlist != nullptr ? devlist[r] : (ngpus > 0 ? r % ngpus : -1);
-      results[r] = setCudaDevice(dev);
-      if (results[r]) results[r] = initComm(id, ndev, r, options, &comms[r]);
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < ndev; ++r) {
-    if (!results[r]) {
-      for (int k = 0; k < ndev; ++k) {
-        if (comms[k] != nullptr) {
-          lanesCommAbort(comms[k]);
-          comms[k] = nullptr;
-        }
-      }
-      return report(nullptr,
-                    Status(results[r].code(), "lanesCommInitAll: rank " + std::to_string(r) + ": " +
-                                                  results[r].message()));
-    }
-  }
-  return lanesSuccess;
+  return report(nullptr, initThreadRanks(devices, options, comms));
 }
 
 lanesResult_t lanesCommInitFromEnv(lanesComm_t* comm, lanesConfig_t* config) {

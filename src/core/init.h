@@ -2,6 +2,8 @@
 // Split and Shrink.
 #pragma once
 
+#include <vector>
+
 #include "base/status.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
@@ -20,6 +22,10 @@ Status initCommWith(Bootstrap::Join join, int nranks, int rank, const CommOption
                     lanesComm_t* out);
 Status startInit(Bootstrap::Join join, int nranks, int rank, const CommOptions& options,
                  lanesComm_t* out);
+// Thread ranks of this process, one per entry of `devices` (its CUDA device;
+// -1: a host-only rank), as lanesCommInitAll; on failure none is left.
+Status initThreadRanks(const std::vector<int>& devices, const CommOptions& options,
+                       lanesComm_t* comms);
 // Waits until a communicator created in the background is ready or failed.
 Status awaitInit(lanesComm* comm);
 // At the end of a group: waits for the communicators this thread created in it.

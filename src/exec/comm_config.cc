@@ -173,6 +173,10 @@ WireFormat wireFromEnv() {
 
 }  // namespace
 
+Status parseAlgoList(const std::string& text, NameList* out) {
+  return NameList::parse(canonicalAlgoList(text), hostAlgoNames(), out);
+}
+
 SelectionConfig SelectionConfig::fromEnv() {
   SelectionConfig c;
   c.proto = listFromEnv("LANES_PROTO", devicePathNames());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "exec/call_facts.h"
 #include "exec/stage_stream_policy.h"
@@ -31,6 +32,9 @@ struct CommConfig {
   // and what is used instead) and leaves the default.
   static CommConfig fromEnv();
 };
+
+// A LANES_ALGO list ("ring", "^tree,rd"), for settings made in code.
+Status parseAlgoList(const std::string& text, NameList* out);
 
 // Reducer threads per rank of host summation: `configured`
 // (LANES_HOST_SUM_THREADS) where set, else the host's `cores` shared by its
