@@ -1,4 +1,4 @@
-#include "tools/lanes_topo_gpu_probe.h"
+#include "core/gpu_latency_probe.h"
 
 #if LANES_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -1,4 +1,5 @@
-// lanes-topo --probe, the GPU latencies a device path's cost model reads: a
+// The GPU latencies a device path's cost model reads (lanes-topo --probe, and
+// the probe at first use: core/first_use_probe.h): a
 // stream counter in mapped host memory from one stream to another of the same
 // GPU, and a tiny kernel's launch. Measured through Lanes' own counter ops and
 // kernels (exec/, kernels/), which topology/ may not reach, hence here and not

@@ -1,4 +1,4 @@
-#include "tools/lanes_topo_host_probe.h"
+#include "core/host_probe.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "base/collective.h"
+#include "base/env.h"
 #include "core/comm.h"
+#include "core/init.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/wire_codec.h"
 #include "lanes/lanes.h"
@@ -179,19 +181,17 @@ void measureWireCodec(topo::HostProbe* h) {
   }
 }
 
-// Two thread ranks made with `var` set to `value` for their creation (the
-// communicator reads its LANES_* settings then), the variable restored after.
-Status initPairWith(const char* var, const char* value, const char* what,
-                    std::array<lanesComm_t, 2>* comms) {
-  const char* before = std::getenv(var);
-  const std::string saved = before != nullptr ? before : "";
-  setenv(var, value, 1);
-  const int noGpu[2] = {-1, -1};
-  Status s = lanesStatus(lanesCommInitAll(comms->data(), 2, noGpu), nullptr, what);
-  if (before != nullptr)
-    setenv(var, saved.c_str(), 1);
-  else
-    unsetenv(var);
+// Two host-only thread ranks, their settings `adjust`ed over the LANES_*
+// variables (the probes force algorithms and transports without touching the
+// environment, which the process's other threads may be reading).
+Status initPair(const std::function<void(CommConfig&)>& adjust, const char* what,
+                std::array<lanesComm_t, 2>* comms) {
+  CommOptions options;
+  options.timeoutSeconds = defaultTimeoutSeconds();
+  options.hostOnly = true;
+  options.adjustConfig = adjust;
+  Status s = initThreadRanks({-1, -1}, options, comms->data());
+  if (!s) return Status(s.code(), std::string("host probe: ") + what + ": " + s.message());
   return s;
 }
 
@@ -218,8 +218,8 @@ double memoryRate() {
 // wire's own rate is the NIC's (the planner takes the lower).
 Status measureTcp(topo::HostProbe* h) {
   std::array<lanesComm_t, 2> comms{};
-  LANES_RETURN_IF_ERROR(
-      initPairWith("LANES_SHM_DISABLE", "1", "two thread ranks over the socket transport", &comms));
+  LANES_RETURN_IF_ERROR(initPair([](CommConfig& c) { c.transport.shmDisabled = true; },
+                                 "two thread ranks over the socket transport", &comms));
   double roundTrip = 0, big = 0;
   constexpr size_t kBigBytes = size_t{16} << 20;
   Status s = timeRoundTrips(comms.data(), 8, 500, &roundTrip);
@@ -247,7 +247,10 @@ lanesResult_t broadcast8(float* value, lanesComm_t comm) {
 // another algorithm).
 Status timeLoopBy(const char* algo, LoopCall call, double* seconds) {
   std::array<lanesComm_t, 2> comms{};
-  LANES_RETURN_IF_ERROR(initPairWith("LANES_ALGO", algo, "two thread ranks", &comms));
+  NameList forced;
+  LANES_RETURN_IF_ERROR(parseAlgoList(algo, &forced));
+  LANES_RETURN_IF_ERROR(initPair([&forced](CommConfig& c) { c.selection.algo = forced; },
+                                 "two thread ranks", &comms));
   if (std::string_view(algo) == algoName(AlgoId::SharedSum) &&
       !comms[0]->config.selection.sharedSumUsable) {
     for (lanesComm_t c : comms) lanesCommDestroy(c);
@@ -330,9 +333,7 @@ Status measureCrossPackage(const topo::Topology& t, topo::HostProbe* h) {
   const Pins pins = crossPackageCpus(t);
   if (!pins) return Status::ok();
   std::array<lanesComm_t, 2> comms{};
-  const int noGpu[2] = {-1, -1};
-  LANES_RETURN_IF_ERROR(lanesStatus(lanesCommInitAll(comms.data(), 2, noGpu), nullptr,
-                                    "two thread ranks across CPU packages"));
+  LANES_RETURN_IF_ERROR(initPair(nullptr, "two thread ranks across CPU packages", &comms));
   double roundTrip = 0, big = 0;
   constexpr size_t kBigBytes = size_t{16} << 20;
   Status s = timeRoundTrips(comms.data(), 8, 1000, &roundTrip, pins);
@@ -351,9 +352,7 @@ Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out) {
   // Host-only thread ranks: the figures are the shared-memory transport's,
   // whatever GPUs the machine has.
   std::array<lanesComm_t, 2> comms{};
-  const int noGpu[2] = {-1, -1};
-  LANES_RETURN_IF_ERROR(lanesStatus(lanesCommInitAll(comms.data(), 2, noGpu), nullptr,
-                                    "two thread ranks on this host"));
+  LANES_RETURN_IF_ERROR(initPair(nullptr, "two thread ranks on this host", &comms));
   topo::HostProbe h;
   double roundTrip = 0;
   Status s = timeRoundTrips(comms.data(), 8, 2000, &roundTrip);
