@@ -17,6 +17,7 @@ struct ProbeOptions {
   size_t bytes = size_t{256} << 20;  // per transfer
   int repetitions = 5;               // best of
   bool pairs = true;                 // P2P correctness and bandwidth
+  int onlyCudaDevice = -1;           // >= 0: that GPU alone (no context made on the others)
 };
 
 // Needs the CUDA data path; without it, or without GPUs, returns an error.

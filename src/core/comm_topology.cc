@@ -17,19 +17,28 @@
 #include "algorithms/ring_order.h"
 #include "base/log.h"
 #include "core/comm.h"
+#include "core/first_use_probe.h"
 #include "planner/machine_facts.h"
 #include "planner/p2p_rule.h"
 #include "topology/discovery.h"
 
 namespace lanes {
 
-const topo::Topology& processTopology() {
-  // The one process-wide object: every communicator of the process shares it.
+namespace {
+
+// The one process-wide object: every communicator of the process shares it.
+topo::Topology& theProcessTopology() {
   static std::once_flag once;
   static topo::Topology topology;
   std::call_once(once, [] { topology = topo::systemTopology(); });
   return topology;
 }
+
+}  // namespace
+
+const topo::Topology& processTopology() { return theProcessTopology(); }
+
+void attachProcessProbes(topo::Probes probes) { theProcessTopology().probes = std::move(probes); }
 
 bool inCpuList(const std::string& list, int cpu) {
   size_t at = 0;
@@ -180,6 +189,7 @@ void agreeOnWire(lanesComm* comm) {
 }  // namespace
 
 Status exchangePlacement(lanesComm* comm) {
+  if (comm->cudaDev >= 0) probeMachineAtFirstUse(comm->cudaDev, comm->options.timeoutSeconds);
   const topo::Topology& t = processTopology();
   RankPlacement self;
   self.rank = comm->rank;
@@ -254,18 +264,18 @@ Status exchangePlacement(lanesComm* comm) {
       "call %.1f us, host summation call %.1f us; 1 MiB hop %.1f GB/s, reduce %.1f GB/s; memory "
       "%.1f GB/s; %d cores; %d "
       "host(s), TCP hop %.1f us, %.2f GB/s",
-      machine.measured ? "measured by lanes-topo --probe" : "assumed: run lanes-topo --probe",
-      machine.callUs, machine.hopLatencyUs, machine.stepUs, machine.rootedCallUs(),
-      machine.sumCallUs(), machine.hopGBs[4], machine.reduceGBs[4], machine.memGBs, machine.cores,
-      machine.hosts, machine.socketLatencyUs, machine.socketGBs);
+      machine.measured ? "measured" : "assumed: run lanes-topo --probe", machine.callUs,
+      machine.hopLatencyUs, machine.stepUs, machine.rootedCallUs(), machine.sumCallUs(),
+      machine.hopGBs[4], machine.reduceGBs[4], machine.memGBs, machine.cores, machine.hosts,
+      machine.socketLatencyUs, machine.socketGBs);
   if (comm->cudaDev >= 0)
-    LANES_INFO(Plan, comm->rank,
-               "GPU cost model inputs (%s, rank 0's GPU): 1 MiB copies H2D %.1f, D2H %.1f GB/s; "
-               "stream flag %.1f us, kernel launch %.1f us; %d rank(s) on the busiest GPU",
-               machine.gpu.measured ? "measured by lanes-topo --probe"
-                                    : "assumed, scaled to the link: run lanes-topo --probe",
-               machine.gpu.h2dGBs[4], machine.gpu.d2hGBs[4], machine.gpu.flagUs,
-               machine.gpu.launchUs, ranksPerGpu(comm));
+    LANES_INFO(
+        Plan, comm->rank,
+        "GPU cost model inputs (%s, rank 0's GPU): 1 MiB copies H2D %.1f, D2H %.1f GB/s; "
+        "stream flag %.1f us, kernel launch %.1f us; %d rank(s) on the busiest GPU",
+        machine.gpu.measured ? "measured" : "assumed, scaled to the link: run lanes-topo --probe",
+        machine.gpu.h2dGBs[4], machine.gpu.d2hGBs[4], machine.gpu.flagUs, machine.gpu.launchUs,
+        ranksPerGpu(comm));
   for (const RankPlacement& p : comm->placement)
     LANES_INFO(Topo, comm->rank, "rank %d: GPU %d bus %s NUMA %d package %d link Gen%d x%d", p.rank,
                p.cudaDev, p.busId[0] ? p.busId : "-", p.numa, p.package, p.linkGen, p.linkWidth);

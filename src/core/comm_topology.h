@@ -31,10 +31,15 @@ struct RankPlacement {
 
 namespace topo {
 struct Topology;
-}
+struct Probes;
+}  // namespace topo
 // This process's topology, discovered (or loaded from LANES_TOPO_FILE) on
 // first call; later calls return the same object.
 const topo::Topology& processTopology();
+// Gives the process topology probe results measured after discovery (the
+// first-use probe, core/first_use_probe.h). Only before any communicator
+// with a GPU reads them: nothing else guards them.
+void attachProcessProbes(topo::Probes probes);
 
 // Fills comm->placement for every rank (collective over the bootstrap). A
 // rank without a GPU gets the NUMA node and package of its CPUs (below).

@@ -170,15 +170,15 @@ std::string inputsLine(const MachineFacts& m) {
       "# Cost model inputs (%s): call %.1f us, hop %.1f us, later step %.1f us, rooted call "
       "%.1f us, host summation call %.1f us; 1 MiB hop %.2f GB/s, reduce %.2f GB/s; memory %.1f "
       "GB/s; %d cores; TCP hop %.1f us, %.2f GB/s\n",
-      m.measured ? "measured by lanes-topo --probe" : "assumed: lanes-topo --probe measures them",
-      m.callUs, m.hopLatencyUs, m.stepUs, m.rootedCallUs(), m.sumCallUs(), m.hopGBs[4],
-      m.reduceGBs[4], m.memGBs, m.cores, m.socketLatencyUs, m.socketGBs);
+      m.measured ? "measured" : "assumed: lanes-topo --probe measures them", m.callUs,
+      m.hopLatencyUs, m.stepUs, m.rootedCallUs(), m.sumCallUs(), m.hopGBs[4], m.reduceGBs[4],
+      m.memGBs, m.cores, m.socketLatencyUs, m.socketGBs);
   std::string out = buf;
   std::snprintf(
       buf, sizeof(buf),
       "# GPU inputs (%s): 1 MiB copies H2D %.1f, D2H %.1f GB/s, %.0f%% each way when both "
       "run; stream flag %.1f us, kernel launch %.1f us\n",
-      m.gpu.measured ? "measured by lanes-topo --probe"
+      m.gpu.measured ? "measured"
                      : "assumed, scaled to the GPU's link: lanes-topo --probe measures them",
       m.gpu.h2dGBs[4], m.gpu.d2hGBs[4], 100 * m.gpu.bothWaysShare, m.gpu.flagUs, m.gpu.launchUs);
   return out + buf;

@@ -55,5 +55,29 @@ TEST(TopoProbeGpu, BandwidthAndP2p) {
   std::printf("%s", formatReport(t).c_str());
 }
 
+// The first-use probe's GPU part: one GPU alone, no pairs, the others left alone.
+TEST(TopoProbeGpu, OneDeviceAlone) {
+  Topology t = systemTopology();
+  int device = -1;
+  for (const Gpu& g : t.gpus)
+    if (g.cudaIndex >= 0 && (device < 0 || g.cudaIndex > device)) device = g.cudaIndex;
+  if (device < 0) GTEST_SKIP() << "no GPU visible to CUDA";
+  ProbeOptions o;
+  o.bytes = size_t{64} << 20;
+  o.repetitions = 1;
+  o.onlyCudaDevice = device;  // the last one: not what an unrestricted probe starts with
+  Status s = runProbes(o, &t);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  ASSERT_EQ(t.probes.gpus.size(), 1u);
+  EXPECT_EQ(t.gpus[static_cast<size_t>(t.probes.gpus[0].gpu)].cudaIndex, device);
+  EXPECT_TRUE(t.probes.gpus[0].curvesMeasured());
+  EXPECT_TRUE(t.probes.pairs.empty());
+
+  o.onlyCudaDevice = device + 1000;
+  s = runProbes(o, &t);
+  EXPECT_EQ(s.code(), lanesInvalidUsage);
+  EXPECT_NE(s.message().find("is not in the topology"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace lanes::topo

@@ -169,9 +169,11 @@ Status allAtOnce(std::vector<std::unique_ptr<GpuRig>>& rigs, bool h2d, size_t by
                  double* gbps) {
   double bestS = 1e30;
   for (int r = 0; r <= reps; ++r) {
-    for (auto& g : rigs) {  // idle all first, so the start is common
-      LANES_CUDA_RETURN(cudaSetDevice(g->dev));
-      LANES_CUDA_RETURN(cudaDeviceSynchronize());
+    // Idle all first, so the start is common. Only the probe's own streams:
+    // a device-wide wait would also wait for a caller's parked streams.
+    for (auto& g : rigs) {
+      LANES_CUDA_RETURN(cudaStreamSynchronize(g->s0.s));
+      LANES_CUDA_RETURN(cudaStreamSynchronize(g->s1.s));
     }
     auto t0 = std::chrono::steady_clock::now();
     for (auto& g : rigs) {
@@ -239,8 +241,13 @@ Status probePair(GpuRig& x, GpuRig& y, size_t bytes, int reps, PairProbe* out) {
 Status runProbes(const ProbeOptions& o, Topology* t) {
   std::vector<int> gpus;  // model indices of CUDA-visible GPUs
   for (size_t i = 0; i < t->gpus.size(); ++i)
-    if (t->gpus[i].cudaIndex >= 0) gpus.push_back(static_cast<int>(i));
-  if (gpus.empty()) return invalidUsage("no GPU visible to CUDA: nothing to probe");
+    if (t->gpus[i].cudaIndex >= 0 &&
+        (o.onlyCudaDevice < 0 || t->gpus[i].cudaIndex == o.onlyCudaDevice))
+      gpus.push_back(static_cast<int>(i));
+  if (gpus.empty())
+    return invalidUsage(o.onlyCudaDevice < 0 ? "no GPU visible to CUDA: nothing to probe"
+                                             : "CUDA device " + std::to_string(o.onlyCudaDevice) +
+                                                   " is not in the topology: nothing to probe");
   int prev = 0;
   cudaGetDevice(&prev);
   Probes p;

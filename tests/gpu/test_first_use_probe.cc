@@ -1,0 +1,112 @@
+// The probe at a machine's first use, end to end through the perf tool (its
+// ranks are threads of its process): a first run with a GPU measures the
+// machine and caches it, the next reads the cache, two processes started at
+// once measure it once between them, and a short LANES_TIMEOUT, LANES_TOPO_PROBE=0
+// or no cache leave the assumed figures and write nothing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tests/gpu/gpu_harness.h"
+#include "tests/multi/harness.h"
+
+namespace lanes::test {
+namespace {
+
+constexpr const char* kMeasured = "first use of this machine: measured and cached";
+constexpr const char* kMeasuring = "first use of this machine: measuring";
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class FirstUseProbeGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (gpusVisibleFromChild() <= 0) GTEST_SKIP() << kNoGpu;
+    dir_ = std::filesystem::temp_directory_path() /
+           ("lanes-first-use-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    cache_ = (dir_ / "topo_probes.json").string();
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  // One 8-byte all-reduce of device buffers by `threads` thread ranks on GPU 0,
+  // with PLAN and TOPO lines at INFO; `env` comes last and wins.
+  CommandResult perf(int threads, std::vector<std::pair<std::string, std::string>> env) const {
+    std::vector<std::pair<std::string, std::string>> all = {{"LANES_TOPO_CACHE", cache_},
+                                                            {"LANES_TIMEOUT", "300"},
+                                                            {"LANES_DEBUG", "INFO"},
+                                                            {"LANES_DEBUG_SUBSYS", "PLAN,TOPO"},
+                                                            {"CUDA_VISIBLE_DEVICES", "0"}};
+    for (auto& e : env) all.push_back(std::move(e));
+    return runCommand({LANES_ALL_REDUCE_PERF, "-t", std::to_string(threads), "--memory", "device",
+                       "-b", "8", "-e", "8", "-n", "2", "-w", "1", "-c", "1"},
+                      all, 240);
+  }
+
+  std::filesystem::path dir_;
+  std::string cache_;
+};
+
+TEST_F(FirstUseProbeGpu, FirstRunMeasuresAndCachesTheNextReads) {
+  const CommandResult first = perf(2, {});
+  ASSERT_TRUE(first.exited && first.exitCode == 0) << first.describe();
+  EXPECT_EQ(occurrences(first.output, kMeasured), 1u) << first.output;
+  EXPECT_TRUE(std::filesystem::exists(cache_));
+  // Both ranks plan from the measured figures (rank 0's, agreed at init).
+  EXPECT_EQ(occurrences(first.output, "GPU cost model inputs (measured"), 2u) << first.output;
+
+  const CommandResult second = perf(2, {});
+  ASSERT_TRUE(second.exited && second.exitCode == 0) << second.describe();
+  EXPECT_EQ(occurrences(second.output, kMeasuring), 0u) << second.output;
+  EXPECT_EQ(occurrences(second.output, "topology: probe results from " + cache_), 1u)
+      << second.output;
+  EXPECT_EQ(occurrences(second.output, "GPU cost model inputs (measured"), 2u) << second.output;
+}
+
+TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {
+  CommandResult runs[2];
+  std::thread other([&] { runs[1] = perf(1, {}); });
+  runs[0] = perf(1, {});
+  other.join();
+  size_t measured = 0;
+  for (const CommandResult& r : runs) {
+    ASSERT_TRUE(r.exited && r.exitCode == 0) << r.describe();
+    measured += occurrences(r.output, kMeasured);
+    // The other read the figures: the one's cache, after waiting for its lock or not.
+    EXPECT_EQ(occurrences(r.output, "GPU cost model inputs (measured"), 1u) << r.output;
+  }
+  EXPECT_EQ(measured, 1u) << runs[0].output << "\n----\n" << runs[1].output;
+}
+
+TEST_F(FirstUseProbeGpu, ShortTimeoutOffSwitchAndNoCacheMeasureNothing) {
+  const std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>>
+      cases = {{{{"LANES_TIMEOUT", "30"}}, "LANES_TIMEOUT is under 60 s"},
+               {{{"LANES_TOPO_CACHE", "none"}}, "LANES_TOPO_CACHE is off"},
+               {{{"LANES_TOPO_PROBE", "0"}}, ""}};
+  for (const auto& [env, why] : cases) {
+    const CommandResult r = perf(2, env);
+    ASSERT_TRUE(r.exited && r.exitCode == 0) << r.describe();
+    EXPECT_EQ(occurrences(r.output, kMeasuring), 0u) << r.output;
+    if (!why.empty()) {
+      EXPECT_GE(occurrences(r.output, why), 1u) << r.output;
+    }
+    EXPECT_EQ(occurrences(r.output, "GPU cost model inputs (assumed"), 2u) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(cache_)) << env.front().first;
+  }
+}
+
+}  // namespace
+}  // namespace lanes::test
