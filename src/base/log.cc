@@ -189,7 +189,15 @@ void logReloadConfig() {
 
 void logConfigStale() { gWantedGen.fetch_add(1, std::memory_order_acq_rel); }
 
+namespace {
+thread_local int tQuiet = 0;  // ScopedQuietLog depth on this thread
+}  // namespace
+
+ScopedQuietLog::ScopedQuietLog() { ++tQuiet; }
+ScopedQuietLog::~ScopedQuietLog() { --tQuiet; }
+
 bool logEnabled(LogLevel level, LogSubsys subsys) {
+  if (tQuiet > 0 && level != LogLevel::Warn) return false;
   ensureLoaded();
   // WARN lines show whatever LANES_DEBUG_SUBSYS says, as NCCL's do: a
   // warning about the list itself must not be hidden by the list.

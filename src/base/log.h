@@ -23,6 +23,16 @@ enum class LogSubsys : unsigned {
 };
 
 bool logEnabled(LogLevel level, LogSubsys subsys);
+// Mutes this thread's INFO and TRACE lines while it lives (WARN still
+// prints): the machine probe's own communicators, which a user's log would
+// otherwise show by the dozen.
+class ScopedQuietLog {
+ public:
+  ScopedQuietLog();
+  ~ScopedQuietLog();
+  ScopedQuietLog(const ScopedQuietLog&) = delete;
+  ScopedQuietLog& operator=(const ScopedQuietLog&) = delete;
+};
 // rank < 0 prints "-" in the rank field.
 void logMessage(LogLevel level, LogSubsys subsys, int rank, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));

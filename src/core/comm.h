@@ -38,6 +38,7 @@ struct CommOptions {
   std::string name;
   std::optional<WireFormat> wire;  // lanesConfig_t.wireFormat; unset: LANES_WIRE
   bool hostOnly = false;           // no GPU for this rank, even where CUDA sees one
+  bool quietLog = false;           // INFO and TRACE of its creation muted (the probe's ranks)
   // Settings in place of LANES_* variables for this communicator alone (the
   // machine probes' forced algorithms), applied after the environment is read.
   std::function<void(CommConfig&)> adjustConfig;

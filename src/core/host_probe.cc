@@ -17,6 +17,7 @@
 
 #include "base/collective.h"
 #include "base/env.h"
+#include "base/log.h"
 #include "core/comm.h"
 #include "core/init.h"
 #include "kernels/cpu/reduce.h"
@@ -53,6 +54,7 @@ Status bestOfRounds(const std::function<Status(int)>& work, double* bestSeconds,
     std::array<std::thread, 2> ranks;
     for (int r = 0; r < 2; ++r)
       ranks[r] = std::thread([&, r] {
+        const ScopedQuietLog quiet;
         if (pins) {
           cpu_set_t one;
           CPU_ZERO(&one);
@@ -189,6 +191,7 @@ Status initPair(const std::function<void(CommConfig&)>& adjust, const char* what
   CommOptions options;
   options.timeoutSeconds = defaultTimeoutSeconds();
   options.hostOnly = true;
+  options.quietLog = true;
   options.adjustConfig = adjust;
   Status s = initThreadRanks({-1, -1}, options, comms->data());
   if (!s) return Status(s.code(), std::string("host probe: ") + what + ": " + s.message());
@@ -349,6 +352,7 @@ Status measureCrossPackage(const topo::Topology& t, topo::HostProbe* h) {
 }  // namespace
 
 Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out) {
+  const ScopedQuietLog quiet;  // the probe's communicators say nothing a user asked about
   // Host-only thread ranks: the figures are the shared-memory transport's,
   // whatever GPUs the machine has.
   std::array<lanesComm_t, 2> comms{};

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -381,6 +382,8 @@ Status initThreadRanks(const std::vector<int>& devices, const CommOptions& optio
     comms[r] = nullptr;
     threads.emplace_back([&, r] {
       const int dev = devices[static_cast<size_t>(r)];
+      std::optional<ScopedQuietLog> quiet;
+      if (options.quietLog) quiet.emplace();
       CommOptions mine = options;
       mine.hostOnly = mine.hostOnly || dev < 0;
       results[r] = setCudaDevice(dev);

@@ -67,6 +67,8 @@ TEST_F(FirstUseProbeGpu, FirstRunMeasuresAndCachesTheNextReads) {
   EXPECT_TRUE(std::filesystem::exists(cache_));
   // Both ranks plan from the measured figures (rank 0's, agreed at init).
   EXPECT_EQ(occurrences(first.output, "GPU cost model inputs (measured"), 2u) << first.output;
+  // The probe's own communicators stay out of the log.
+  EXPECT_EQ(occurrences(first.output, "cost model inputs (assumed"), 0u) << first.output;
 
   const CommandResult second = perf(2, {});
   ASSERT_TRUE(second.exited && second.exitCode == 0) << second.describe();

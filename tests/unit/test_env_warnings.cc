@@ -12,11 +12,14 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "base/env.h"
 #include "base/log.h"
 #include "base/nccl_env.h"
+#include "core/comm.h"
 #include "core/comm_topology.h"
+#include "core/init.h"
 #include "exec/comm_config.h"
 #include "lanes/lanes.h"
 #include "tests/common/log_file.h"
@@ -213,6 +216,50 @@ TEST(InitLog, VersionOncePerProcessAtInfo) {
     EXPECT_EQ(lanesCommDestroy(comm), lanesSuccess);
   }
   EXPECT_EQ(log.count("INFO " + versionLine()), 1u) << log.text();
+}
+
+TEST(InitLog, QuietScopeMutesThisThreadsInfoButNotWarnNorOtherThreads) {
+  LogCapture log("INFO");
+  {
+    const ScopedQuietLog quiet;
+    LANES_INFO(Init, 0, "muted line");
+    LANES_WARN(Init, 0, "warned line");
+    std::thread([] { LANES_INFO(Init, 0, "another thread's line"); }).join();
+  }
+  LANES_INFO(Init, 0, "line after the scope");
+  EXPECT_EQ(log.count("muted line"), 0u) << log.text();
+  EXPECT_EQ(log.count("warned line"), 1u) << log.text();
+  EXPECT_EQ(log.count("another thread's line"), 1u) << log.text();
+  EXPECT_EQ(log.count("line after the scope"), 1u) << log.text();
+}
+
+// The machine probe's thread ranks: settings made in code over the
+// environment, host-only, and quiet at INFO when asked.
+TEST(InitLog, ThreadRanksTakeSettingsInCodeAndMayBeQuiet) {
+  for (const bool quiet : {true, false}) {
+    LogCapture log("INFO");
+    CommOptions options;
+    options.quietLog = quiet;
+    options.adjustConfig = [](CommConfig& c) { c.transport.shmDisabled = true; };
+    lanesComm_t comms[2] = {nullptr, nullptr};
+    const Status s = initThreadRanks({-1, -1}, options, comms);
+    ASSERT_TRUE(s.isOk()) << s.message();
+    for (lanesComm_t c : comms) {
+      EXPECT_TRUE(c->config.transport.shmDisabled);
+      EXPECT_EQ(c->cudaDev, -1);
+    }
+    float v[2] = {1, 2};
+    std::thread peer([&] {
+      EXPECT_EQ(lanesAllReduce(v, v, 1, lanesFloat32, lanesSum, comms[1], nullptr), lanesSuccess);
+    });
+    float w[2] = {3, 4};
+    EXPECT_EQ(lanesAllReduce(w, w, 1, lanesFloat32, lanesSum, comms[0], nullptr), lanesSuccess);
+    peer.join();
+    EXPECT_EQ(w[0], 4.0f);
+    for (lanesComm_t c : comms) EXPECT_EQ(lanesCommDestroy(c), lanesSuccess);
+    // Every communicator logs its cost model's inputs at INFO (subsystem PLAN).
+    EXPECT_EQ(log.count("cost model inputs") == 0, quiet) << log.text();
+  }
 }
 
 TEST(InitLog, HostRankShowsTheNumaNodeOfItsCpus) {
