@@ -116,6 +116,8 @@ Json probesToJson(const Probes& p) {
   }
   out.set("gpus", std::move(gpus)).set("pairs", std::move(pairs));
   out.set("all_h2d_gbps", p.allH2d).set("all_d2h_gbps", p.allD2h);
+  out.set("measured_by", p.measuredBy);
+  if (p.copyBytes > 0) out.set("copy_bytes", static_cast<double>(p.copyBytes));
   if (p.host.measured()) {
     Json host = Json::object();
     host.set("hop_latency_us", p.host.hopLatencyUs).set("call_us", p.host.callUs);
@@ -170,6 +172,8 @@ Probes probesFromJson(const Json& j) {
   }
   p.allH2d = j["all_h2d_gbps"].num();
   p.allD2h = j["all_d2h_gbps"].num();
+  if (!j["measured_by"].str().empty()) p.measuredBy = j["measured_by"].str();
+  p.copyBytes = static_cast<size_t>(j["copy_bytes"].num());
   const Json& host = j["host"];
   p.host.hopLatencyUs = host["hop_latency_us"].num();
   p.host.callUs = host["call_us"].num();

@@ -129,6 +129,12 @@ struct Probes {
   std::vector<PairProbe> pairs;
   double allH2d = 0, allD2h = 0;  // all GPUs at once, aggregate GB/s
   HostProbe host;
+  // Who measured: kByTool, or kAtFirstUse (one GPU, no pairs); caches from
+  // before the field read as the tool.
+  static constexpr const char* kByTool = "lanes-topo --probe";
+  static constexpr const char* kAtFirstUse = "first use";
+  std::string measuredBy = kByTool;
+  size_t copyBytes = 0;  // the large GPU copies' size; 0: unknown (caches from before: 256 MiB)
   bool empty() const { return gpus.empty() && pairs.empty() && !host.measured(); }
 };
 

@@ -111,9 +111,14 @@ std::string formatReport(const Topology& t) {
   }
   const Probes& p = t.probes;
   if (!p.empty()) {
-    out +=
-        "\nProbes (lanes-topo --probe; GPU copies from pinned host memory, best of several 256 "
-        "MiB copies):\n";
+    const bool firstUse = p.measuredBy == Probes::kAtFirstUse;
+    const size_t copyMiB = (p.copyBytes > 0 ? p.copyBytes : size_t{256} << 20) >> 20;
+    out += "\nProbes (" +
+           std::string(firstUse ? "measured at first use: the first communicator's GPU, no P2P "
+                                  "pairs; lanes-topo --probe measures all"
+                                : "lanes-topo --probe") +
+           "; GPU copies from pinned host memory, best of several " + std::to_string(copyMiB) +
+           " MiB copies):\n";
     for (const GpuProbe& g : p.gpus) {
       out += "  GPU" + std::to_string(g.gpu) + printf1(": H2D %6.1f GB/s", g.h2d) +
              printf1("  D2H %6.1f GB/s", g.d2h) + printf1("  both-ways %6.1f GB/s", g.bidir) +

@@ -20,6 +20,7 @@ namespace {
 // with 64 MiB copies (the curves' largest), best of 3, on this GPU alone (no
 // context on the others, no P2P pairs: those stay as the topology rules them).
 Status measureMachine(int cudaDev, topo::Topology* t) {
+  t->probes.measuredBy = topo::Probes::kAtFirstUse;
   LANES_RETURN_IF_ERROR(measureHostProbe(*t, &t->probes.host));
   topo::ProbeOptions gpu;
   gpu.bytes = size_t{64} << 20;

@@ -301,6 +301,7 @@ int main(int argc, char** argv) {
   }
   if (probe) {
     if (!live) return fail(invalidUsage("--probe measures this machine; drop --load/--import"));
+    t.probes.measuredBy = topo::Probes::kByTool;  // replaces what a first use measured
     std::fprintf(stderr, "lanes-topo: probing the host path...\n");
     if (Status s = measureHostProbe(t, &t.probes.host); !s) return fail(s);
     if (t.gpus.empty()) {

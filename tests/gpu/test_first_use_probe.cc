@@ -76,6 +76,20 @@ TEST_F(FirstUseProbeGpu, FirstRunMeasuresAndCachesTheNextReads) {
   EXPECT_EQ(occurrences(second.output, "topology: probe results from " + cache_), 1u)
       << second.output;
   EXPECT_EQ(occurrences(second.output, "GPU cost model inputs (measured"), 2u) << second.output;
+
+  // lanes-topo (beside the perf tool) shows them, and who measured them.
+  const std::string topo =
+      (std::filesystem::path(LANES_ALL_REDUCE_PERF).parent_path() / "lanes-topo").string();
+  const CommandResult report = runCommand({topo}, {{"LANES_TOPO_CACHE", cache_}}, 60);
+  ASSERT_TRUE(report.exited && report.exitCode == 0) << report.describe();
+  EXPECT_EQ(occurrences(report.output,
+                        "Probes (measured at first use: the first communicator's "
+                        "GPU, no P2P pairs; lanes-topo --probe measures all; GPU "
+                        "copies from pinned host memory, best of several 64 MiB "
+                        "copies):"),
+            1u)
+      << report.output;
+  EXPECT_EQ(occurrences(report.output, "stream flag"), 1u) << report.output;
 }
 
 TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {

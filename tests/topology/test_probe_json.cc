@@ -182,6 +182,40 @@ TEST(TopoProbeJson, DeviceFiguresRoundTripThroughTheCacheAndShowInTheReport) {
       << report;
 }
 
+// Figures measured at first use say so, and the size of their copies, in the
+// cache and in the report; a later lanes-topo --probe's entry says its own.
+TEST(TopoProbeJson, WhoMeasuredRoundTripsAndShowsInTheReport) {
+  Topology t = loadFixture("consumer_2x4090_x8x8.json");
+  t.probes = Probes{};
+  t.probes.gpus = {measuredGpu(1)};
+  t.probes.measuredBy = Probes::kAtFirstUse;
+  t.probes.copyBytes = size_t{64} << 20;
+  CacheFile cache;
+  ASSERT_TRUE(saveCachedProbes(cache.path, t).isOk());
+  Topology again = t;
+  again.probes = Probes{};
+  ASSERT_TRUE(loadCachedProbes(cache.path, &again));
+  EXPECT_EQ(again.probes.measuredBy, Probes::kAtFirstUse);
+  EXPECT_EQ(again.probes.copyBytes, size_t{64} << 20);
+  std::string report = formatReport(again);
+  EXPECT_NE(report.find("Probes (measured at first use: the first communicator's GPU, no P2P "
+                        "pairs; lanes-topo --probe measures all; GPU copies from pinned host "
+                        "memory, best of several 64 MiB copies):"),
+            std::string::npos)
+      << report;
+
+  t.probes.measuredBy = Probes::kByTool;
+  t.probes.copyBytes = size_t{256} << 20;
+  ASSERT_TRUE(saveCachedProbes(cache.path, t).isOk());
+  ASSERT_TRUE(loadCachedProbes(cache.path, &again));
+  EXPECT_EQ(again.probes.measuredBy, Probes::kByTool);
+  report = formatReport(again);
+  EXPECT_NE(report.find("Probes (lanes-topo --probe; GPU copies from pinned host memory, best of "
+                        "several 256 MiB copies):"),
+            std::string::npos)
+      << report;
+}
+
 // As lanes-topo wrote GPU probes before the copy curves and latencies.
 const char kOldEntry[] = R"({
   "gpus": [{"gpu": 0, "h2d_gbps": 24.5, "d2h_gbps": 26, "bidir_gbps": 40.25},
@@ -226,7 +260,12 @@ TEST(TopoProbeJson, OldEntriesLoadWithoutTheDeviceFigures) {
                   .isOk());
   ASSERT_TRUE(loadCachedProbes(cache.path, &t));
   expectOldEntry(t.probes);
+  EXPECT_EQ(t.probes.measuredBy, Probes::kByTool);
   const std::string report = formatReport(t);
+  EXPECT_NE(report.find("Probes (lanes-topo --probe; GPU copies from pinned host memory, best of "
+                        "several 256 MiB copies):"),
+            std::string::npos)
+      << report;
   EXPECT_EQ(report.find("copies 4 KiB"), std::string::npos) << report;
   EXPECT_EQ(report.find("stream flag"), std::string::npos) << report;
 }

@@ -295,6 +295,8 @@ Status runProbes(const ProbeOptions& o, Topology* t) {
   }
   cudaSetDevice(prev);
   p.host = std::move(t->probes.host);  // measured before, by the caller
+  p.measuredBy = t->probes.measuredBy;
+  p.copyBytes = o.bytes;
   t->probes = std::move(p);
   return Status::ok();
 }
