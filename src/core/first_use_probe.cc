@@ -39,10 +39,18 @@ void probeOnce(int cudaDev, double timeoutSeconds) {
   if (!envBool("LANES_TOPO_PROBE", true) || envString("LANES_TOPO_FILE")) return;
   topo::FirstUseProbe p;
   p.cachePath = topo::probeCachePath();
-  if (p.cachePath.empty() || timeoutSeconds < kShortestTimeout) {
+  // Discovery that missed the GPU (no sysfs or NVML in a container): its
+  // probe would fail after the host's, in every process, as nothing is cached.
+  const bool gpuKnown = std::any_of(current.gpus.begin(), current.gpus.end(),
+                                    [&](const topo::Gpu& g) { return g.cudaIndex == cudaDev; });
+  const char* skipped = p.cachePath.empty()                 ? "LANES_TOPO_CACHE is off"
+                        : timeoutSeconds < kShortestTimeout ? "LANES_TIMEOUT is under 60 s"
+                        : !gpuKnown ? "the topology does not list this rank's GPU"
+                                    : nullptr;
+  if (skipped != nullptr) {
     LANES_INFO(Plan, -1,
                "first use of this machine: not measured (%s); the cost model assumes its figures",
-               p.cachePath.empty() ? "LANES_TOPO_CACHE is off" : "LANES_TIMEOUT is under 60 s");
+               skipped);
     return;
   }
   p.lockSeconds = std::min(120.0, timeoutSeconds / 2);
@@ -59,8 +67,10 @@ void probeOnce(int cudaDev, double timeoutSeconds) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s)
     LANES_WARN(Plan, -1, "measuring this machine at first use: %s; %s", s.message().c_str(),
-               t.probes.empty() ? "the cost model assumes its figures (lanes-topo --probe measures)"
-                                : "planning with the figures measured, uncached");
+               t.probes.empty()
+                   ? "the cost model assumes its figures and the next process measures again "
+                     "(lanes-topo --probe measures and caches; LANES_TOPO_PROBE=0 stops trying)"
+                   : "planning with the figures measured, uncached");
   else
     LANES_INFO(Plan, -1, "first use of this machine: %s in %.1f s",
                result == topo::FirstUseResult::Cached ? "another process measured it; read"
