@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -16,6 +17,8 @@
 
 namespace lanes::topo {
 namespace {
+
+constexpr double kFileLockSeconds = 10;  // a writer holds it for a read and a rename
 
 // An exclusive flock on `path`, released (with the descriptor) at scope end.
 // The lock file stays: removing it would let a waiter lock an unlinked file.
@@ -40,7 +43,7 @@ class CacheLock {
       if (deadline.expired())
         return timeoutError("another process has measured this machine for over " +
                             std::to_string(static_cast<int>(seconds)) + " s (it holds " + path +
-                            "); remove the lock file if no such process runs");
+                            "; `fuser " + path + "` names it)");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return Status::ok();
@@ -52,11 +55,18 @@ class CacheLock {
 
 }  // namespace
 
+std::string firstUseLockPath(const std::string& cachePath, const Topology& t) {
+  std::string host = t.hostname.empty() ? "host" : t.hostname;
+  for (char& c : host)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-') c = '_';
+  return cachePath + "." + host + ".lock";
+}
+
 Status probeAtFirstUse(const FirstUseProbe& p, Topology* t, FirstUseResult* result) {
   *result = FirstUseResult::NoCache;
   if (p.cachePath.empty()) return Status::ok();
   CacheLock lock;
-  LANES_RETURN_IF_ERROR(lock.take(p.cachePath + ".lock", p.lockSeconds));
+  LANES_RETURN_IF_ERROR(lock.take(firstUseLockPath(p.cachePath, *t), p.lockSeconds));
   // Whoever held the lock before may have measured this very machine.
   if (loadCachedProbes(p.cachePath, t)) {
     *result = FirstUseResult::Cached;
@@ -66,6 +76,10 @@ Status probeAtFirstUse(const FirstUseProbe& p, Topology* t, FirstUseResult* resu
   LANES_RETURN_IF_ERROR(p.measure(&measured));
   t->probes = std::move(measured.probes);
   *result = FirstUseResult::Measured;
+  // The file holds every machine's entry: writers of other machines (a
+  // shared home directory) take turns on it, each for a read and a rename.
+  CacheLock file;
+  LANES_RETURN_IF_ERROR(file.take(p.cachePath + ".lock", kFileLockSeconds));
   return saveCachedProbes(p.cachePath, *t);
 }
 

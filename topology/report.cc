@@ -139,7 +139,7 @@ std::string formatReport(const Topology& t) {
         out += printf1("    stream flag %.2f us one way", g.flagUs) +
                printf1(", kernel launch %.2f us\n", g.launchUs);
     }
-    if (p.gpus.size() > 0)
+    if (p.gpus.size() > 0 && p.allH2d > 0)
       out += printf1("  all GPUs at once: H2D %.1f GB/s", p.allH2d) +
              printf1(", D2H %.1f GB/s aggregate\n", p.allD2h);
     for (const PairProbe& q : p.pairs) {

@@ -34,11 +34,27 @@ topo::Topology& theProcessTopology() {
   return topology;
 }
 
+// Guards the topology's probes, the one part written after discovery.
+std::mutex& probesMutex() {
+  static std::mutex m;
+  return m;
+}
+
 }  // namespace
 
 const topo::Topology& processTopology() { return theProcessTopology(); }
 
-void attachProcessProbes(topo::Probes probes) { theProcessTopology().probes = std::move(probes); }
+topo::Topology processTopologySnapshot() {
+  const topo::Topology& t = theProcessTopology();
+  std::lock_guard<std::mutex> lock(probesMutex());
+  return t;
+}
+
+void attachProcessProbes(topo::Probes probes) {
+  topo::Topology& t = theProcessTopology();
+  std::lock_guard<std::mutex> lock(probesMutex());
+  t.probes = std::move(probes);
+}
 
 bool inCpuList(const std::string& list, int cpu) {
   size_t at = 0;
@@ -190,7 +206,7 @@ void agreeOnWire(lanesComm* comm) {
 
 Status exchangePlacement(lanesComm* comm) {
   if (comm->cudaDev >= 0) probeMachineAtFirstUse(comm->cudaDev, comm->options.timeoutSeconds);
-  const topo::Topology& t = processTopology();
+  const topo::Topology t = processTopologySnapshot();
   RankPlacement self;
   self.rank = comm->rank;
   self.cudaDev = comm->cudaDev;

@@ -36,9 +36,11 @@ struct Probes;
 // This process's topology, discovered (or loaded from LANES_TOPO_FILE) on
 // first call; later calls return the same object.
 const topo::Topology& processTopology();
-// Gives the process topology probe results measured after discovery (the
-// first-use probe, core/first_use_probe.h). Only before any communicator
-// with a GPU reads them: nothing else guards them.
+// A copy of it with its probes as they are now: readers of the probes take
+// this, since a first use (core/first_use_probe.h) may attach them while
+// other communicators are being made. The other parts never change.
+topo::Topology processTopologySnapshot();
+// Gives the process topology probe results measured after discovery.
 void attachProcessProbes(topo::Probes probes);
 
 // Fills comm->placement for every rank (collective over the bootstrap). A

@@ -1,5 +1,9 @@
 #include "core/first_use_probe.h"
 
+#if LANES_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <mutex>
@@ -34,7 +38,7 @@ Status measureMachine(int cudaDev, topo::Topology* t) {
 constexpr double kShortestTimeout = 60;  // seconds a peer may wait at least
 
 void probeOnce(int cudaDev, double timeoutSeconds) {
-  const topo::Topology& current = processTopology();
+  const topo::Topology current = processTopologySnapshot();
   if (!current.probes.empty()) return;  // from the cache or LANES_TOPO_FILE
   if (!envBool("LANES_TOPO_PROBE", true) || envString("LANES_TOPO_FILE")) return;
   topo::FirstUseProbe p;
@@ -63,6 +67,11 @@ void probeOnce(int cudaDev, double timeoutSeconds) {
   topo::Topology t = current;
   topo::FirstUseResult result = topo::FirstUseResult::NoCache;
   const Status s = topo::probeAtFirstUse(p, &t, &result);
+#if LANES_HAVE_CUDA
+  // A failed CUDA call of the probe (out of memory on a full GPU) must not
+  // surface in the caller's next cudaGetLastError.
+  if (!s) cudaGetLastError();
+#endif
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!s)

@@ -12,8 +12,8 @@ namespace lanes {
 // already has figures (cached or from LANES_TOPO_FILE), where LANES_TOPO_PROBE
 // is 0, where the cache is off (LANES_TOPO_CACHE=none: it would measure in
 // every process), where the topology does not list the GPU, and where the
-// timeout is under a minute (peers of other processes wait while it measures). A failure warns; the model then keeps
-// its assumed figures.
+// timeout is under a minute (peers of other processes wait while it measures). A failure warns; the
+// model then keeps its assumed figures.
 void probeMachineAtFirstUse(int cudaDev, double timeoutSeconds);
 
 }  // namespace lanes

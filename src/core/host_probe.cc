@@ -183,16 +183,21 @@ void measureWireCodec(topo::HostProbe* h) {
   }
 }
 
-// Two host-only thread ranks, their settings `adjust`ed over the LANES_*
-// variables (the probes force algorithms and transports without touching the
-// environment, which the process's other threads may be reading).
+// Two host-only thread ranks with Lanes' default settings whatever the
+// LANES_* variables say (the figures describe the machine and are cached for
+// it, not for one job's settings), then `adjust`ed: the probes force
+// algorithms and transports without touching the environment, which the
+// process's other threads may be reading.
 Status initPair(const std::function<void(CommConfig&)>& adjust, const char* what,
                 std::array<lanesComm_t, 2>* comms) {
   CommOptions options;
   options.timeoutSeconds = defaultTimeoutSeconds();
   options.hostOnly = true;
   options.quietLog = true;
-  options.adjustConfig = adjust;
+  options.adjustConfig = [adjust](CommConfig& c) {
+    c = CommConfig{};
+    if (adjust) adjust(c);
+  };
   Status s = initThreadRanks({-1, -1}, options, comms->data());
   if (!s) return Status(s.code(), std::string("host probe: ") + what + ": " + s.message());
   return s;
@@ -297,7 +302,7 @@ Status measureCallLoops(topo::HostProbe* h) {
     if (best.sum == 0) continue;  // no arena: not tried again (each try warns)
     // Best effort: without the figure host summation keeps its assumed price.
     if (Status sum = timeLoopBy("shared_sum", allReduce8, &t); !sum) {
-      std::fprintf(stderr, "lanes-topo: host-summation loop skipped (%s)\n", sum.message().c_str());
+      LANES_WARN(Topo, -1, "host probe: host-summation loop skipped (%s)", sum.message().c_str());
       t = 0;
     }
     best.sum = std::min(best.sum, t);
@@ -378,14 +383,14 @@ Status measureHostProbe(const topo::Topology& t, topo::HostProbe* out) {
   LANES_RETURN_IF_ERROR(measureCallLoops(&h));
   // Best effort: a sandbox without loopback sockets keeps the assumed figures.
   if (Status tcp = measureTcp(&h); !tcp)
-    std::fprintf(stderr, "lanes-topo: TCP probe skipped (%s)\n", tcp.message().c_str());
+    LANES_WARN(Topo, -1, "host probe: TCP probe skipped (%s)", tcp.message().c_str());
   for (int i = 0; i < topo::HostProbe::kCurvePoints; ++i)
     h.reduceGBs.push_back(reduceRate(size_t{4096} << (2 * i)) / 1e9);
   h.memGBs = memoryRate() / 1e9;
   measureWireCodec(&h);
   // Best effort, as the TCP figures: a machine that will not pin keeps the assumed ones.
   if (Status cross = measureCrossPackage(t, &h); !cross)
-    std::fprintf(stderr, "lanes-topo: cross-package probe skipped (%s)\n", cross.message().c_str());
+    LANES_WARN(Topo, -1, "host probe: cross-package probe skipped (%s)", cross.message().c_str());
   *out = std::move(h);
   return Status::ok();
 }

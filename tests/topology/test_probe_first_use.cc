@@ -128,7 +128,7 @@ TEST_F(ProbeFirstUse, RacersMeasureOnceBetweenThem) {
 
 TEST_F(ProbeFirstUse, ATakenLockIsWaitedForAndThenGivenUp) {
   std::filesystem::create_directories(std::filesystem::path(cache_).parent_path());
-  const std::string lockPath = cache_ + ".lock";
+  const std::string lockPath = firstUseLockPath(cache_, machine("a"));
   const int holder = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(holder, 0);
   ASSERT_EQ(::flock(holder, LOCK_EX), 0);
@@ -146,10 +146,18 @@ TEST_F(ProbeFirstUse, ATakenLockIsWaitedForAndThenGivenUp) {
   EXPECT_EQ(measurements_, 0);
   EXPECT_TRUE(t.probes.empty());
 
+  // Another machine's lock does not hold this one up.
+  Topology other = machine("b");
+  ASSERT_TRUE(probeAtFirstUse(p, &other, &result).isOk());
+  EXPECT_EQ(result, FirstUseResult::Measured);
+
   // Released: the next one measures.
   ::close(holder);
   ASSERT_TRUE(probeAtFirstUse(p, &t, &result).isOk());
   EXPECT_EQ(result, FirstUseResult::Measured);
+  EXPECT_EQ(measurements_, 2);
+  Topology both = machine("b");
+  ASSERT_TRUE(loadCachedProbes(cache_, &both));  // the two writers kept each other's entry
 }
 
 TEST_F(ProbeFirstUse, AFailedMeasurementKeepsNothing) {

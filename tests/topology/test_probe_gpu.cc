@@ -72,6 +72,8 @@ TEST(TopoProbeGpu, OneDeviceAlone) {
   EXPECT_EQ(t.gpus[static_cast<size_t>(t.probes.gpus[0].gpu)].cudaIndex, device);
   EXPECT_TRUE(t.probes.gpus[0].curvesMeasured());
   EXPECT_TRUE(t.probes.pairs.empty());
+  EXPECT_EQ(t.probes.allH2d, 0);  // not measured for one GPU of several
+  EXPECT_EQ(formatReport(t).find("all GPUs at once"), std::string::npos);
 
   o.onlyCudaDevice = device + 1000;
   s = runProbes(o, &t);

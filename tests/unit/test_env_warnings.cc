@@ -236,6 +236,7 @@ TEST(InitLog, QuietScopeMutesThisThreadsInfoButNotWarnNorOtherThreads) {
 // The machine probe's thread ranks: settings made in code over the
 // environment, host-only, and quiet at INFO when asked.
 TEST(InitLog, ThreadRanksTakeSettingsInCodeAndMayBeQuiet) {
+  const ScopedEnv shm("LANES_SHM_DISABLE", "0");  // what the code's setting overrides
   for (const bool quiet : {true, false}) {
     LogCapture log("INFO");
     CommOptions options;

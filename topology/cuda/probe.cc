@@ -270,8 +270,10 @@ Status runProbes(const ProbeOptions& o, Topology* t) {
                curveText(r.d2dCurve).c_str());
     p.gpus.push_back(r);
   }
-  LANES_RETURN_IF_ERROR(allAtOnce(rigs, true, o.bytes, o.repetitions, &p.allH2d));
-  LANES_RETURN_IF_ERROR(allAtOnce(rigs, false, o.bytes, o.repetitions, &p.allD2h));
+  if (o.onlyCudaDevice < 0) {  // one GPU alone says nothing of a shared root port
+    LANES_RETURN_IF_ERROR(allAtOnce(rigs, true, o.bytes, o.repetitions, &p.allH2d));
+    LANES_RETURN_IF_ERROR(allAtOnce(rigs, false, o.bytes, o.repetitions, &p.allD2h));
+  }
   for (size_t i = 0; o.pairs && i < rigs.size(); ++i) {
     for (size_t j = 0; j < rigs.size(); ++j) {
       if (i == j) continue;
