@@ -31,7 +31,8 @@ class CacheLock {
     if (fd_ >= 0) ::close(fd_);  // closing releases the lock
   }
 
-  Status take(const std::string& path, double seconds) {
+  // `holder` says what the process holding it does, for the timeout's error.
+  Status take(const std::string& path, double seconds, const char* holder) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -41,7 +42,7 @@ class CacheLock {
       if (errno != EWOULDBLOCK && errno != EINTR)
         return systemError("cannot lock " + path + ": " + std::strerror(errno));
       if (deadline.expired())
-        return timeoutError("another process has measured this machine for over " +
+        return timeoutError(std::string("another process has ") + holder + " for over " +
                             std::to_string(static_cast<int>(seconds)) + " s (it holds " + path +
                             "; `fuser " + path + "` names it)");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -66,7 +67,8 @@ Status probeAtFirstUse(const FirstUseProbe& p, Topology* t, FirstUseResult* resu
   *result = FirstUseResult::NoCache;
   if (p.cachePath.empty()) return Status::ok();
   CacheLock lock;
-  LANES_RETURN_IF_ERROR(lock.take(firstUseLockPath(p.cachePath, *t), p.lockSeconds));
+  LANES_RETURN_IF_ERROR(
+      lock.take(firstUseLockPath(p.cachePath, *t), p.lockSeconds, "measured this machine"));
   // Whoever held the lock before may have measured this very machine.
   if (loadCachedProbes(p.cachePath, t)) {
     *result = FirstUseResult::Cached;
@@ -79,7 +81,8 @@ Status probeAtFirstUse(const FirstUseProbe& p, Topology* t, FirstUseResult* resu
   // The file holds every machine's entry: writers of other machines (a
   // shared home directory) take turns on it, each for a read and a rename.
   CacheLock file;
-  LANES_RETURN_IF_ERROR(file.take(p.cachePath + ".lock", kFileLockSeconds));
+  LANES_RETURN_IF_ERROR(
+      file.take(p.cachePath + ".lock", kFileLockSeconds, "been writing the probe cache"));
   return saveCachedProbes(p.cachePath, *t);
 }
 
