@@ -3,8 +3,10 @@
 // rank's output bit-identical, compared by hash), then the reduce-scatter and
 // the all-gather, each rank checked against the test's own arithmetic and
 // patterns (tests/multi/data.h). After each non-empty call `checkPlan` sees
-// what the call ran on (core/plan_record.h). For the tests of one algorithm
-// forced with LANES_ALGO (test_hierarchical.cc, test_shared_sum.cc).
+// what the call ran on (core/plan_record.h). Under a sanitizer, counts above
+// 4096 run for one type of each element size (reduction_matrix.cc says why).
+// For the tests of one algorithm forced with LANES_ALGO (test_hierarchical.cc,
+// test_shared_sum.cc).
 #pragma once
 
 #include <cstddef>
