@@ -20,6 +20,11 @@ struct ProbeOptions {
   int onlyCudaDevice = -1;           // >= 0: that GPU alone (no context made on the others)
 };
 
+// The longest a probe waits for one step of GPU work (a timed copy, a
+// ping-pong batch) before it gives up with a timeout: each takes milliseconds
+// on a working GPU, and a first use must not hang on a broken one.
+inline constexpr double kProbeStepSeconds = 30;
+
 // Needs the CUDA data path; without it, or without GPUs, returns an error.
 Status runProbes(const ProbeOptions& options, Topology* topo);
 

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/cuda_bounded_wait.h"
 #include "base/cuda_check.h"
 #include "base/log.h"
 #include "exec/cuda/stream_memops.h"
 #include "kernels/cuda/stream_flags.h"
+#include "topology/probe.h"
 #endif
 
 namespace lanes {
@@ -81,8 +83,10 @@ Status flagHop(const StreamMemops& ops, Rig& r, double* us) {
     }
     LANES_CUDA_RETURN(cudaEventRecord(r.stop, r.a));
     __atomic_store_n(gate, open, __ATOMIC_RELEASE);
-    LANES_CUDA_RETURN(cudaStreamSynchronize(r.a));
-    LANES_CUDA_RETURN(cudaStreamSynchronize(r.b));
+    LANES_RETURN_IF_ERROR(
+        waitStreamFor(r.a, topo::kProbeStepSeconds, "the stream flag probe's ping stream"));
+    LANES_RETURN_IF_ERROR(
+        waitStreamFor(r.b, topo::kProbeStepSeconds, "the stream flag probe's pong stream"));
     float ms = 0;
     LANES_CUDA_RETURN(cudaEventElapsedTime(&ms, r.start, r.stop));
     if (batch > 0) totalMs += ms;
@@ -104,7 +108,8 @@ Status launchTime(Rig& r, double* us) {
       LANES_RETURN_IF_ERROR(kernelStatus(cuda::launchWriteFlag(flag, static_cast<uint32_t>(i), r.a),
                                          "launching a flag kernel"));
     LANES_CUDA_RETURN(cudaEventRecord(r.stop, r.a));
-    LANES_CUDA_RETURN(cudaEventSynchronize(r.stop));
+    LANES_RETURN_IF_ERROR(
+        waitEventFor(r.stop, topo::kProbeStepSeconds, "the launch probe's flag kernels"));
     float ms = 0;
     LANES_CUDA_RETURN(cudaEventElapsedTime(&ms, r.start, r.stop));
     if (round > 0) bestMs = std::min(bestMs, static_cast<double>(ms));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cuda_bounded_wait.h"
 #include "base/cuda_check.h"
 #include "base/log.h"
 
@@ -91,8 +92,9 @@ struct GpuRig {
     if (d2h) LANES_CUDA_RETURN(cudaMemcpyAsync(down.p, b.p, bytes, cudaMemcpyDeviceToHost, s1.s));
     LANES_CUDA_RETURN(cudaEventRecord(stop0.e, s0.s));
     LANES_CUDA_RETURN(cudaEventRecord(stop1.e, s1.s));
-    LANES_CUDA_RETURN(cudaEventSynchronize(stop0.e));
-    LANES_CUDA_RETURN(cudaEventSynchronize(stop1.e));
+    LANES_RETURN_IF_ERROR(waitEventFor(stop0.e, kProbeStepSeconds, "the probe's copy to the GPU"));
+    LANES_RETURN_IF_ERROR(
+        waitEventFor(stop1.e, kProbeStepSeconds, "the probe's copy from the GPU"));
     float ms0 = 0, ms1 = 0;
     LANES_CUDA_RETURN(cudaEventElapsedTime(&ms0, start.e, stop0.e));
     LANES_CUDA_RETURN(cudaEventElapsedTime(&ms1, start.e, stop1.e));
@@ -124,7 +126,7 @@ struct GpuRig {
       LANES_CUDA_RETURN(cudaMemcpyAsync(to + at, from + at, size, kind, s0.s));
     }
     LANES_CUDA_RETURN(cudaEventRecord(stop0.e, s0.s));
-    LANES_CUDA_RETURN(cudaEventSynchronize(stop0.e));
+    LANES_RETURN_IF_ERROR(waitEventFor(stop0.e, kProbeStepSeconds, "the probe's copies by size"));
     float ms = 0;
     LANES_CUDA_RETURN(cudaEventElapsedTime(&ms, start.e, stop0.e));
     *seconds = ms / 1e3;
@@ -172,8 +174,9 @@ Status allAtOnce(std::vector<std::unique_ptr<GpuRig>>& rigs, bool h2d, size_t by
     // Idle all first, so the start is common. Only the probe's own streams:
     // a device-wide wait would also wait for a caller's parked streams.
     for (auto& g : rigs) {
-      LANES_CUDA_RETURN(cudaStreamSynchronize(g->s0.s));
-      LANES_CUDA_RETURN(cudaStreamSynchronize(g->s1.s));
+      LANES_CUDA_RETURN(cudaSetDevice(g->dev));
+      LANES_RETURN_IF_ERROR(waitStreamFor(g->s0.s, kProbeStepSeconds, "the probe's copy stream"));
+      LANES_RETURN_IF_ERROR(waitStreamFor(g->s1.s, kProbeStepSeconds, "the probe's copy stream"));
     }
     auto t0 = std::chrono::steady_clock::now();
     for (auto& g : rigs) {
@@ -184,7 +187,11 @@ Status allAtOnce(std::vector<std::unique_ptr<GpuRig>>& rigs, bool h2d, size_t by
         LANES_CUDA_RETURN(
             cudaMemcpyAsync(g->down.p, g->b.p, bytes, cudaMemcpyDeviceToHost, g->s0.s));
     }
-    for (auto& g : rigs) LANES_CUDA_RETURN(cudaStreamSynchronize(g->s0.s));
+    for (auto& g : rigs) {
+      LANES_CUDA_RETURN(cudaSetDevice(g->dev));
+      LANES_RETURN_IF_ERROR(
+          waitStreamFor(g->s0.s, kProbeStepSeconds, "the probe's copies of all GPUs at once"));
+    }
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) bestS = std::min(bestS, s);  // round 0 warms up
   }
@@ -206,11 +213,17 @@ Status probePair(GpuRig& x, GpuRig& y, size_t bytes, int reps, PairProbe* out) {
   auto* words = static_cast<uint32_t*>(x.up.p);
   size_t n = bytes / 4;
   for (size_t i = 0; i < n; ++i) words[i] = patternWord(i, x.dev, y.dev);
-  LANES_CUDA_RETURN(cudaMemcpy(x.a.p, x.up.p, bytes, cudaMemcpyHostToDevice));
-  LANES_CUDA_RETURN(cudaMemset(y.b.p, 0, bytes));
-  LANES_CUDA_RETURN(cudaMemcpyPeer(y.b.p, y.dev, x.a.p, x.dev, bytes));
+  LANES_CUDA_RETURN(cudaMemcpyAsync(x.a.p, x.up.p, bytes, cudaMemcpyHostToDevice, x.s0.s));
+  LANES_RETURN_IF_ERROR(waitStreamFor(x.s0.s, kProbeStepSeconds, "the P2P probe's upload"));
   LANES_CUDA_RETURN(cudaSetDevice(y.dev));
-  LANES_CUDA_RETURN(cudaMemcpy(y.down.p, y.b.p, bytes, cudaMemcpyDeviceToHost));
+  LANES_CUDA_RETURN(cudaMemsetAsync(y.b.p, 0, bytes, y.s0.s));
+  LANES_RETURN_IF_ERROR(waitStreamFor(y.s0.s, kProbeStepSeconds, "the P2P probe's clearing"));
+  LANES_CUDA_RETURN(cudaSetDevice(x.dev));
+  LANES_CUDA_RETURN(cudaMemcpyPeerAsync(y.b.p, y.dev, x.a.p, x.dev, bytes, x.s0.s));
+  LANES_RETURN_IF_ERROR(waitStreamFor(x.s0.s, kProbeStepSeconds, "the P2P probe's peer copy"));
+  LANES_CUDA_RETURN(cudaSetDevice(y.dev));
+  LANES_CUDA_RETURN(cudaMemcpyAsync(y.down.p, y.b.p, bytes, cudaMemcpyDeviceToHost, y.s0.s));
+  LANES_RETURN_IF_ERROR(waitStreamFor(y.s0.s, kProbeStepSeconds, "the P2P probe's download"));
   const auto* got = static_cast<const uint32_t*>(y.down.p);
   out->tested = true;
   out->correct = true;
@@ -227,7 +240,7 @@ Status probePair(GpuRig& x, GpuRig& y, size_t bytes, int reps, PairProbe* out) {
     LANES_CUDA_RETURN(cudaEventRecord(x.start.e, x.s0.s));
     LANES_CUDA_RETURN(cudaMemcpyPeerAsync(y.b.p, y.dev, x.a.p, x.dev, bytes, x.s0.s));
     LANES_CUDA_RETURN(cudaEventRecord(x.stop0.e, x.s0.s));
-    LANES_CUDA_RETURN(cudaEventSynchronize(x.stop0.e));
+    LANES_RETURN_IF_ERROR(waitEventFor(x.stop0.e, kProbeStepSeconds, "the P2P probe's peer copy"));
     float ms = 0;
     LANES_CUDA_RETURN(cudaEventElapsedTime(&ms, x.start.e, x.stop0.e));
     if (r > 0) bestS = std::min(bestS, ms / 1e3);
@@ -285,6 +298,8 @@ Status runProbes(const ProbeOptions& o, Topology* t) {
       q.advertised = can != 0;
       if (q.advertised) {
         Status s = probePair(*rigs[i], *rigs[j], o.bytes, o.repetitions, &q);
+        // A copy that never finished leaves the GPUs unusable: no more pairs.
+        if (s.code() == lanesTimeout) return s;
         if (!s) {
           q.tested = true;
           q.correct = false;
