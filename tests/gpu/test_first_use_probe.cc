@@ -1,11 +1,14 @@
 // The probe at a machine's first use, end to end through the perf tool (its
 // ranks are threads of its process): a first run with a GPU measures the
-// machine and caches it, the next reads the cache, two processes started at
-// once measure it once between them, and a short LANES_TIMEOUT, LANES_TOPO_PROBE=0
-// or no cache leave the assumed figures and write nothing.
+// machine and caches it, the next reads the cache, two processes that meet at
+// the host's lock measure it once between them, and a short LANES_TIMEOUT,
+// LANES_TOPO_PROBE=0 or no cache leave the assumed figures and write nothing.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -14,6 +17,8 @@
 
 #include "tests/gpu/gpu_harness.h"
 #include "tests/multi/harness.h"
+#include "topology/model.h"
+#include "topology/probe_first_use.h"
 
 namespace lanes::test {
 namespace {
@@ -92,19 +97,34 @@ TEST_F(FirstUseProbeGpu, FirstRunMeasuresAndCachesTheNextReads) {
   EXPECT_EQ(occurrences(report.output, "stream flag"), 1u) << report.output;
 }
 
+// Both start while the test holds this host's lock, so they meet at it: once
+// it is free one measures and the other, having waited, reads its figures.
 TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {
+  topo::Topology here;
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  here.hostname = host;
+  const std::string lockPath = topo::firstUseLockPath(cache_, here);
+  const int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << lockPath;
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
   CommandResult runs[2];
-  std::thread other([&] { runs[1] = perf(1, {}); });
-  runs[0] = perf(1, {});
-  other.join();
-  size_t measured = 0;
+  std::thread first([&] { runs[0] = perf(1, {}); });
+  std::thread second([&] { runs[1] = perf(1, {}); });
+  // Both reach the lock within a few seconds of starting (CUDA, init, discovery).
+  std::this_thread::sleep_for(std::chrono::seconds(10));
+  ::close(fd);  // releases the lock
+  first.join();
+  second.join();
   for (const CommandResult& r : runs) {
     ASSERT_TRUE(r.exited && r.exitCode == 0) << r.describe();
-    measured += occurrences(r.output, kMeasured);
-    // The other read the figures: the one's cache, after waiting for its lock or not.
+    EXPECT_EQ(occurrences(r.output, kMeasuring), 1u) << r.output;
     EXPECT_EQ(occurrences(r.output, "GPU cost model inputs (measured"), 1u) << r.output;
   }
-  EXPECT_EQ(measured, 1u) << runs[0].output << "\n----\n" << runs[1].output;
+  const std::string both = runs[0].output + "\n----\n" + runs[1].output;
+  EXPECT_EQ(occurrences(both, kMeasured), 1u) << both;
+  EXPECT_EQ(occurrences(both, "first use of this machine: another process measured it; read"), 1u)
+      << both;
 }
 
 TEST_F(FirstUseProbeGpu, ShortTimeoutOffSwitchAndNoCacheMeasureNothing) {
