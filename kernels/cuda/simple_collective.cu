@@ -53,7 +53,7 @@ struct Args {
   unsigned char* recv;
   size_t bytes;   // a rank's payload (a reduce-scatter's: one block)
   size_t stride;  // a reduce-scatter's posted blocks: simpleBlockStride(bytes)
-  size_t chunk;   // simpleChunkBytes(bytes)
+  size_t chunk;   // kSimpleChunkBytes
   size_t chunks;  // of the payload
   unsigned char* slots;
   size_t slotBytes;
@@ -399,7 +399,7 @@ int launchTyped(const LlAllReduceArgs& in, size_t flagBytes, const OpPlan& op,
   a.recv = static_cast<unsigned char*>(in.recv);
   a.bytes = in.count * sizeof(S);
   a.stride = simpleBlockStride(a.bytes);
-  a.chunk = simpleChunkBytes(a.bytes);
+  a.chunk = kSimpleChunkBytes;
   a.chunks = (a.bytes + a.chunk - 1) / a.chunk;
   a.slots = static_cast<unsigned char*>(in.slots);
   a.slotBytes = in.slotBytes;

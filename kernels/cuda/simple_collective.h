@@ -7,7 +7,7 @@
 // is off on PCIe boxes). Every rank owns two slots (by the call's sequence
 // number's parity, shared with the LL kernel: ll_allreduce.h) of
 // [flag words | data]. A call cuts each rank's payload into chunks of
-// 4-64 KiB (simpleChunkBytes: the same on every rank); writer blocks copy a
+// 64 KiB (kSimpleChunkBytes; a smaller payload is one chunk); writer blocks copy a
 // chunk into the slot with plain 16-byte stores, fence them out and then set
 // (and push out) the chunk's flag word to the sequence number; reader blocks wait on one
 // thread per rank for the chunk's flags, then read the chunk's data from
@@ -33,18 +33,15 @@
 
 namespace lanes::cuda {
 
-inline constexpr size_t kSimpleChunkMinBytes = size_t{4} << 10;
-inline constexpr size_t kSimpleChunkMaxBytes = size_t{64} << 10;
+// A call's chunk: payloads up to 64 KiB go whole, larger ones in 64 KiB
+// chunks (every rank cuts alike). Each chunk costs its writer two system
+// fences and its reader a flag's round trip, and more chunks in flight did not
+// hide that: on an H100 (2 processes under MPS, P2P off) chunks of a quarter
+// of the payload took 1.1-1.5 times as long as whole ones at 8-64 KiB per
+// rank, 4 KiB chunks 1.7-1.8 times as long at 1-2 MiB
+// (bench/results/simple_chunks_h100).
+inline constexpr size_t kSimpleChunkBytes = size_t{64} << 10;
 inline constexpr size_t kSimpleVectorBytes = 16;  // one load or store
-
-// A call's chunk: about a quarter of a rank's payload, a power of two within
-// [kSimpleChunkMinBytes, kSimpleChunkMaxBytes] (an eighth took up to a third
-// longer at 32-128 KiB). Only the size decides it, so every rank cuts alike.
-inline size_t simpleChunkBytes(size_t bytes) {
-  size_t c = kSimpleChunkMinBytes;
-  while (c < kSimpleChunkMaxBytes && c * 4 < bytes) c *= 2;
-  return c;
-}
 
 // Where block b of a reduce-scatter's posted input starts in the slot's data:
 // b * simpleBlockStride(block bytes), so every block starts 16-byte aligned.
@@ -62,10 +59,10 @@ inline size_t simplePostedBytes(LlCollective coll, size_t bytes, int nranks) {
 }
 
 // A slot for payloads up to maxBytes posted: its flag words (one per posted
-// chunk at the smallest chunk, plus a partial chunk per reduce-scatter block),
+// chunk, plus a partial chunk per reduce-scatter block),
 // then the data, each a whole number of 4 KiB pages.
 inline size_t simpleFlagBytes(size_t maxBytes, int nranks) {
-  const size_t flags = maxBytes / kSimpleChunkMinBytes + static_cast<size_t>(nranks) + 1;
+  const size_t flags = maxBytes / kSimpleChunkBytes + static_cast<size_t>(nranks) + 1;
   return (flags * sizeof(uint64_t) + 4095) / 4096 * 4096;
 }
 inline size_t simpleSlotBytes(size_t maxBytes, int nranks) {

@@ -17,7 +17,7 @@ namespace lanes {
 // Where a batch of device-buffer calls runs. LlThreads is the LL kernel for
 // ranks that are threads of one process: off unless named in LANES_PROTO (a
 // spinning kernel can sit behind a peer thread's work in the shared context).
-// Simple is the LL arena's mid-size kernel: a flag per chunk of 4-64 KiB
+// Simple is the LL arena's mid-size kernel: a flag per chunk of 64 KiB
 // written straight into mapped host memory (simple_collective.h).
 // LlPairs carries one small send or receive in LL lines through the LL
 // arena's pair slots (one kernel per group, ll_pairs.h).

@@ -399,8 +399,7 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
     default:
       break;
   }
-  const double chunks = std::ceil(
-      payload / static_cast<double>(cuda::simpleChunkBytes(static_cast<size_t>(payload))));
+  const double chunks = std::ceil(payload / static_cast<double>(cuda::kSimpleChunkBytes));
   const double waitedFor = f.coll == CollType::Broadcast ? std::min(n - 1, 2.0) : n - 1;
   CostTerms t;
   t.latency = link.launch() + link.flag() * ((waitedFor + 2) / 2.0 + 1);
