@@ -129,7 +129,8 @@ TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {
 
 TEST_F(FirstUseProbeGpu, ShortTimeoutOffSwitchAndNoCacheMeasureNothing) {
   const std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>>
-      cases = {{{{"LANES_TIMEOUT", "30"}}, "LANES_TIMEOUT is under 60 s"},
+      cases = {{{{"LANES_TIMEOUT", "30"}},
+                "its timeout (LANES_TIMEOUT, or lanesConfig_t.timeoutSeconds) is under 60 s"},
                {{{"LANES_TOPO_CACHE", "none"}}, "LANES_TOPO_CACHE is off"},
                {{{"LANES_TOPO_PROBE", "0"}}, ""}};
   for (const auto& [env, why] : cases) {
