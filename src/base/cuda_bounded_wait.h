@@ -26,13 +26,15 @@ inline Status waitEventFor(cudaEvent_t event, double seconds, const char* what) 
       char limit[32];
       std::snprintf(limit, sizeof(limit), "%.0f s", seconds);
       return timeoutError(std::string(what) + " did not finish on the GPU within " + limit +
-                          ": the GPU is hung or its stream waits on memory nobody writes");
+                          ": a hung GPU, a copy that never ends, or a stream waiting on a "
+                          "counter nobody writes");
     }
     backoff.pause();
   }
 }
 
-// Until the work enqueued on `stream` so far completed, as waitEventFor.
+// Until the work enqueued on `stream` so far completed, as waitEventFor. The
+// stream's device must be current (the event is recorded on it).
 inline Status waitStreamFor(cudaStream_t stream, double seconds, const char* what) {
   cudaEvent_t done = nullptr;
   LANES_CUDA_RETURN(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));

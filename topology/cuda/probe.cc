@@ -66,6 +66,15 @@ struct GpuRig {
   Stream s0, s1;
   Event start, stop0, stop1;
 
+  // After a step timed out its copies may still run: cudaFree and cudaFreeHost
+  // would wait for them, so the rig's memory, streams and events are left
+  // allocated (the process is on a hung GPU; a leak beats a hang).
+  void abandon() {
+    a.p = b.p = up.p = down.p = nullptr;
+    s0.s = s1.s = nullptr;
+    start.e = stop0.e = stop1.e = nullptr;
+  }
+
   Status init(int device, size_t bytes) {
     dev = device;
     bytes = std::max(bytes, kCurveLastBytes);
@@ -249,6 +258,62 @@ Status probePair(GpuRig& x, GpuRig& y, size_t bytes, int reps, PairProbe* out) {
   return Status::ok();
 }
 
+// Every GPU's copies, all at once, then the pairs, into `p`; the rigs stay
+// the caller's to free or abandon.
+Status measureRigs(const ProbeOptions& o, const Topology& t, const std::vector<int>& gpus,
+                   std::vector<std::unique_ptr<GpuRig>>& rigs, Probes* p) {
+  for (int g : gpus) {
+    rigs.push_back(std::make_unique<GpuRig>());
+    LANES_RETURN_IF_ERROR(rigs.back()->init(t.gpus[g].cudaIndex, o.bytes));
+    GpuProbe r;
+    r.gpu = g;
+    LANES_RETURN_IF_ERROR(rigs.back()->best(true, false, o.bytes, o.repetitions, &r.h2d));
+    LANES_RETURN_IF_ERROR(rigs.back()->best(false, true, o.bytes, o.repetitions, &r.d2h));
+    LANES_RETURN_IF_ERROR(rigs.back()->best(true, true, o.bytes, o.repetitions, &r.bidir));
+    LANES_INFO(Topo, -1, "probe GPU%d: H2D %.1f D2H %.1f both-ways %.1f GB/s", g, r.h2d, r.d2h,
+               r.bidir);
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyHostToDevice, &r.h2dCurve));
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyDeviceToHost, &r.d2hCurve));
+    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyDeviceToDevice, &r.d2dCurve));
+    LANES_INFO(Topo, -1, "probe GPU%d: copies 4 KiB..64 MiB H2D %s, D2H %s, within the GPU %s GB/s",
+               g, curveText(r.h2dCurve).c_str(), curveText(r.d2hCurve).c_str(),
+               curveText(r.d2dCurve).c_str());
+    p->gpus.push_back(r);
+  }
+  if (o.onlyCudaDevice < 0) {  // one GPU alone says nothing of a shared root port
+    LANES_RETURN_IF_ERROR(allAtOnce(rigs, true, o.bytes, o.repetitions, &p->allH2d));
+    LANES_RETURN_IF_ERROR(allAtOnce(rigs, false, o.bytes, o.repetitions, &p->allD2h));
+  }
+  for (size_t i = 0; o.pairs && i < rigs.size(); ++i) {
+    for (size_t j = 0; j < rigs.size(); ++j) {
+      if (i == j) continue;
+      PairProbe q;
+      q.a = gpus[i];
+      q.b = gpus[j];
+      int can = 0;
+      cudaDeviceCanAccessPeer(&can, rigs[i]->dev, rigs[j]->dev);
+      q.advertised = can != 0;
+      if (q.advertised) {
+        Status s = probePair(*rigs[i], *rigs[j], o.bytes, o.repetitions, &q);
+        if (!s) {
+          q.tested = true;
+          q.correct = false;
+          q.error = s.message();
+          cudaGetLastError();
+        }
+        // A peer copy that never finished: the pair says so, no more pairs,
+        // and the GPUs' figures stand.
+        if (s.code() == lanesTimeout) {
+          p->pairs.push_back(q);
+          return s;
+        }
+      }
+      p->pairs.push_back(q);
+    }
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status runProbes(const ProbeOptions& o, Topology* t) {
@@ -265,52 +330,17 @@ Status runProbes(const ProbeOptions& o, Topology* t) {
   cudaGetDevice(&prev);
   Probes p;
   std::vector<std::unique_ptr<GpuRig>> rigs;
-  for (int g : gpus) {
-    rigs.push_back(std::make_unique<GpuRig>());
-    LANES_RETURN_IF_ERROR(rigs.back()->init(t->gpus[g].cudaIndex, o.bytes));
-    GpuProbe r;
-    r.gpu = g;
-    LANES_RETURN_IF_ERROR(rigs.back()->best(true, false, o.bytes, o.repetitions, &r.h2d));
-    LANES_RETURN_IF_ERROR(rigs.back()->best(false, true, o.bytes, o.repetitions, &r.d2h));
-    LANES_RETURN_IF_ERROR(rigs.back()->best(true, true, o.bytes, o.repetitions, &r.bidir));
-    LANES_INFO(Topo, -1, "probe GPU%d: H2D %.1f D2H %.1f both-ways %.1f GB/s", g, r.h2d, r.d2h,
-               r.bidir);
-    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyHostToDevice, &r.h2dCurve));
-    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyDeviceToHost, &r.d2hCurve));
-    LANES_RETURN_IF_ERROR(rigs.back()->curve(cudaMemcpyDeviceToDevice, &r.d2dCurve));
-    LANES_INFO(Topo, -1, "probe GPU%d: copies 4 KiB..64 MiB H2D %s, D2H %s, within the GPU %s GB/s",
-               g, curveText(r.h2dCurve).c_str(), curveText(r.d2hCurve).c_str(),
-               curveText(r.d2dCurve).c_str());
-    p.gpus.push_back(r);
-  }
-  if (o.onlyCudaDevice < 0) {  // one GPU alone says nothing of a shared root port
-    LANES_RETURN_IF_ERROR(allAtOnce(rigs, true, o.bytes, o.repetitions, &p.allH2d));
-    LANES_RETURN_IF_ERROR(allAtOnce(rigs, false, o.bytes, o.repetitions, &p.allD2h));
-  }
-  for (size_t i = 0; o.pairs && i < rigs.size(); ++i) {
-    for (size_t j = 0; j < rigs.size(); ++j) {
-      if (i == j) continue;
-      PairProbe q;
-      q.a = gpus[i];
-      q.b = gpus[j];
-      int can = 0;
-      cudaDeviceCanAccessPeer(&can, rigs[i]->dev, rigs[j]->dev);
-      q.advertised = can != 0;
-      if (q.advertised) {
-        Status s = probePair(*rigs[i], *rigs[j], o.bytes, o.repetitions, &q);
-        // A copy that never finished leaves the GPUs unusable: no more pairs.
-        if (s.code() == lanesTimeout) return s;
-        if (!s) {
-          q.tested = true;
-          q.correct = false;
-          q.error = s.message();
-          cudaGetLastError();
-        }
-      }
-      p.pairs.push_back(q);
-    }
-  }
+  const Status s = measureRigs(o, *t, gpus, rigs, &p);
+  const bool timedOut = s.code() == lanesTimeout;
+  if (timedOut)
+    for (auto& r : rigs) r->abandon();
   cudaSetDevice(prev);
+  // A hung peer copy (the last pair pushed) keeps the figures measured before it.
+  const bool pairHung = timedOut && !p.pairs.empty();
+  if (!s && !pairHung) return s;
+  if (pairHung)
+    LANES_WARN(Topo, -1, "probe: GPU%d to GPU%d: %s; the remaining pairs are not probed",
+               p.pairs.back().a, p.pairs.back().b, s.message().c_str());
   p.host = std::move(t->probes.host);  // measured before, by the caller
   p.measuredBy = t->probes.measuredBy;
   p.copyBytes = o.bytes;
