@@ -47,12 +47,12 @@ void probeOnce(int cudaDev, double timeoutSeconds) {
   // probe would fail after the host's, in every process, as nothing is cached.
   const bool gpuKnown = std::any_of(current.gpus.begin(), current.gpus.end(),
                                     [&](const topo::Gpu& g) { return g.cudaIndex == cudaDev; });
-  const char* skipped =
-      p.cachePath.empty() ? "LANES_TOPO_CACHE is off"
-      : timeoutSeconds < kShortestTimeout
-          ? "its timeout (LANES_TIMEOUT, or lanesConfig_t.timeoutSeconds) is under 60 s"
-      : !gpuKnown ? "the topology does not list this rank's GPU"
-                  : nullptr;
+  const char* skipped = p.cachePath.empty() ? "LANES_TOPO_CACHE is off"
+                        : timeoutSeconds < kShortestTimeout
+                            ? "the communicator's timeout (LANES_TIMEOUT or "
+                              "lanesConfig_t.timeoutSeconds) is under 60 s"
+                        : !gpuKnown ? "the topology does not list this rank's GPU"
+                                    : nullptr;
   if (skipped != nullptr) {
     LANES_INFO(Plan, -1,
                "first use of this machine: not measured (%s); the cost model assumes its figures",

@@ -32,6 +32,29 @@ size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Processes other than this one with `path` open (their /proc/PID/fd links).
+// Processes come and go meanwhile: every error just skips an entry.
+int processesWithOpen(const std::string& path) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  const std::string self = std::to_string(getpid());
+  std::error_code ec;
+  for (fs::directory_iterator proc("/proc", ec), end; !ec && proc != end; proc.increment(ec)) {
+    const std::string pid = proc->path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == self) continue;
+    std::error_code fdEc;
+    for (fs::directory_iterator fd(proc->path() / "fd", fdEc); !fdEc && fd != end;
+         fd.increment(fdEc)) {
+      std::error_code linkEc;
+      if (fs::read_symlink(fd->path(), linkEc).string() == path) {
+        ++n;
+        break;
+      }
+    }
+  }
+  return n;
+}
+
 class FirstUseProbeGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,8 +120,8 @@ TEST_F(FirstUseProbeGpu, FirstRunMeasuresAndCachesTheNextReads) {
   EXPECT_EQ(occurrences(report.output, "stream flag"), 1u) << report.output;
 }
 
-// Both start while the test holds this host's lock, so they meet at it: once
-// it is free one measures and the other, having waited, reads its figures.
+// Both start while the test holds this host's lock, which it frees once both
+// wait at it: one then measures and the other, having waited, reads its figures.
 TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {
   topo::Topology here;
   char host[256] = {};
@@ -107,12 +130,16 @@ TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {
   const std::string lockPath = topo::firstUseLockPath(cache_, here);
   const int fd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0) << lockPath;
+  const std::string lockFile = std::filesystem::canonical(lockPath).string();  // as /proc links say
   ASSERT_EQ(::flock(fd, LOCK_EX), 0);
   CommandResult runs[2];
   std::thread first([&] { runs[0] = perf(1, {}); });
   std::thread second([&] { runs[1] = perf(1, {}); });
-  // Both reach the lock within a few seconds of starting (CUDA, init, discovery).
-  std::this_thread::sleep_for(std::chrono::seconds(10));
+  // Released once both wait at it: each has the lock file open while it polls.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (processesWithOpen(lockFile) < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const int waiting = processesWithOpen(lockFile);
   ::close(fd);  // releases the lock
   first.join();
   second.join();
@@ -121,6 +148,7 @@ TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {
     EXPECT_EQ(occurrences(r.output, kMeasuring), 1u) << r.output;
     EXPECT_EQ(occurrences(r.output, "GPU cost model inputs (measured"), 1u) << r.output;
   }
+  EXPECT_EQ(waiting, 2) << "processes waiting at " << lockPath;
   const std::string both = runs[0].output + "\n----\n" + runs[1].output;
   EXPECT_EQ(occurrences(both, kMeasured), 1u) << both;
   EXPECT_EQ(occurrences(both, "first use of this machine: another process measured it; read"), 1u)
@@ -130,7 +158,8 @@ TEST_F(FirstUseProbeGpu, TwoProcessesAtOnceMeasureOnce) {
 TEST_F(FirstUseProbeGpu, ShortTimeoutOffSwitchAndNoCacheMeasureNothing) {
   const std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>>
       cases = {{{{"LANES_TIMEOUT", "30"}},
-                "its timeout (LANES_TIMEOUT, or lanesConfig_t.timeoutSeconds) is under 60 s"},
+                "the communicator's timeout (LANES_TIMEOUT or lanesConfig_t.timeoutSeconds) is "
+                "under 60 s"},
                {{{"LANES_TOPO_CACHE", "none"}}, "LANES_TOPO_CACHE is off"},
                {{{"LANES_TOPO_PROBE", "0"}}, ""}};
   for (const auto& [env, why] : cases) {
