@@ -41,9 +41,11 @@ using namespace ll;
 constexpr int kThreads = 512;
 constexpr int kUnroll = 4;  // vectors per thread in flight, per rank
 // Blocks per rank, shared among the ranks of the host (the link is theirs):
-// with 2 ranks, 16 writers and 32 readers each, within maxBlocks. A quarter
-// of that took 1.5-2.5 times as long from 64 KiB to 4 MiB (H200, 2
-// processes under MPS, bench/results/simple_h200).
+// with 2 ranks, 16 writers and 32 readers each, within maxBlocks (a call
+// uses at most one per chunk). With 4-64 KiB chunks a quarter of that took
+// 1.5-2.5 times as long from 64 KiB to 4 MiB (H200, bench/results/simple_h200);
+// with 64 KiB chunks 8/16 to 64/128 per host made no difference (H100,
+// bench/results/simple_chunks_h100). Both: 2 processes under MPS.
 constexpr int kWritersPerHost = 32;
 constexpr int kReadersPerHost = 64;
 

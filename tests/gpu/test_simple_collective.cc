@@ -1,8 +1,8 @@
 // Mid-size device collectives on the simple kernel (kernels/cuda/simple_collective.*,
 // src/exec/cuda/simple_collective.cc): ranks as processes on GPU 0 under a
 // private MPS daemon, LANES_PROTO=simple so every call takes it.
-//  - the five collectives over datatypes and ops, counts around the chunk
-//    sizes (4 KiB, 64 KiB), odd counts and the 4 MiB limit, in place and
+//  - the five collectives over datatypes and ops, one chunk (up to 64 KiB)
+//    and several with a partial last one, odd counts and the 4 MiB limit, in place and
 //    out of place, misaligned buffers, every root that differs; exact
 //    results, nothing written outside the output, the same bits on every rank
 //    (2, 3 and 8 ranks);
@@ -201,7 +201,7 @@ struct Buffers {
 };
 
 // Every datatype with sum and the ops that round differently on a few, all-reduce
-// at counts around the chunk sizes, in place and misaligned; the other
+// in one chunk and in several, in place and misaligned; the other
 // collectives on a type per width, every root that differs.
 void runMatrix(GpuRank& self) {
   Buffers b(self);
@@ -275,7 +275,7 @@ TEST(SimpleProcesses, Matrix1Rank) {
   runUnderMps(1, runMatrix);
 }
 
-// Fewer cases at more ranks: every collective at the chunk sizes and the
+// Fewer cases at more ranks: every collective just past one chunk and at the
 // limit, the last rank as root.
 void runRanks(GpuRank& self) {
   Buffers b(self);

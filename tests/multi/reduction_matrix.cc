@@ -18,14 +18,15 @@ uint64_t hashOf(const void* p, size_t bytes) {
   return h;
 }
 
-// Under a sanitizer, counts above one chunk run for one type of each element
+// Under a sanitizer, counts above 4096 run for one type of each element
 // size: the chunked paths move bytes alike for all types of a size, each
 // type's arithmetic is checked at the small counts here and at every count
 // in the release build, and the full matrix at 100 thousand elements takes
 // 40-60 s per test under AddressSanitizer.
+constexpr size_t kSanitizedFullMatrixCount = 4096;
 bool runsAt(lanesDataType_t t, size_t count) {
   constexpr bool kSanitized = kUnderAddressSanitizer || kUnderThreadSanitizer;
-  if (!kSanitized || count <= 4096) return true;
+  if (!kSanitized || count <= kSanitizedFullMatrixCount) return true;
   return t == lanesInt8 || t == lanesBfloat16 || t == lanesFloat32 || t == lanesFloat64;
 }
 

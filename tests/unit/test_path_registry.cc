@@ -742,7 +742,7 @@ TEST(DevicePathChoice, MidSizeCollectivesTakeTheSimpleKernel) {
                      CollType::Broadcast, CollType::Reduce}) {
     EXPECT_EQ(pathOf(mid(c, 8), config), DevicePath::Ll) << collTypeName(c);
     // A broadcast's one writer posts 128 KiB in two 64 KiB chunks for its
-    // readers: priced above the copy engines.
+    // readers: priced (not measured) above the copy engines.
     const DevicePath want = c == CollType::Broadcast ? DevicePath::Staged : DevicePath::Simple;
     EXPECT_EQ(pathOf(mid(c, 128 << 10), config), want) << collTypeName(c);
   }
@@ -799,7 +799,6 @@ TEST(SimpleSlots, SizedByTheBudgetAndTheRankCount) {
     // reduce-scatter block.
     const size_t flags = n * ((max / n + cuda::kSimpleChunkBytes - 1) / cuda::kSimpleChunkBytes);
     EXPECT_LE(flags * 8, cuda::simpleFlagBytes(max, n)) << n;
-    EXPECT_LE(max / cuda::kSimpleChunkBytes * 8, cuda::simpleFlagBytes(max, n)) << n;
   }
   EXPECT_EQ(cuda::simplePostedBytes(cuda::LlCollective::ReduceScatter, 17, 3), 3u * 32);
   EXPECT_EQ(cuda::simplePostedBytes(cuda::LlCollective::AllReduce, 17, 3), 17u);

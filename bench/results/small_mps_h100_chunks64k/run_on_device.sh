@@ -1,5 +1,5 @@
 #!/bin/bash
-# Temporary (not committed): GPU tests of the simple kernel with 64 KiB chunks,
+# The call that made this folder (run from the repository root): GPU tests of the simple kernel with 64 KiB chunks,
 # then issue 20's table (2 processes under MPS, P2P off).
 set -u
 cd "$(dirname "$0")"
