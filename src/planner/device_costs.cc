@@ -363,6 +363,15 @@ CostTerms llCost(const CallFacts& f, const GpuLink& link) {
 // prices 2 times too slow against its own figures; bench/results/simple_h200).
 constexpr double kSimpleLinkShare = 0.5;
 
+// The first chunk's reads of an all-gather or a broadcast (readers that only
+// copy) cost no more than a later chunk's: no serial fill fits them (H100, 2
+// processes under MPS, 8 KiB-2 MiB: a serial fill priced them up to 1.28x too
+// slow at 128-512 KiB, where a 128 KiB broadcast took 15.2 us against LL's
+// 19.3; bench/results/planner_h100/mps_p2p_off_87a413c). The reducing
+// collectives' first chunk stays serial: their readers wait for every rank's
+// flag, their own included in place, and fit that within 4% from 32 KiB.
+constexpr double kSimpleMovingFillSerialShare = 0.0;
+
 // Simple: as LL's flows, a payload byte per byte (no flags among the data),
 // writer blocks posting while reader blocks read: both ways at once, chunk
 // after chunk. A chunk's data is read after its flag: a round trip more than
@@ -406,8 +415,10 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
   const double at = std::max(write, MachineFacts::curveBytes(4));  // a rank's stream
   // Host memory takes every rank's writes and reads, as the staged path's copies'.
   const double memory = link.hostMemory((writing * write + reading * read) / chunks);
+  const bool moving = f.coll == CollType::AllGather || f.coll == CollType::Broadcast;
   pipeline(chunks, link.down(write / chunks, at, true, writers) / kSimpleLinkShare,
-           link.up(read / chunks, at, true, readers) / kSimpleLinkShare, memory, &t);
+           link.up(read / chunks, at, true, readers) / kSimpleLinkShare, memory, &t,
+           moving ? kSimpleMovingFillSerialShare : 1.0);
   return t;
 }
 
