@@ -58,10 +58,12 @@ constexpr int kBatch = 4;         // peer lines one thread has in flight
 // few stores lingered in the GPU's write path until later traffic pushed them
 // out (2 processes under MPS on the H200: all-reduces of 2-11 KiB took about
 // 21 us instead of 10); more lines push themselves out, and the fence would
-// only delay the reads (64 KiB: +20%). A broadcast's root does not fence: it
-// reads nothing but a line of each peer, and its fence only delayed the call
-// (2 processes under MPS on an H100, 2-8 KiB: 11.4-13.6 us with it, 8.2-10.7
-// without).
+// only delay the reads (64 KiB: +20%). A broadcast between two ranks does not
+// fence: its root then has one reader, and the fence only delayed the call
+// (2 processes under MPS, 2-8 KiB: on an H100 7.8-10.7 us without it against
+// 8.3-13.6 with it, faster in 11 of 12 interleaved pairs; on the H200 1-4 KiB
+// 6.8-7.4 against 7.5-7.6). With 8 processes on the H200 the fenced broadcast
+// was the faster (4-16 KiB: 26.7-29.5 us against 28.1-31.5).
 constexpr size_t kFenceBelowLines = 1536;
 
 template <class S>
@@ -236,9 +238,8 @@ __global__ void __launch_bounds__(kThreads, 1) llAllReduceKernel(const Args<S> a
     if (a.coll == LlCollective::Broadcast && a.rank == a.root)
       for (size_t i = gtid; i < nlines; i += gthreads) storeOutput(a, i, inputLine(a, own, i));
 
-    // (A broadcast never fences: its non-roots post one line, its root's
-    // fence only delays it; see kFenceBelowLines.)
-    if (a.coll != LlCollective::Broadcast && postLines < kFenceBelowLines) __threadfence_system();
+    const bool twoRankBroadcast = a.coll == LlCollective::Broadcast && a.nranks == 2;
+    if (!silent && !twoRankBroadcast && postLines < kFenceBelowLines) __threadfence_system();
 
     // 3-4. Tile by tile: gather the lines read, then reduce them. A gathering
     // rank stores each line where it belongs at once. The lines read: every

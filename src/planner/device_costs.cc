@@ -363,14 +363,17 @@ CostTerms llCost(const CallFacts& f, const GpuLink& link) {
 // prices 2 times too slow against its own figures; bench/results/simple_h200).
 constexpr double kSimpleLinkShare = 0.5;
 
-// The first chunk's reads of an all-gather or a broadcast (readers that only
-// copy) cost no more than a later chunk's: no serial fill fits them (H100, 2
-// processes under MPS, 8 KiB-2 MiB: a serial fill priced them up to 1.28x too
-// slow at 128-512 KiB, where a 128 KiB broadcast took 15.2 us against LL's
-// 19.3; bench/results/planner_h100/mps_p2p_off_87a413c). The reducing
-// collectives' first chunk stays serial: their readers wait for every rank's
-// flag, their own included in place, and fit that within 4% from 32 KiB.
-constexpr double kSimpleMovingFillSerialShare = 0.0;
+// A broadcast's first chunk is not on the critical path of calls run back to
+// back: likely because its root waits only for one line of each peer and
+// posts the next call's chunks while the non-roots still read this one's.
+// H100, 2 processes under MPS: a serial fill priced its 8-512 KiB calls
+// 1.10-1.28x too slow (a 128 KiB broadcast took 15.2 us where LL, chosen,
+// took 19.3); without it 0.91-0.94x; bench/results/planner_h100/
+// mps_p2p_off_87a413c. The other collectives' ranks all read before their
+// next call: an all-gather priced so would take the simple kernel at 128 KiB,
+// where LL was faster on both machines (H100 17.0 us against 18.0, H200 18.7
+// against 21.0); their first chunk stays serial.
+constexpr double kSimpleBroadcastFillSerialShare = 0.0;
 
 // Simple: as LL's flows, a payload byte per byte (no flags among the data),
 // writer blocks posting while reader blocks read: both ways at once, chunk
@@ -415,10 +418,9 @@ CostTerms simpleCost(const CallFacts& f, const GpuLink& link) {
   const double at = std::max(write, MachineFacts::curveBytes(4));  // a rank's stream
   // Host memory takes every rank's writes and reads, as the staged path's copies'.
   const double memory = link.hostMemory((writing * write + reading * read) / chunks);
-  const bool moving = f.coll == CollType::AllGather || f.coll == CollType::Broadcast;
   pipeline(chunks, link.down(write / chunks, at, true, writers) / kSimpleLinkShare,
            link.up(read / chunks, at, true, readers) / kSimpleLinkShare, memory, &t,
-           moving ? kSimpleMovingFillSerialShare : 1.0);
+           f.coll == CollType::Broadcast ? kSimpleBroadcastFillSerialShare : 1.0);
   return t;
 }
 
