@@ -93,9 +93,13 @@ void runReductionMatrix(lanesComm_t c, int rank, int n, const std::vector<size_t
           RANK_CHECK_LANES(lanesAllReduce(inPlace ? recv.data() : send.data(), recv.data(), count,
                                           t, op.get(), c, nullptr),
                            c);
-          const std::string problem = checkReductionOutput(t, r, n, recv.data(), count, 0, salt);
-          RANK_CHECK(problem.empty(), "%s %s count %zu %s: %s", typeName(t), reductionName(r),
-                     count, inPlace ? "in place" : "out of place", problem.c_str());
+          // The values on one rank, rotating; the others must hold the same
+          // bits (the hashes compared below).
+          if (salt % static_cast<uint32_t>(n) == static_cast<uint32_t>(rank)) {
+            const std::string problem = checkReductionOutput(t, r, n, recv.data(), count, 0, salt);
+            RANK_CHECK(problem.empty(), "%s %s count %zu %s: %s", typeName(t), reductionName(r),
+                       count, inPlace ? "in place" : "out of place", problem.c_str());
+          }
           if (count > 0) checkPlan(c, "all-reduce");
           hashes.push_back(hashOf(recv.data(), bytes));
         }

@@ -1,6 +1,7 @@
 // A multi-rank check of the reductions and the all-gather on host buffers:
-// every datatype x reduction x count, in place and not, the all-reduce (every
-// rank's output bit-identical, compared by hash), then the reduce-scatter and
+// every datatype x reduction x count, in place and not, the all-reduce (its
+// values checked on one rank per call, in turn; every rank's output
+// bit-identical, compared by hash), then the reduce-scatter and
 // the all-gather, each rank checked against the test's own arithmetic and
 // patterns (tests/multi/data.h). After each non-empty call `checkPlan` sees
 // what the call ran on (core/plan_record.h). Under a sanitizer, counts above
