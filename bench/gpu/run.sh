@@ -606,7 +606,7 @@ job_calibrate_host() {
 job calibrate-mps-p2p-off "lanes-topo lanes-run lanes_all_reduce_perf lanes_all_gather_perf
   lanes_reduce_scatter_perf lanes_broadcast_perf" \
   '"(points|median_error_by_algo|regret_within_1_05|regret_max|regret_median|choice_regret_[a-z0-9_]+|skipped_groups|failed_runs)"|^calibrate:|^[a-z]+ x [0-9]+ ranks' \
-  "planner: device-path costs predicted vs measured, 2 processes on GPU 0 under MPS, P2P off"
+  "planner: device-path costs predicted vs measured, 2 processes on GPU 0 under MPS, P2P off (CALIBRATE_REPEAT)"
 # The GeForce box's case on one GPU: slots in host memory, every path a
 # candidate (the simple kernel, host summation, the staged path, LL, the proxy).
 job_calibrate_mps_p2p_off() {
@@ -615,8 +615,8 @@ job_calibrate_mps_p2p_off() {
   step $((b + 30)) "calibrate, device memory, 2 processes on GPU 0 under MPS, P2P off" -- \
     bash bench/gpu/with_mps.sh env LANES_P2P_DISABLE=1 python3 bench/planner/calibrate.py \
     --build @build@ --memory device --ranks 2 --launch processes \
-    --collectives allreduce,allgather,reducescatter,broadcast --max 32M --repeat 2 \
-    --time-budget "$b" --out "$(jobdir)/mps_p2p_off@tag@"
+    --collectives allreduce,allgather,reducescatter,broadcast --max 32M \
+    --repeat "${CALIBRATE_REPEAT:-2}" --time-budget "$b" --out "$(jobdir)/mps_p2p_off@tag@"
 }
 
 job multi-gpu-perf "lanes-run $TOOLS5" 'Avg bus bandwidth|Out of bounds values : [1-9]' \
@@ -708,7 +708,8 @@ EOF
   cat <<EOF
 
 environment: CTEST_ARGS, CTEST_ENV, CTEST_S (ctest-gpu), CTEST_R (ctest-spread),
-  CALIBRATE_RANKS, CALIBRATE_COLLECTIVES, CALIBRATE_MAX, CALIBRATE_REPEAT (calibrate-host),
+  CALIBRATE_RANKS, CALIBRATE_COLLECTIVES, CALIBRATE_MAX (calibrate-host), CALIBRATE_REPEAT
+  (calibrate-host, calibrate-mps-p2p-off),
   P2P_MODES (p2p_off p2p_on), PERF_TOOLS, TOOL_S (multi-gpu-perf, multi-gpu-1g),
   LL_GRID_NPS (ll-grid's process counts, default "2 8").
 EOF
