@@ -133,7 +133,10 @@ std::vector<Combo> planCombos(Collective c, int nranks) {
   // type with the op cycling (every op in both buffer modes), data movement
   // once per element size; half of that at 7+ ranks.
   // A reduce-scatter's count is per block and its input holds n blocks: its
-  // big messages carry an all-reduce's bytes, split among the ranks.
+  // big messages carry an all-reduce's bytes, split among the ranks (the full
+  // matrix above keeps n blocks of kBigBytes). Blocks larger than the shared
+  // memory ring are then reduce-scatter's at 2 ranks; every rank count has
+  // them in the all-gather, broadcast and reduce below.
   const bool crowded = nranks >= 7;
   const size_t blocks = c == Collective::ReduceScatter ? static_cast<size_t>(nranks) : 1;
   if (isReduction(c)) {
@@ -156,8 +159,9 @@ std::vector<Combo> planCombos(Collective c, int nranks) {
 
 constexpr int kBroadcastDst = 0xffff;  // pattern "destination" for one-to-all data
 
-// Runs one combination on this rank and checks this rank's result. For
-// all-reduce, appends the hash of the output to *hashes.
+// Runs one combination on this rank and checks this rank's result (an
+// all-reduce's values on the combination's root only). For all-reduce,
+// appends the hash of the output to *hashes: the ranks compare them after.
 void runCombo(Collective c, const Combo& k, int rank, int n, lanesComm_t comm,
               std::vector<uint64_t>* hashes) {
   const std::string name = comboName(c, k);

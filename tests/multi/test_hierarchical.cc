@@ -3,9 +3,10 @@
 // LANES_HOSTID (ranks of different hosts talk TCP over loopback, ranks of
 // one host shared memory), in blocks and interleaved with rank order. Every
 // datatype and reduction, odd counts and zero, in place and not, forced with
-// LANES_ALGO=hierarchical, each rank checked against the test's own
-// arithmetic and patterns (tests/multi/data.h) and every rank's all-reduce
-// output bit-identical; the plan each call ran is read back. Where hosts
+// LANES_ALGO=hierarchical, checked against the test's own arithmetic and
+// patterns (tests/multi/data.h): each rank's gathers and reduce-scatters, an
+// all-reduce's values on one rank per call, every rank's all-reduce output
+// bit-identical; the plan each call ran is read back. Where hosts
 // hold different numbers of ranks, a forced hierarchical plan falls back to
 // one that runs. tests/multi/test_netns_tcp.cc runs it between network
 // namespaces.
