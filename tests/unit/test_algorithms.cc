@@ -628,12 +628,14 @@ TEST_P(AlgorithmRun, MatchesReference) {
   int ran = 0;
   for (int n : kRankCounts) {
     if (!algoSupports(p.algo, p.coll, n)) continue;
-    for (size_t big : kCounts) {
+    for (size_t listed : kCounts) {
       // Keep the biggest all-to-all / gather-style runs (n blocks per rank) bounded.
-      if (big > 100000 && n > 5 && !isReduction(p.coll) && p.coll != CollType::Broadcast) continue;
+      if (listed > 100000 && n > 5 && !isReduction(p.coll) && p.coll != CollType::Broadcast)
+        continue;
       // A reduce-scatter's count is per block, n of them per rank: its biggest
       // run carries an all-reduce's bytes, split among the ranks.
-      const size_t count = p.coll == CollType::ReduceScatter && big > 100000 ? big / n : big;
+      const size_t count =
+          p.coll == CollType::ReduceScatter && listed > 100000 ? listed / n : listed;
       for (bool inPlace : {false, true}) {
         std::string err = runCase(p.algo, p.coll, n, count, inPlace, p.cfg);
         ASSERT_EQ(err, "") << caseName(p) << " n=" << n << " count=" << count
