@@ -12,16 +12,6 @@
 
 namespace lanes {
 
-namespace {
-Status devicePointer(volatile uint32_t* hostFlag, CUdeviceptr* out) {
-  void* dptr = nullptr;
-  LANES_CUDA_RETURN(cudaHostGetDevicePointer(&dptr, const_cast<uint32_t*>(hostFlag), 0));
-  *out = reinterpret_cast<CUdeviceptr>(dptr);
-  return Status::ok();
-}
-
-}  // namespace
-
 Status StreamMemops::get(const StreamMemops** out) {
   static StreamMemops table;
   static Status status;
@@ -72,9 +62,33 @@ bool StreamMemops::refused(int result) const {
   return true;
 }
 
+Status StreamMemops::deviceAddress(volatile uint32_t* hostFlag, unsigned long long* out) const {
+  int device = 0;
+  LANES_CUDA_RETURN(cudaGetDevice(&device));
+  if (device >= 0 && device < kCachedDevices) {
+    std::atomic<int8_t>& same = sameAddress_[static_cast<size_t>(device)];
+    int8_t known = same.load(std::memory_order_relaxed);
+    if (known == 0) {
+      int attr = 0;
+      LANES_CUDA_RETURN(
+          cudaDeviceGetAttribute(&attr, cudaDevAttrCanUseHostPointerForRegisteredMem, device));
+      known = attr != 0 ? 1 : -1;
+      same.store(known, std::memory_order_relaxed);
+    }
+    if (known > 0) {
+      *out = reinterpret_cast<uintptr_t>(hostFlag);
+      return Status::ok();
+    }
+  }
+  void* dptr = nullptr;
+  LANES_CUDA_RETURN(cudaHostGetDevicePointer(&dptr, const_cast<uint32_t*>(hostFlag), 0));
+  *out = reinterpret_cast<uintptr_t>(dptr);
+  return Status::ok();
+}
+
 Status StreamMemops::write(cudaStream_t stream, volatile uint32_t* hostFlag, uint32_t value) const {
   CUdeviceptr addr = 0;
-  LANES_RETURN_IF_ERROR(devicePointer(hostFlag, &addr));
+  LANES_RETURN_IF_ERROR(deviceAddress(hostFlag, &addr));
   if (usesDriver()) {
     int r = write_(stream, addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (r == CUDA_SUCCESS) return Status::ok();
@@ -89,7 +103,7 @@ Status StreamMemops::write(cudaStream_t stream, volatile uint32_t* hostFlag, uin
 Status StreamMemops::waitGeq(cudaStream_t stream, volatile uint32_t* hostFlag,
                              uint32_t value) const {
   CUdeviceptr addr = 0;
-  LANES_RETURN_IF_ERROR(devicePointer(hostFlag, &addr));
+  LANES_RETURN_IF_ERROR(deviceAddress(hostFlag, &addr));
   if (usesDriver()) {
     int r = wait_(stream, addr, value, CU_STREAM_WAIT_VALUE_GEQ);
     if (r == CUDA_SUCCESS) return Status::ok();

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 
@@ -36,10 +37,18 @@ class StreamMemops final : public StreamCounters {
   // A driver call refused with CUDA_ERROR_NOT_SUPPORTED switches the process
   // to the kernels (that operation included).
   bool refused(int result) const;
+  // The device's address of `hostFlag`: the host address itself on devices
+  // that map registered host memory at the CPU's addresses (the driver's
+  // lookup costs a call per counter, several per staged chunk), else the
+  // driver's lookup.
+  Status deviceAddress(volatile uint32_t* hostFlag, unsigned long long* out) const;
 
+  static constexpr int kCachedDevices = 64;
   Fn write_ = nullptr;
   Fn wait_ = nullptr;
   mutable std::atomic<bool> driver_{false};
+  // Per device ordinal: 0 not asked yet, 1 same addresses, -1 look up.
+  mutable std::array<std::atomic<int8_t>, kCachedDevices> sameAddress_{};
 };
 
 }  // namespace lanes
