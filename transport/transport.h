@@ -55,6 +55,10 @@ class Connection {
   virtual int lanes() const = 0;
   virtual SendPort& sendPort(int lane) = 0;
   virtual RecvPort& recvPort(int lane) = 0;
+  // Whether polling this side's ports makes system calls (an engine that
+  // reads its sockets itself): a busy-wait iteration then costs
+  // microseconds, not the nanoseconds of a flag in memory.
+  virtual bool pollingMakesSystemCalls() const { return false; }
   // Wakes and fails every port of this side (abort, or a peer declared
   // dead). The peer's ports fail too where the transport can tell it (a
   // socket's end, rings both sides hold); otherwise the communicator's

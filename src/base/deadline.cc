@@ -40,12 +40,16 @@ int threadsMovingBytes(int localRanks, int tcpPeers, int socketThreads) {
   return localRanks + std::min(localRanks, 2) * std::min(tcpPeers, 2) * socketThreads;
 }
 
-unsigned spinLimitFor(int busyThreads) {
+unsigned spinLimitFor(int busyThreads, bool pollingSyscalls) {
   // -1 (unset): chosen by the cores below.
   static const int64_t configured = envInt("LANES_SPIN_ITERATIONS", -1, 0, UINT_MAX);
   if (configured >= 0) return static_cast<unsigned>(configured);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return busyThreads <= cores ? 4000u : 64u;
+  if (busyThreads <= cores) return 4000u;
+  // 64 rounds of socket reads hold the core the awaited peer needs: 4
+  // namespace hosts on 2 cores took about a tenth longer per 1-16 MiB
+  // all-reduce with them than with 8 (bench/results/tcp_netns/halving_doubling).
+  return pollingSyscalls ? 8u : 64u;
 }
 
 }  // namespace lanes

@@ -47,8 +47,9 @@ class Backoff {
 // Spin budget for ranks of this process: LANES_SPIN_ITERATIONS when set, else
 // long when `busyThreads` (the threads that move this host's bytes at once:
 // its ranks' engines and their TCP workers) fit on the online cores and short
-// when they do not.
-unsigned spinLimitFor(int busyThreads);
+// when they do not; shorter still there when `pollingSyscalls` (a wait's
+// every iteration reads sockets: its spin is a string of system calls).
+unsigned spinLimitFor(int busyThreads, bool pollingSyscalls = false);
 // The threads that move a host's bytes at once: each of its `localRanks`
 // ranks' engine, and the TCP workers (`socketThreads` per peer) of the
 // peers a step talks to at once (a ring's two, among `tcpPeers`) of the

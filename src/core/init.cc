@@ -153,11 +153,16 @@ Status connectPeers(lanesComm* comm, double timeoutSeconds) {
   // A rank's TCP peers are served by worker threads of its own that need a
   // core while its engine waits for them: spinning there only delays them.
   int tcpPeers = 0;
-  for (int p = 0; p < comm->nranks; ++p)
-    if (p != comm->rank && std::string_view(comm->links.connections[p]->transportName()) == "tcp")
-      ++tcpPeers;
+  bool pollingSyscalls = false;
+  for (int p = 0; p < comm->nranks; ++p) {
+    if (p == comm->rank) continue;
+    const Connection& c = *comm->links.connections[p];
+    if (std::string_view(c.transportName()) == "tcp") ++tcpPeers;
+    pollingSyscalls = pollingSyscalls || c.pollingMakesSystemCalls();
+  }
   comm->spinLimit = spinLimitFor(
-      threadsMovingBytes(comm->localRanks, tcpPeers, comm->config.transport.socketThreads));
+      threadsMovingBytes(comm->localRanks, tcpPeers, comm->config.transport.socketThreads),
+      pollingSyscalls);
   comm->links.table.assign(comm->nranks, nullptr);
   for (int p = 0; p < comm->nranks; ++p) comm->links.table[p] = comm->links.connections[p].get();
   return Status::ok();

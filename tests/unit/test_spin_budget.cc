@@ -31,5 +31,14 @@ TEST(SpinBudget, SpinsLongOnlyWhileTheThreadsFitOnTheCores) {
   EXPECT_EQ(spinLimitFor(threadsMovingBytes(1, 1, cores)), 64u);
 }
 
+TEST(SpinBudget, AnEngineReadingSocketsSpinsLessWhereThreadsOutnumberCores) {
+  if (std::getenv("LANES_SPIN_ITERATIONS") != nullptr)
+    GTEST_SKIP() << "LANES_SPIN_ITERATIONS is set in this test's environment and overrides it";
+  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  EXPECT_EQ(spinLimitFor(cores + 1, /*pollingSyscalls=*/true), 8u);
+  // With a core for every thread, spinning costs no one else's time.
+  EXPECT_EQ(spinLimitFor(cores, /*pollingSyscalls=*/true), 4000u);
+}
+
 }  // namespace
 }  // namespace lanes

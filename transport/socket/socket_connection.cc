@@ -200,6 +200,7 @@ class SocketConnection final : public Connection {
 
   int peer() const override { return cfg_.peer; }
   const char* transportName() const override { return "tcp"; }
+  bool pollingMakesSystemCalls() const override { return cfg_.engineMoves; }
   int lanes() const override { return cfg_.lanes; }
   SendPort& sendPort(int lane) override { return sendPorts_.at(static_cast<size_t>(lane)); }
   RecvPort& recvPort(int lane) override { return recvPorts_.at(static_cast<size_t>(lane)); }
