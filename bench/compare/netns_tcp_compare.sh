@@ -9,6 +9,8 @@
 #   bench/compare/netns_tcp_compare.sh [BIN_DIR] [OUT]   (default: this script's
 #        folder, i.e. build/<preset>/bin; bench/results/tcp_netns)
 #   env: HOSTS="2 4"  MINBYTES=1M  MAXBYTES=256M  ITERS=5  WARMUP=2
+#        ONLY=lanes: Lanes alone (A/B runs of its variables, which pass through to
+#        its ranks), no summary
 #
 # Writes OUT/<tool>_<collective>_<H>.txt (each tool's table) and OUT/summary.md:
 # per collective, host count and size, each tool's out-of-place busbw and
@@ -19,11 +21,15 @@ bin=$(cd "${1:-$(dirname "$0")}" && pwd)
 out=${2:-bench/results/tcp_netns}
 hosts_list=${HOSTS:-"2 4"}
 minbytes=${MINBYTES:-1M} maxbytes=${MAXBYTES:-256M} iters=${ITERS:-5} warmup=${WARMUP:-2}
-for tool in lanes-run lanes_all_reduce_perf lanes_all_gather_perf mpi_allreduce_perf mpi_allgather_perf; do
+only=${ONLY:-}
+[[ -z "$only" || "$only" == lanes ]] || { echo "netns_tcp_compare.sh: ONLY takes 'lanes', not '$only'" >&2; exit 2; }
+tools=(lanes-run lanes_all_reduce_perf lanes_all_gather_perf)
+[[ -n "$only" ]] || tools+=(mpi_allreduce_perf mpi_allgather_perf)
+for tool in "${tools[@]}"; do
   [[ -x "$bin/$tool" ]] || { echo "netns_tcp_compare.sh: $bin/$tool not found; build it first" >&2; exit 2; }
 done
 gloo=1
-[[ -x "$bin/gloo_perf" ]] || gloo=0
+[[ -x "$bin/gloo_perf" && -z "$only" ]] || gloo=0
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tag=$$
@@ -69,6 +75,7 @@ for h in $hosts_list; do
     LANES_SOCKET_IFNAME=vt LANES_ROOT_ADDR="$net.1:$((40000 + tag % 20000))" \
       "$bin/lanes-run" -n "$h" "$tmp/rank" "$bin/lanes_${coll}_perf" --memory host -c 0 "${sweep[@]}" \
       >"$out/lanes_${coll}_$h.txt"
+    [[ -z "$only" ]] || continue
     PMIX_MCA_ptl_tcp_remote_connections=1 PMIX_MCA_ptl_tcp_if_include="$net.0/24" \
       ip netns exec "$br" \
       mpirun --allow-run-as-root --oversubscribe -np "$h" --mca pml ob1 --mca btl tcp,self \
@@ -81,6 +88,7 @@ for h in $hosts_list; do
     fi
   done
 done
+[[ -z "$only" ]] || exit 0
 python3 - "$out" "$gloo" $hosts_list <<'PY'
 import sys
 out, gloo, hosts = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]

@@ -28,6 +28,8 @@ const char* algoName(AlgoId a) {
       return "hierarchical";
     case AlgoId::SharedSum:
       return "shared_sum";
+    case AlgoId::HalvingDoubling:
+      return "halving_doubling";
   }
   return "unknown";
 }
@@ -49,6 +51,9 @@ bool parseAlgoName(const char* text, AlgoId* out) {
       {"tree", AlgoId::Tree},
       {"hierarchical", AlgoId::Hierarchical},
       {"shared_sum", AlgoId::SharedSum},
+      {"halving_doubling", AlgoId::HalvingDoubling},
+      {"hd", AlgoId::HalvingDoubling},
+      {"rabenseifner", AlgoId::HalvingDoubling},
   };
   for (const Alias& a : kAliases) {
     if (strcasecmp(text, a.name) == 0) {
@@ -79,6 +84,7 @@ bool algoSupports(AlgoId algo, CollType coll) {
       return coll == CollType::AllReduce || coll == CollType::AllGather ||
              coll == CollType::ReduceScatter;
     case AlgoId::SharedSum:
+    case AlgoId::HalvingDoubling:
       return coll == CollType::AllReduce || coll == CollType::ReduceScatter;
   }
   return false;
@@ -86,7 +92,8 @@ bool algoSupports(AlgoId algo, CollType coll) {
 
 bool algoSupports(AlgoId algo, CollType coll, int nranks) {
   if (nranks < 1 || !algoSupports(algo, coll)) return false;
-  if (algo == AlgoId::RecursiveDoubling && coll == CollType::AllGather) {
+  if ((algo == AlgoId::RecursiveDoubling && coll == CollType::AllGather) ||
+      (algo == AlgoId::HalvingDoubling && coll == CollType::ReduceScatter)) {
     return (nranks & (nranks - 1)) == 0;
   }
   return true;
@@ -151,6 +158,9 @@ Status buildSchedule(AlgoId algo, const CollArgs& args, Schedule* out,
       break;
     case AlgoId::SharedSum:
       st = algo::buildSharedSum(args, out);
+      break;
+    case AlgoId::HalvingDoubling:
+      st = algo::buildHalvingDoubling(args, out);
       break;
   }
   // Steps left empty (zero-byte segments, in-place copies) cost a barrier each.

@@ -22,14 +22,16 @@ enum class AlgoId : uint8_t {
   Tree,               // double binary tree, pipelined in chunks (algorithms/tree.h)
   Hierarchical,       // all-reduce: within hosts, across hosts per shard, within hosts
   SharedSum,          // one host: every input in one shared arena, each rank sums its segment
+  HalvingDoubling,    // Rabenseifner: reduce-scatter by halving, all-gather by doubling
 };
 const char* algoName(AlgoId a);
 bool parseAlgoName(const char* text, AlgoId* out);
 
 // Whether `algo` implements `coll` (the planner's capability table).
 bool algoSupports(AlgoId algo, CollType coll);
-// Same, for a communicator of `nranks` (recursive-doubling all-gather needs a
-// power of two). buildSchedule fails exactly where this says false.
+// Same, for a communicator of `nranks` (recursive-doubling all-gather and
+// halving-doubling reduce-scatter need a power of two). buildSchedule fails exactly where this says
+// false.
 bool algoSupports(AlgoId algo, CollType coll, int nranks);
 // Builds the schedule; InvalidUsage if the algorithm does not serve the collective.
 // `ringOrder` (algorithms/ring_order.h) is the order the ring visits the

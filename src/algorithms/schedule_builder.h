@@ -72,6 +72,7 @@ void localCopySchedule(const void* src, void* dst, size_t bytes, Schedule* out);
 // `order`: position p of the ring holds rank order[p]; empty: rank p.
 Status buildRing(const CollArgs& args, std::span<const int> order, Schedule* out);
 Status buildRecursiveDoubling(const CollArgs& args, Schedule* out);
+Status buildHalvingDoubling(const CollArgs& args, Schedule* out);
 Status buildChain(const CollArgs& args, Schedule* out);
 Status buildPairwise(const CollArgs& args, Schedule* out);
 Status buildDirect(const CollArgs& args, Schedule* out);

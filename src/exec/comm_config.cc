@@ -23,10 +23,11 @@ const std::vector<std::string>& devicePathNames() {
 
 const std::vector<std::string>& hostAlgoNames() {
   static const std::vector<std::string> names = {
-      algoName(AlgoId::Ring),         algoName(AlgoId::RecursiveDoubling),
-      algoName(AlgoId::Chain),        algoName(AlgoId::Pairwise),
-      algoName(AlgoId::Direct),       algoName(AlgoId::Tree),
-      algoName(AlgoId::Hierarchical), algoName(AlgoId::SharedSum)};
+      algoName(AlgoId::Ring),           algoName(AlgoId::RecursiveDoubling),
+      algoName(AlgoId::Chain),          algoName(AlgoId::Pairwise),
+      algoName(AlgoId::Direct),         algoName(AlgoId::Tree),
+      algoName(AlgoId::Hierarchical),   algoName(AlgoId::SharedSum),
+      algoName(AlgoId::HalvingDoubling)};
   return names;
 }
 

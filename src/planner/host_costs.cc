@@ -326,6 +326,34 @@ int log2Floor(int n) {
   return l;
 }
 
+// Halving-doubling (algorithms/halving_doubling.cc): log2(p) halving rounds
+// that each send half of what the rank still holds and reduce the other half
+// as it arrives, and for an all-reduce as many doubling rounds back; the
+// ring's bytes in 2 log2(p) hops instead of 2(n-1). An all-reduce of n ranks
+// beyond the power of two p folds the extra ranks in first and hands them
+// the result last: two more hops of the whole buffer. s: a reduce-scatter's
+// whole input (n blocks), an all-reduce's buffer.
+CostTerms halvingDoublingCost(const CallFacts& f, const Steps& steps) {
+  CostTerms c;
+  const int n = f.nranks;
+  const int p = 1 << log2Floor(n);
+  const double s = static_cast<double>(f.bytes);
+  const bool allReduce = f.coll == CollType::AllReduce;
+  int hops = 0;
+  for (double part = s / 2; part >= s / p; part /= 2, ++hops) {
+    c.transfer += steps.reducedTransfer(part, n) + (allReduce ? steps.transfer(part, n) : 0);
+    c.reduce += steps.reduce(part);
+  }
+  hops *= allReduce ? 2 : 1;
+  if (allReduce && p != n) {
+    hops += 2;
+    c.transfer += steps.reducedTransfer(s, n) + steps.transfer(s, n);
+    c.reduce += steps.reduce(s);
+  }
+  c.latency = steps.hops(hops);
+  return c;
+}
+
 // A loop of rooted calls overlaps each call with the next: a direct one costs
 // the probe's rooted call R at any rank count. A chain longer than two ranks
 // costs R/8 more where every rank has a core and the ranks forward at once
@@ -412,6 +440,7 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   Pacing pacing = Pacing::Overlapped;
   if (isRooted(f.coll) && algo == AlgoId::Direct) pacing = Pacing::ByRoot;
   if (algo == AlgoId::Ring || algo == AlgoId::RecursiveDoubling ||
+      algo == AlgoId::HalvingDoubling ||
       (algo == AlgoId::Tree && f.coll == CollType::AllReduce && n > 2))
     pacing = Pacing::WholeSteps;
   const Steps steps(m, n, buffers, pacing);
@@ -431,6 +460,13 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
     c.latency += tree.latency;
     c.transfer = tree.transfer;
     c.reduce = tree.reduce;
+    return c;
+  }
+  if (algo == AlgoId::HalvingDoubling) {
+    const CostTerms hd = halvingDoublingCost(f, steps);
+    c.latency += hd.latency;
+    c.transfer = hd.transfer;
+    c.reduce = hd.reduce;
     return c;
   }
   switch (f.coll) {

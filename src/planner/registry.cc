@@ -196,9 +196,10 @@ const std::vector<DevicePathEntry> kDevicePathTable = {
 // (broadcasts of 8-128 KiB on the H100 machine's 16 cores, reduces of 32-128
 // KiB and 32 MiB on the 2-core VM, broadcasts from 8 MiB on the H200); the
 // chain was ahead by 3-5% at a few other sizes on the VM.
-constexpr AlgoId kHostAlgos[] = {AlgoId::Ring,         AlgoId::RecursiveDoubling, AlgoId::Direct,
-                                 AlgoId::Chain,        AlgoId::Pairwise,          AlgoId::Tree,
-                                 AlgoId::Hierarchical, AlgoId::SharedSum};
+constexpr AlgoId kHostAlgos[] = {
+    AlgoId::Ring,         AlgoId::RecursiveDoubling, AlgoId::Direct,
+    AlgoId::Chain,        AlgoId::Pairwise,          AlgoId::Tree,
+    AlgoId::Hierarchical, AlgoId::SharedSum,         AlgoId::HalvingDoubling};
 
 std::string microseconds(double seconds) {
   char buf[32];
@@ -306,8 +307,18 @@ std::vector<HostCandidate> rankHostAlgorithms(const CallFacts& facts,
     // The proxy's calls never take the shared arena (core/execute.cc), nor
     // does a communicator whose arena could not be made.
     if (algo == AlgoId::SharedSum && (f.device || !config.sharedSumUsable)) continue;
-    out.push_back(
-        {algo, hostAlgoCost(algo, f, config.machine), config.algo.allows(algoName(algo), true)});
+    // Halving-doubling runs by default only for more than two ranks between
+    // hosts, where each of the hops it saves is a socket's. Through shared
+    // memory the ring streams the same bytes without a step's wait and was
+    // its match within the runs' noise, ahead at 4 MiB by 7-15% (docs/planner.md);
+    // the model, which prices both as whole steps, would prefer
+    // halving-doubling everywhere. Two ranks' halving-doubling is the ring's
+    // two steps unpipelined.
+    const bool onByDefault =
+        algo != AlgoId::HalvingDoubling || (config.machine.hosts > 1 && f.nranks > 2);
+    if (!config.algo.allows(algoName(algo), onByDefault) && !onByDefault) continue;
+    out.push_back({algo, hostAlgoCost(algo, f, config.machine),
+                   config.algo.allows(algoName(algo), onByDefault)});
   }
   // Ties keep the table's order, so the choice is the same on every rank.
   std::stable_sort(out.begin(), out.end(), [](const HostCandidate& a, const HostCandidate& b) {

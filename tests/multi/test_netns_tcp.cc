@@ -184,6 +184,9 @@ TEST(NetnsTcp, TwoHostsTwoRanksEach) { runTwoHosts(2); }
 // The hierarchical all-reduce: shared memory within each namespace, TCP over
 // the veth between them (the other collectives: the planner's choice).
 TEST(NetnsTcp, TwoHostsTwoRanksEachHierarchical) { runTwoHosts(2, "hierarchical"); }
+// Halving-doubling: its exchanges cross the veth at distance 2 and stay in
+// each namespace's shared memory at distance 1.
+TEST(NetnsTcp, TwoHostsTwoRanksEachHalvingDoubling) { runTwoHosts(2, "halving_doubling"); }
 
 }  // namespace
 }  // namespace lanes::test

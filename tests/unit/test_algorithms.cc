@@ -27,9 +27,10 @@ namespace lanes {
 namespace {
 
 // The hierarchical all-reduce with no hosts given is one host's two steps.
-constexpr AlgoId kAlgos[] = {
-    AlgoId::Ring, AlgoId::RecursiveDoubling, AlgoId::Chain, AlgoId::Pairwise, AlgoId::Direct,
-    AlgoId::Tree, AlgoId::Hierarchical};
+constexpr AlgoId kAlgos[] = {AlgoId::Ring,         AlgoId::RecursiveDoubling,
+                             AlgoId::Chain,        AlgoId::Pairwise,
+                             AlgoId::Direct,       AlgoId::Tree,
+                             AlgoId::Hierarchical, AlgoId::HalvingDoubling};
 constexpr CollType kColls[] = {CollType::AllReduce, CollType::Broadcast,     CollType::Reduce,
                                CollType::AllGather, CollType::ReduceScatter, CollType::AlltoAll,
                                CollType::Gather,    CollType::Scatter};
@@ -162,7 +163,7 @@ TEST(Algorithms, UnsupportedPairsAreInvalidUsage) {
       }
     }
   }
-  EXPECT_EQ(supported, 18);
+  EXPECT_EQ(supported, 20);
   // Every collective has at least one algorithm.
   for (CollType c : kColls) {
     EXPECT_TRUE(std::any_of(std::begin(kAlgos), std::end(kAlgos), [&](AlgoId a) {
@@ -183,6 +184,56 @@ TEST(Algorithms, RecursiveDoublingAllGatherNeedsPowerOfTwo) {
                     argsFor(CollType::AllGather, 4, lanesFloat32, RedOpKind::Sum, 6, 1, 0, b), &s);
   EXPECT_EQ(st.code(), lanesInvalidUsage);
   EXPECT_NE(st.message().find("power-of-two"), std::string::npos) << st.message();
+}
+
+TEST(Algorithms, HalvingDoublingReduceScatterNeedsPowerOfTwo) {
+  EXPECT_TRUE(algoSupports(AlgoId::HalvingDoubling, CollType::ReduceScatter, 8));
+  EXPECT_FALSE(algoSupports(AlgoId::HalvingDoubling, CollType::ReduceScatter, 6));
+  EXPECT_TRUE(algoSupports(AlgoId::HalvingDoubling, CollType::AllReduce, 6));
+  RankBuffers b = makeBuffers(CollType::ReduceScatter, 4, 4, 6, 1, 0, false);
+  ScratchPool pool;
+  Schedule s(pool);
+  Status st = buildSchedule(
+      AlgoId::HalvingDoubling,
+      argsFor(CollType::ReduceScatter, 4, lanesFloat32, RedOpKind::Sum, 6, 1, 0, b), &s);
+  EXPECT_EQ(st.code(), lanesInvalidUsage);
+  EXPECT_NE(st.message().find("power-of-two"), std::string::npos) << st.message();
+}
+
+// log2(p) rounds each way, where the ring takes n - 1 steps each way: 4 ranks
+// exchange with 2 partners, the extra 5th folds into rank 0 and back.
+TEST(Algorithms, HalvingDoublingTalksToItsPartnersOnly) {
+  for (int n : {4, 5}) {
+    for (int r = 0; r < n; ++r) {
+      RankBuffers b = makeBuffers(CollType::AllReduce, 1000, 1000, n, r, 0, false);
+      ScratchPool pool;
+      Schedule s(pool);
+      ASSERT_TRUE(buildSchedule(
+                      AlgoId::HalvingDoubling,
+                      argsFor(CollType::AllReduce, 1000, lanesFloat32, RedOpKind::Sum, n, r, 0, b),
+                      &s)
+                      .isOk());
+      std::vector<int> peers;
+      for (const Step& st : s.steps)
+        for (const Op& op : st.ops) {
+          if (op.sendPeer >= 0) peers.push_back(op.sendPeer);
+          if (op.recvPeer >= 0) peers.push_back(op.recvPeer);
+        }
+      std::sort(peers.begin(), peers.end());
+      peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+      std::vector<int> want;
+      if (r >= 4) {
+        want = {r - 4};
+      } else {
+        want = {r ^ 1, r ^ 2};
+        if (r + 4 < n) want.push_back(r + 4);
+        std::sort(want.begin(), want.end());
+      }
+      EXPECT_EQ(peers, want) << "n=" << n << " rank " << r;
+      const size_t rounds = r >= 4 ? 2 : (r + 4 < n ? 6 : 4);
+      EXPECT_EQ(s.steps.size(), rounds) << "n=" << n << " rank " << r;
+    }
+  }
 }
 
 TEST(Algorithms, RejectsBadRankAndRoot) {

@@ -480,6 +480,44 @@ TEST(HostAlgorithmChoice, TwoRanksOnTwoHostsExchangeWholeBuffers) {
   EXPECT_NEAR(ringTransfer(four, 4 << 20, 4), 1.5 * 4 * oneMiB / socketRate, 1e-12);
 }
 
+// Halving-doubling: the ring's bytes in 2 log2(p) hops, so between hosts,
+// where every hop is a socket's, it takes the all-reduces past recursive
+// doubling's sizes from four ranks on (two ranks keep their measured
+// choices, above). On one host it runs only where LANES_ALGO names it.
+TEST(HostAlgorithmChoice, HalvingDoublingTakesManyHostsAllReducesAndRunsOnOneOnlyIfNamed) {
+  SelectionConfig hosts = roomy();
+  hosts.machine.hosts = 4;
+  hosts.machine.ranksPerHost = 1;
+  hosts.machine.socketLatencyUs = 17;
+  hosts.machine.socketGBs = 3.9;
+  for (size_t mib : {1, 16, 256})
+    EXPECT_EQ(choice(CollType::AllReduce, mib << 20, 4, hosts), AlgoId::HalvingDoubling) << mib;
+  EXPECT_EQ(choice(CollType::AllReduce, 8, 4, hosts), AlgoId::RecursiveDoubling);
+  const CallFacts f = call(CollType::AllReduce, 1 << 20, 4);
+  const CostTerms hd = hostAlgoCost(AlgoId::HalvingDoubling, f, hosts.machine);
+  const CostTerms ring = hostAlgoCost(AlgoId::Ring, f, hosts.machine);
+  EXPECT_NEAR(hd.transfer, ring.transfer, 1e-12);  // the same bytes
+  EXPECT_LT(hd.latency, ring.latency);             // 4 hops against 6
+  // Five ranks fold the fifth in and out: two more hops of the whole buffer.
+  EXPECT_GT(
+      hostAlgoCost(AlgoId::HalvingDoubling, call(CollType::AllReduce, 1 << 20, 5), hosts.machine)
+          .transfer,
+      hd.transfer + 1.9 * (1 << 20) / (hosts.machine.socketGBs * 1e9));
+
+  SelectionConfig one = roomy();
+  for (size_t bytes : {size_t{1} << 20, size_t{64} << 20})
+    EXPECT_NE(choice(CollType::AllReduce, bytes, 8, one), AlgoId::HalvingDoubling) << bytes;
+  ASSERT_TRUE(
+      NameList::parse("^ring", {"ring", "recursive_doubling", "halving_doubling"}, &one.algo)
+          .isOk());
+  EXPECT_NE(choice(CollType::AllReduce, size_t{64} << 20, 8, one), AlgoId::HalvingDoubling);
+  ASSERT_TRUE(NameList::parse("halving_doubling",
+                              {"ring", "recursive_doubling", "halving_doubling"}, &one.algo)
+                  .isOk());
+  EXPECT_EQ(choice(CollType::AllReduce, size_t{64} << 20, 8, one), AlgoId::HalvingDoubling);
+  EXPECT_EQ(choice(CollType::ReduceScatter, size_t{64} << 20, 8, one), AlgoId::HalvingDoubling);
+}
+
 // Host summation in the shared arena: two hand-offs through counters,
 // whatever the rank count, sums of chunks the cache holds, and a copy in and
 // out, so it takes the calls of several ranks of one host, small ones
