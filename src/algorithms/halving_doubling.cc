@@ -20,12 +20,6 @@
 namespace lanes::algo {
 namespace {
 
-int floorPow2(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
 // The segments [lo, lo + len) of a buffer cut into equal parts.
 struct SegmentRange {
   int lo = 0, len = 0;

@@ -16,12 +16,6 @@
 namespace lanes::algo {
 namespace {
 
-int floorPow2(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
 int log2Exact(int p) {
   int l = 0;
   while ((1 << l) < p) ++l;

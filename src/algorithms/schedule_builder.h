@@ -29,6 +29,13 @@ struct Segments {
 
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// The largest power of two <= n (n >= 1).
+inline int floorPow2(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
 inline const std::byte* at(const void* base, size_t byteOffset) {
   return static_cast<const std::byte*>(base) + byteOffset;
 }

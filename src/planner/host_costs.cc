@@ -455,18 +455,11 @@ CostTerms hostAlgoCost(AlgoId algo, const CallFacts& f, const MachineFacts& m) {
   }
   if (algo == AlgoId::Hierarchical) return hierarchicalCost(f, m);
   if (algo == AlgoId::SharedSum) return sharedSumCost(f, m, steps);
-  if (algo == AlgoId::Tree) {
-    const CostTerms tree = treeCost(f, steps);
-    c.latency += tree.latency;
-    c.transfer = tree.transfer;
-    c.reduce = tree.reduce;
-    return c;
-  }
-  if (algo == AlgoId::HalvingDoubling) {
-    const CostTerms hd = halvingDoublingCost(f, steps);
-    c.latency += hd.latency;
-    c.transfer = hd.transfer;
-    c.reduce = hd.reduce;
+  if (algo == AlgoId::Tree || algo == AlgoId::HalvingDoubling) {
+    const CostTerms own = algo == AlgoId::Tree ? treeCost(f, steps) : halvingDoublingCost(f, steps);
+    c.latency += own.latency;
+    c.transfer = own.transfer;
+    c.reduce = own.reduce;
     return c;
   }
   switch (f.coll) {
