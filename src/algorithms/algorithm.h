@@ -30,8 +30,8 @@ bool parseAlgoName(const char* text, AlgoId* out);
 // Whether `algo` implements `coll` (the planner's capability table).
 bool algoSupports(AlgoId algo, CollType coll);
 // Same, for a communicator of `nranks` (recursive-doubling all-gather and
-// halving-doubling reduce-scatter need a power of two). buildSchedule fails exactly where this says
-// false.
+// halving-doubling reduce-scatter need a power of two). buildSchedule fails
+// exactly where this says false.
 bool algoSupports(AlgoId algo, CollType coll, int nranks);
 // Builds the schedule; InvalidUsage if the algorithm does not serve the collective.
 // `ringOrder` (algorithms/ring_order.h) is the order the ring visits the

@@ -13,8 +13,9 @@
 // reduces it into its own first and sends it the result at the end.
 // Reduce-scatter needs a power of two (algoSupports says so).
 //
-// Bit-identical results: every element is reduced along one chain, ending
-// at the rank that owns its segment, and then copied to the others.
+// Bit-identical results: every element is reduced once, by a tree of
+// log2(p) levels ending at the rank that owns its segment, and then copied
+// to the others.
 #include "algorithms/schedule_builder.h"
 
 namespace lanes::algo {

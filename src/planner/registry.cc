@@ -307,18 +307,19 @@ std::vector<HostCandidate> rankHostAlgorithms(const CallFacts& facts,
     // The proxy's calls never take the shared arena (core/execute.cc), nor
     // does a communicator whose arena could not be made.
     if (algo == AlgoId::SharedSum && (f.device || !config.sharedSumUsable)) continue;
-    // Halving-doubling runs by default only for more than two ranks between
-    // hosts, where each of the hops it saves is a socket's. Through shared
-    // memory the ring streams the same bytes without a step's wait and was
-    // its match within the runs' noise, ahead at 4 MiB by 7-15% (docs/planner.md);
-    // the model, which prices both as whole steps, would prefer
-    // halving-doubling everywhere. Two ranks' halving-doubling is the ring's
+    // Halving-doubling is a default only for all-reduces of more than two
+    // ranks between hosts, where each hop it saves is a socket's, and not
+    // where LANES_WIRE asks the ring to compress (it sends its partial sums
+    // uncompressed). Through shared memory the ring streams the same bytes
+    // with no step's wait, which the model, pricing both as whole steps, does
+    // not see (docs/planner.md). Two ranks' halving-doubling is the ring's
     // two steps unpipelined.
-    const bool onByDefault =
-        algo != AlgoId::HalvingDoubling || (config.machine.hosts > 1 && f.nranks > 2);
-    if (!config.algo.allows(algoName(algo), onByDefault) && !onByDefault) continue;
-    out.push_back({algo, hostAlgoCost(algo, f, config.machine),
-                   config.algo.allows(algoName(algo), onByDefault)});
+    const bool onByDefault = algo != AlgoId::HalvingDoubling ||
+                             (f.coll == CollType::AllReduce && config.machine.hosts > 1 &&
+                              f.nranks > 2 && config.wire == WireFormat::Native);
+    const bool allowed = config.algo.allows(algoName(algo), onByDefault);
+    if (!onByDefault && !allowed) continue;
+    out.push_back({algo, hostAlgoCost(algo, f, config.machine), allowed});
   }
   // Ties keep the table's order, so the choice is the same on every rank.
   std::stable_sort(out.begin(), out.end(), [](const HostCandidate& a, const HostCandidate& b) {

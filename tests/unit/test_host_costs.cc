@@ -504,9 +504,23 @@ TEST(HostAlgorithmChoice, HalvingDoublingTakesManyHostsAllReducesAndRunsOnOneOnl
           .transfer,
       hd.transfer + 1.9 * (1 << 20) / (hosts.machine.socketGBs * 1e9));
 
+  // Not a default for reduce-scatters, nor where LANES_WIRE has the ring compress.
+  EXPECT_NE(choice(CollType::ReduceScatter, size_t{16} << 20, 4, hosts), AlgoId::HalvingDoubling);
+  SelectionConfig wire = hosts;
+  wire.wire = WireFormat::Bf16;
+  EXPECT_EQ(choice(CollType::AllReduce, size_t{16} << 20, 4, wire), AlgoId::Ring);
+
   SelectionConfig one = roomy();
-  for (size_t bytes : {size_t{1} << 20, size_t{64} << 20})
-    EXPECT_NE(choice(CollType::AllReduce, bytes, 8, one), AlgoId::HalvingDoubling) << bytes;
+  auto ranked = [](const SelectionConfig& c) {
+    std::vector<AlgoId> algos;
+    for (const HostCandidate& h :
+         rankHostAlgorithms(call(CollType::AllReduce, size_t{64} << 20, 8), c))
+      algos.push_back(h.algo);
+    return algos;
+  };
+  const std::vector<AlgoId> oneHost = ranked(one);
+  EXPECT_EQ(std::count(oneHost.begin(), oneHost.end(), AlgoId::HalvingDoubling), 0);
+  EXPECT_EQ(std::count(oneHost.begin(), oneHost.end(), AlgoId::Ring), 1);
   ASSERT_TRUE(
       NameList::parse("^ring", {"ring", "recursive_doubling", "halving_doubling"}, &one.algo)
           .isOk());
